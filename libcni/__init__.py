@@ -1,0 +1,1 @@
+"""libcni: the runtime side of the Container Network Interface (CNI) for Python."""

@@ -1,0 +1,239 @@
+"""The one exception hierarchy of libcni.
+
+Every error the library raises on purpose is a :class:`CNIError`. Each carries
+the CNI error ``code`` (see the well-known codes below), a ``msg`` a person can
+act on, and ``details`` (often the offending value). ``str(e)`` is ``msg``, or
+``"msg; details"`` when there are details.
+
+Well-known codes (CNI specification):
+
+==== =====================================================
+1    incompatible CNI version
+2    unsupported field in network configuration
+3    container unknown or does not exist
+4    invalid necessary environment variables
+5    I/O failure
+6    failed to decode content
+7    invalid network config
+11   try again later
+50   plugin not available (STATUS)
+51   plugin limited connectivity (STATUS)
+999  internal
+==== =====================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "CODE_DECODE",
+    "CODE_INCOMPATIBLE_VERSION",
+    "CODE_INTERNAL",
+    "CODE_INVALID_CONFIG",
+    "CODE_INVALID_ENV",
+    "CODE_IO",
+    "CODE_LIMITED_CONNECTIVITY",
+    "CODE_NOT_AVAILABLE",
+    "CODE_TRY_AGAIN",
+    "CODE_UNKNOWN_CONTAINER",
+    "CODE_UNSUPPORTED_FIELD",
+    "CNIError",
+    "CacheError",
+    "CheckNotSupportedError",
+    "ConfigError",
+    "DecodeError",
+    "GCError",
+    "NoConfigsFoundError",
+    "NotFoundError",
+    "PluginError",
+    "PluginNotFoundError",
+    "PluginTimeoutError",
+    "ValidationError",
+    "VersionError",
+]
+
+CODE_INCOMPATIBLE_VERSION = 1
+CODE_UNSUPPORTED_FIELD = 2
+CODE_UNKNOWN_CONTAINER = 3
+CODE_INVALID_ENV = 4
+CODE_IO = 5
+CODE_DECODE = 6
+CODE_INVALID_CONFIG = 7
+CODE_TRY_AGAIN = 11
+CODE_NOT_AVAILABLE = 50
+CODE_LIMITED_CONNECTIVITY = 51
+CODE_INTERNAL = 999
+
+
+class CNIError(Exception):
+    """Base of every error the library raises on purpose.
+
+    >>> str(CNIError("bad thing", "the detail", code=7))
+    'bad thing; the detail'
+    """
+
+    default_code = CODE_INTERNAL
+
+    def __init__(self, msg: str, details: str = "", *, code: int | None = None) -> None:
+        super().__init__(msg, details)
+        self.code: int = self.default_code if code is None else code
+        self.msg: str = msg
+        self.details: str = details
+
+    def __str__(self) -> str:
+        return f"{self.msg}; {self.details}" if self.details else self.msg
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code}, msg={self.msg!r}, details={self.details!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only context attributes would be lost by the default
+        # Exception pickling; restore the whole instance dictionary instead.
+        return (_restore, (type(self), self.__dict__.copy()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as the CNI error object ``{"cniVersion"?, "code", "msg", "details"}``."""
+        out: dict[str, Any] = {"code": self.code, "msg": self.msg}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+def _restore(cls: type[CNIError], state: dict[str, Any]) -> CNIError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, state.get("msg", ""), state.get("details", ""))
+    err.__dict__.update(state)
+    return err
+
+
+class ConfigError(CNIError):
+    """A configuration (file, bytes, or value) is invalid. Code 7 unless more specific."""
+
+    default_code = CODE_INVALID_CONFIG
+
+
+class DecodeError(ConfigError):
+    """Content (a result, a plugin reply) could not be decoded. Code 6."""
+
+    default_code = CODE_DECODE
+
+
+class NotFoundError(ConfigError):
+    """No configuration with the wanted network name exists in ``dir``."""
+
+    def __init__(self, dir: str, name: str, details: str = "") -> None:
+        super().__init__(f'no net configuration with name "{name}" in {dir}', details)
+        self.dir = dir
+        self.name = name
+
+
+class NoConfigsFoundError(ConfigError):
+    """The directory ``dir`` holds no configuration files at all (or does not exist)."""
+
+    def __init__(self, dir: str, details: str = "") -> None:
+        super().__init__(f"no net configurations found in {dir}", details)
+        self.dir = dir
+
+
+class ValidationError(CNIError):
+    """A container ID, network name or interface name is invalid (codes 3, 4 or 7)."""
+
+    default_code = CODE_INVALID_ENV
+
+
+class PluginNotFoundError(CNIError):
+    """No executable named like the plugin type exists in any plugin directory."""
+
+    default_code = CODE_INVALID_CONFIG
+
+    def __init__(self, plugin: str, paths: Sequence[str], details: str = "") -> None:
+        searched = ", ".join(paths) if paths else "(no plugin directories)"
+        super().__init__(
+            f'failed to find plugin "{plugin}" in path [{searched}]', details
+        )
+        self.plugin = plugin
+        self.paths = list(paths)
+
+
+class PluginError(CNIError):
+    """A plugin failed. ``code``, ``msg`` and ``details`` are what the plugin reported.
+
+    The context attributes say which plugin failed and how: ``plugin`` (type),
+    ``command`` (ADD, DEL...), ``network``, ``container_id``, ``exit_code`` or
+    ``signal`` (how the process ended, when it ended on its own) and ``stderr``
+    (the tail of what it wrote to standard error).
+    """
+
+    def __init__(
+        self,
+        msg: str,
+        details: str = "",
+        *,
+        code: int | None = None,
+        plugin: str = "",
+        command: str = "",
+        network: str = "",
+        container_id: str = "",
+        exit_code: int | None = None,
+        signal: int | None = None,
+        stderr: str = "",
+    ) -> None:
+        super().__init__(msg, details, code=code)
+        self.plugin = plugin
+        self.command = command
+        self.network = network
+        self.container_id = container_id
+        self.exit_code = exit_code
+        self.signal = signal
+        self.stderr = stderr
+
+    def describe(self) -> str:
+        """``str(self)`` followed by which plugin, command, network and container failed."""
+        where = " ".join(
+            part
+            for part in (
+                f"plugin {self.plugin!r}" if self.plugin else "",
+                self.command,
+                f"network {self.network!r}" if self.network else "",
+                f"container {self.container_id!r}" if self.container_id else "",
+            )
+            if part
+        )
+        return f"{self} [{where}]" if where else str(self)
+
+
+class PluginTimeoutError(PluginError, TimeoutError):
+    """A plugin did not finish within the timeout; its process group was killed."""
+
+    default_code = CODE_TRY_AGAIN
+
+
+class VersionError(CNIError):
+    """Unknown or incompatible CNI version, or an impossible result conversion. Code 1."""
+
+    default_code = CODE_INCOMPATIBLE_VERSION
+
+
+class CheckNotSupportedError(VersionError):
+    """CHECK was asked of a configuration whose version is below 0.4.0."""
+
+
+class CacheError(CNIError):
+    """The cache directory or a cache entry cannot be read or written. Code 5."""
+
+    default_code = CODE_IO
+
+
+class GCError(CNIError):
+    """One garbage collection met one or more failures; ``errors`` holds all of them."""
+
+    def __init__(self, errors: Sequence[CNIError]) -> None:
+        errs = list(errors)
+        super().__init__(
+            f"garbage collection failed with {len(errs)} error(s)",
+            "; ".join(str(e) for e in errs),
+            code=errs[0].code if len(errs) == 1 else CODE_INTERNAL,
+        )
+        self.errors: list[CNIError] = errs

@@ -1,0 +1,141 @@
+"""CNI specification versions: parsing, comparison, and plugin version info.
+
+>>> parse_version("1")
+(1, 0, 0)
+>>> greater_than("0.10.0", "0.4.0")
+True
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from .errors import VersionError
+
+__all__ = [
+    "ALL",
+    "CURRENT",
+    "LEGACY",
+    "PluginInfo",
+    "greater_than",
+    "greater_than_or_equal_to",
+    "parse_version",
+    "plugin_info_from_bytes",
+]
+
+#: Every specification version this library knows, oldest first.
+ALL: tuple[str, ...] = ("0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+#: The newest specification version; what the library speaks by default.
+CURRENT: str = "1.1.0"
+#: The versions whose results use ``ip4``/``ip6``.
+LEGACY: tuple[str, ...] = ("0.1.0", "0.2.0")
+
+_parsed_cache: dict[str, tuple[int, int, int]] = {}
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """Parse a CNI version string into ``(major, minor, micro)``.
+
+    Up to three dot-separated non-negative integers; missing parts are 0 and
+    the empty string means ``0.1.0``. Anything else raises :class:`VersionError`.
+
+    >>> parse_version("")
+    (0, 1, 0)
+    >>> parse_version("0.4")
+    (0, 4, 0)
+    """
+    cached = _parsed_cache.get(version) if isinstance(version, str) else None
+    if cached is not None:
+        return cached
+    if not isinstance(version, str):
+        raise VersionError("invalid version: not a string", repr(version))
+    if version == "":
+        return (0, 1, 0)
+    parts = version.split(".")
+    if len(parts) > 3:
+        raise VersionError(f'invalid version "{version}": too many parts', version)
+    numbers: list[int] = []
+    for part in parts:
+        # isdigit() also accepts non-ASCII digits such as "²"; insist on ASCII.
+        if not (part.isascii() and part.isdigit()):
+            raise VersionError(f'invalid version "{version}": "{part}" is not a number', version)
+        numbers.append(int(part))
+    numbers.extend([0] * (3 - len(numbers)))
+    parsed = (numbers[0], numbers[1], numbers[2])
+    if len(_parsed_cache) < 1024:
+        _parsed_cache[version] = parsed
+    return parsed
+
+
+def greater_than(version: str, other: str) -> bool:
+    """``version > other``, compared numerically. Raises :class:`VersionError` if either is invalid."""
+    return parse_version(version) > parse_version(other)
+
+
+def greater_than_or_equal_to(version: str, other: str) -> bool:
+    """``version >= other``, compared numerically. Raises :class:`VersionError` if either is invalid."""
+    return parse_version(version) >= parse_version(other)
+
+
+def is_known(version: str) -> bool:
+    """Whether ``version`` is one of :data:`ALL` (the empty string counts as 0.1.0)."""
+    return (version or "0.1.0") in ALL
+
+
+@attrs.frozen
+class PluginInfo:
+    """What a plugin answered to ``VERSION``.
+
+    ``cni_version`` is the version the plugin replied in and
+    ``supported_versions`` every version it supports.
+    """
+
+    cni_version: str
+    supported_versions: list[str] = attrs.field(factory=list)
+
+    def supports(self, version: str) -> bool:
+        """Whether the plugin supports ``version`` (the empty string means 0.1.0)."""
+        return (version or "0.1.0") in self.supported_versions
+
+
+#: What a plugin that predates the VERSION command supports.
+LEGACY_PLUGIN_INFO = PluginInfo("0.1.0", ["0.1.0"])
+
+
+def plugin_info_from_bytes(data: bytes | str) -> PluginInfo:
+    """Decode a plugin's reply to ``VERSION``.
+
+    A reply with ``cniVersion`` "0.2.0" and no ``supportedVersions`` means
+    ``["0.1.0", "0.2.0"]`` (the legacy rule). Anything malformed raises
+    :class:`VersionError`.
+
+    >>> plugin_info_from_bytes(b'{"cniVersion":"0.2.0"}').supported_versions
+    ['0.1.0', '0.2.0']
+    """
+    try:
+        obj: Any = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        raise VersionError("decoding version info: reply is not JSON", _excerpt(data)) from e
+    if not isinstance(obj, dict):
+        raise VersionError("decoding version info: reply is not a JSON object", _excerpt(data))
+    cni_version = obj.get("cniVersion", "")
+    if not isinstance(cni_version, str) or cni_version == "":
+        raise VersionError("decoding version info: missing field cniVersion", _excerpt(data))
+    supported = obj.get("supportedVersions")
+    if supported is None:
+        if cni_version == "0.2.0":
+            return PluginInfo("0.2.0", ["0.1.0", "0.2.0"])
+        raise VersionError("decoding version info: missing field supportedVersions", _excerpt(data))
+    if not isinstance(supported, list) or not all(isinstance(v, str) for v in supported):
+        raise VersionError(
+            "decoding version info: supportedVersions must be a list of strings", _excerpt(data)
+        )
+    return PluginInfo(cni_version, list(supported))
+
+
+def _excerpt(data: bytes | str, limit: int = 200) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return text if len(text) <= limit else text[:limit] + "..."
