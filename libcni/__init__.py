@@ -1,1 +1,108 @@
-"""libcni: the runtime side of the Container Network Interface (CNI) for Python."""
+"""libcni: the runtime side of the Container Network Interface (CNI) for Python.
+
+Load network configuration lists, run the plugin binaries, and keep their
+results in an on-disk cache compatible with the Go library::
+
+    import libcni
+
+    net = libcni.load_conf_list("/etc/cni/net.d", "mynet")
+    cni = libcni.CNIConfig(["/opt/cni/bin"])
+    rt = libcni.RuntimeConf("c1", netns="/var/run/netns/c1", ifname="eth0")
+    result = cni.add_network_list(net, rt)
+    cni.del_network_list(net, rt)
+
+See https://www.cni.dev/ for the specification.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .api import CNIConfig
+from .conf import (
+    NetworkConfig,
+    NetworkConfigList,
+    PluginConfig,
+    conf_files,
+    conf_from_bytes,
+    conf_from_file,
+    conf_list_from_bytes,
+    conf_list_from_conf,
+    conf_list_from_file,
+    inject_conf,
+    load_conf,
+    load_conf_list,
+)
+from .errors import (
+    CacheError,
+    CheckNotSupportedError,
+    CNIError,
+    ConfigError,
+    DecodeError,
+    GCError,
+    NoConfigsFoundError,
+    NotFoundError,
+    PluginError,
+    PluginNotFoundError,
+    PluginTimeoutError,
+    ValidationError,
+    VersionError,
+)
+from .types import Result, create_result, result_from_bytes
+from .types.dns import DNS
+from .values import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
+from .version import PluginInfo
+
+if TYPE_CHECKING:
+    from .aio import AsyncCNIConfig
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DNS",
+    "AsyncCNIConfig",
+    "CNIConfig",
+    "CNIError",
+    "CacheError",
+    "CheckNotSupportedError",
+    "ConfigError",
+    "DecodeError",
+    "GCArgs",
+    "GCAttachment",
+    "GCError",
+    "NetworkAttachment",
+    "NetworkConfig",
+    "NetworkConfigList",
+    "NoConfigsFoundError",
+    "NotFoundError",
+    "PluginConfig",
+    "PluginError",
+    "PluginInfo",
+    "PluginNotFoundError",
+    "PluginTimeoutError",
+    "Result",
+    "RuntimeConf",
+    "ValidationError",
+    "VersionError",
+    "conf_files",
+    "conf_from_bytes",
+    "conf_from_file",
+    "conf_list_from_bytes",
+    "conf_list_from_conf",
+    "conf_list_from_file",
+    "create_result",
+    "inject_conf",
+    "load_conf",
+    "load_conf_list",
+    "result_from_bytes",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The async API pulls in asyncio (~20 ms); load it only when asked for.
+    if name == "AsyncCNIConfig":
+        from .aio import AsyncCNIConfig
+
+        globals()[name] = AsyncCNIConfig
+        return AsyncCNIConfig
+    raise AttributeError(f"module 'libcni' has no attribute {name!r}")

@@ -1,0 +1,588 @@
+"""The rules of every operation, written once for the sync and the async API.
+
+Each operation is a generator that decides what to do and *yields effects*:
+:class:`RunPlugin` (run this binary with this stdin and environment) and
+:class:`TakeLock` (hold this cache lock). A driver performs each effect and
+sends back its outcome (the plugin's stdout, or a function that releases the
+lock), or throws the exception it raised. ``CNIConfig`` drives the generators
+with blocking calls; ``AsyncCNIConfig`` awaits the same effects. Cache reads
+and writes are short, local and done inline.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import Any, Union
+
+import attrs
+
+from . import request as rq
+from .cache import CacheEntry, ResultCache
+from .conf import NetworkConfigList, PluginConfig
+from .errors import (
+    CacheError,
+    CheckNotSupportedError,
+    CNIError,
+    ConfigError,
+    GCError,
+    PluginError,
+    PluginNotFoundError,
+    PluginTimeoutError,
+    VersionError,
+)
+from .invoke import Exec, RawExec
+from .types import Result, result_from_bytes, result_from_dict
+from .values import GCArgs, NetworkAttachment, RuntimeConf
+from .version import LEGACY_PLUGIN_INFO, PluginInfo, parse_version, plugin_info_from_bytes
+
+log = logging.getLogger("libcni")
+
+DEFAULT_CACHE_DIR = "/var/lib/cni"
+
+_V040 = (0, 4, 0)
+_V110 = (1, 1, 0)
+
+
+@attrs.frozen
+class RunPlugin:
+    """Effect: run the plugin binary ``path``; the outcome is its stdout."""
+
+    path: str
+    stdin: bytes
+    env: Mapping[str, str]
+    timeout: float | None
+    plugin: str
+    command: str
+    network: str = ""
+    container_id: str = ""
+
+
+@attrs.frozen
+class TakeLock:
+    """Effect: hold a cache lock; the outcome is a function that releases it.
+
+    With ``ifname`` set it is the lock of one attachment, otherwise the lock
+    of the whole ``network`` (``exclusive`` for GC, shared for ADD and DEL).
+    """
+
+    cache: ResultCache
+    network: str
+    container_id: str = ""
+    ifname: str = ""
+    exclusive: bool = True
+
+
+Effect = Union[RunPlugin, TakeLock]
+Release = Callable[[], None]
+Op = Generator[Effect, Any, Any]
+
+
+@attrs.frozen
+class _Chain:
+    """What the operations need of a network, for a list or a single plugin."""
+
+    name: str
+    cni_version: str
+    plugins: tuple[PluginConfig, ...]
+    config: bytes
+    disable_check: bool = False
+    disable_gc: bool = False
+
+    @classmethod
+    def of(cls, net: NetworkConfigList | PluginConfig) -> _Chain:
+        if isinstance(net, PluginConfig):
+            return cls(net.name, net.cni_version, (net,), net.bytes)
+        if not isinstance(net, NetworkConfigList):
+            raise TypeError(f"expected a NetworkConfigList or PluginConfig, not {type(net).__name__}")
+        return cls(
+            net.name,
+            net.cni_version,
+            tuple(net.plugins),
+            net.bytes,
+            net.disable_check,
+            net.disable_gc,
+        )
+
+
+class _Deadline:
+    """The time left of one operation's timeout, shared by all its plugin calls."""
+
+    __slots__ = ("_end", "_timeout")
+
+    def __init__(self, timeout: float | None) -> None:
+        self._timeout = timeout
+        self._end = None if timeout is None else time.monotonic() + timeout
+
+    def left(self, plugin: str, command: str) -> float | None:
+        if self._end is None:
+            return None
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise PluginTimeoutError(
+                f"operation timed out after {self._timeout}s before {plugin} could run",
+                plugin=plugin,
+                command=command,
+            )
+        return left
+
+
+class Operations:
+    """The state and the operation generators shared by ``CNIConfig`` and ``AsyncCNIConfig``."""
+
+    def __init__(
+        self,
+        path: Sequence[str | os.PathLike[str]],
+        cache_dir: str | os.PathLike[str] | None = None,
+        exec: Exec | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        if isinstance(path, (str, os.PathLike)):
+            # A lone string would otherwise be searched letter by letter.
+            path = [path]
+        self.path: tuple[str, ...] = tuple(os.fspath(p) for p in path)
+        self.cache_dir: str | None = None if cache_dir is None else os.fspath(cache_dir)
+        self.exec: Exec = exec if exec is not None else RawExec()
+        self.timeout = timeout
+        self._caches: dict[str, ResultCache] = {}
+        self._probes: dict[tuple[str, int, int], PluginInfo] = {}
+        self._probe_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(path={list(self.path)!r}, cache_dir={self.cache_dir!r})"
+
+    # -- helpers ---------------------------------------------------------
+
+    def _cache(self, rt: RuntimeConf | None = None) -> ResultCache:
+        """The cache: the ``CNIConfig``'s directory wins over the ``RuntimeConf``'s."""
+        directory = self.cache_dir
+        if directory is None and rt is not None and rt.cache_dir is not None:
+            directory = os.fspath(rt.cache_dir)
+        directory = directory or DEFAULT_CACHE_DIR
+        cache = self._caches.get(directory)
+        if cache is None:
+            cache = self._caches.setdefault(directory, ResultCache(directory))
+        return cache
+
+    def _find(self, plugin_type: str) -> str:
+        return self.exec.find_in_path(plugin_type, self.path)
+
+    def _deadline(self, timeout: float | None) -> _Deadline:
+        return _Deadline(self.timeout if timeout is None else timeout)
+
+    def _cached_prev(self, entry: CacheEntry | None, version: str) -> dict[str, Any] | None:
+        """The cached result of ``entry`` converted to ``version``, as a JSON object."""
+        if entry is None or entry.result is None:
+            return None
+        try:
+            result = result_from_dict(entry.result)
+        except CNIError as e:
+            raise CacheError(
+                f"cached result for {entry.network_name}-{entry.container_id}-{entry.ifname} "
+                "cannot be decoded",
+                str(e),
+            ) from e
+        return result.as_version(version).to_dict()
+
+    def _read_for_del(self, cache: ResultCache, chain: _Chain, rt: RuntimeConf) -> dict[str, Any] | None:
+        """DEL's prevResult: a missing entry gives none; a bad one is removed and gives none."""
+        try:
+            return self._cached_prev(cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version)
+        except (CacheError, VersionError) as e:
+            log.warning(
+                "removing unusable cache entry %s-%s-%s before DEL: %s",
+                chain.name,
+                rt.container_id,
+                rt.ifname,
+                e,
+            )
+            cache.remove(chain.name, rt.container_id, rt.ifname)
+            return None
+
+    @staticmethod
+    def _decode_result(out: bytes, version: str, effect: RunPlugin) -> Result:
+        try:
+            return result_from_bytes(out, default_version=version)
+        except CNIError as e:
+            raise PluginError(
+                f"plugin {effect.plugin} returned an invalid result: {e.msg}",
+                e.details,
+                code=e.code,
+                plugin=effect.plugin,
+                command=effect.command,
+                network=effect.network,
+                container_id=effect.container_id,
+            ) from e
+
+    # -- ADD, CHECK, DEL -------------------------------------------------
+
+    def add(self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None) -> Op:
+        """ADD: run the chain in order, each plugin getting the previous result; cache the last."""
+        chain = _Chain.of(net)
+        if not chain.plugins:
+            raise ConfigError(f"network {chain.name!r} has no plugins")
+        deadline = self._deadline(timeout)
+        cni_args = rq.encode_cni_args(rt.args)
+        paths = []
+        for plugin in chain.plugins:
+            paths.append(self._find(plugin.type))
+            rq.validate_attachment(rt.container_id, chain.name, rt.ifname)
+        cache = self._cache(rt)
+        env = rq.plugin_env(
+            os.environ,
+            command=rq.ADD,
+            container_id=rt.container_id,
+            netns=rt.netns,
+            ifname=rt.ifname,
+            cni_args=cni_args,
+            path=self.path,
+        )
+        release_net = yield TakeLock(cache, chain.name, exclusive=False)
+        try:
+            release = yield TakeLock(cache, chain.name, rt.container_id, rt.ifname)
+            try:
+                prev: dict[str, Any] | None = None
+                result: Result | None = None
+                for plugin, path in zip(chain.plugins, paths):
+                    effect = RunPlugin(
+                        path,
+                        rq.plugin_request(
+                            plugin.raw,
+                            name=chain.name,
+                            cni_version=chain.cni_version,
+                            capability_args=rt.capability_args,
+                            prev_result=prev,
+                        ),
+                        env,
+                        deadline.left(plugin.type, rq.ADD),
+                        plugin.type,
+                        rq.ADD,
+                        chain.name,
+                        rt.container_id,
+                    )
+                    result = self._decode_result((yield effect), chain.cni_version, effect)
+                    prev = result.to_dict()
+                cache.write(
+                    CacheEntry(
+                        container_id=rt.container_id,
+                        network_name=chain.name,
+                        ifname=rt.ifname,
+                        config=chain.config,
+                        netns=rt.netns,
+                        cni_args=rt.args,
+                        capability_args=dict(rt.capability_args),
+                        result=prev,
+                    )
+                )
+                return result
+            finally:
+                release()
+        finally:
+            release_net()
+
+    def check(self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None) -> Op:
+        """CHECK: every plugin in order, each with the cached result as prevResult."""
+        chain = _Chain.of(net)
+        if parse_version(chain.cni_version) < _V040:
+            raise CheckNotSupportedError(
+                f'configuration version "{chain.cni_version}" does not support the CHECK command',
+                chain.name,
+            )
+        if isinstance(net, NetworkConfigList) and chain.disable_check:
+            return None
+        deadline = self._deadline(timeout)
+        cni_args = rq.encode_cni_args(rt.args)
+        paths = [self._find(plugin.type) for plugin in chain.plugins]
+        cache = self._cache(rt)
+        env = rq.plugin_env(
+            os.environ,
+            command=rq.CHECK,
+            container_id=rt.container_id,
+            netns=rt.netns,
+            ifname=rt.ifname,
+            cni_args=cni_args,
+            path=self.path,
+        )
+        release = yield TakeLock(cache, chain.name, rt.container_id, rt.ifname)
+        try:
+            prev = self._cached_prev(
+                cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
+            )
+            for plugin, path in zip(chain.plugins, paths):
+                yield RunPlugin(
+                    path,
+                    rq.plugin_request(
+                        plugin.raw,
+                        name=chain.name,
+                        cni_version=chain.cni_version,
+                        capability_args=rt.capability_args,
+                        prev_result=prev,
+                    ),
+                    env,
+                    deadline.left(plugin.type, rq.CHECK),
+                    plugin.type,
+                    rq.CHECK,
+                    chain.name,
+                    rt.container_id,
+                )
+        finally:
+            release()
+        return None
+
+    def delete(
+        self,
+        net: NetworkConfigList | PluginConfig,
+        rt: RuntimeConf,
+        timeout: float | None,
+        *,
+        network_locked: bool = False,
+        deadline: _Deadline | None = None,
+    ) -> Op:
+        """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it."""
+        chain = _Chain.of(net)
+        with_prev = parse_version(chain.cni_version) >= _V040
+        deadline = deadline or self._deadline(timeout)
+        cni_args = rq.encode_cni_args(rt.args)
+        cache = self._cache(rt)
+        env = rq.plugin_env(
+            os.environ,
+            command=rq.DEL,
+            container_id=rt.container_id,
+            netns=rt.netns,
+            ifname=rt.ifname,
+            cni_args=cni_args,
+            path=self.path,
+        )
+        release_net = None if network_locked else (yield TakeLock(cache, chain.name, exclusive=False))
+        try:
+            release = yield TakeLock(cache, chain.name, rt.container_id, rt.ifname)
+            try:
+                prev = self._read_for_del(cache, chain, rt) if with_prev else None
+                for plugin in reversed(chain.plugins):
+                    yield RunPlugin(
+                        self._find(plugin.type),
+                        rq.plugin_request(
+                            plugin.raw,
+                            name=chain.name,
+                            cni_version=chain.cni_version,
+                            capability_args=rt.capability_args,
+                            prev_result=prev,
+                        ),
+                        env,
+                        deadline.left(plugin.type, rq.DEL),
+                        plugin.type,
+                        rq.DEL,
+                        chain.name,
+                        rt.container_id,
+                    )
+                cache.remove(chain.name, rt.container_id, rt.ifname)
+            finally:
+                release()
+        finally:
+            if release_net is not None:
+                release_net()
+        return None
+
+    # -- GC and STATUS ---------------------------------------------------
+
+    def gc(self, net: NetworkConfigList, args: GCArgs | None, timeout: float | None) -> Op:
+        """GC: DEL every cached attachment of the network that is not valid, then GC every plugin."""
+        chain = _Chain.of(net)
+        if chain.disable_gc:
+            return None
+        deadline = self._deadline(timeout)
+        valid = [(a.container_id, a.ifname) for a in (args.valid_attachments if args else ())]
+        valid_set = set(valid)
+        cache = self._cache()
+        errors: list[CNIError] = []
+        release_net = yield TakeLock(cache, chain.name, exclusive=True)
+        try:
+            for entry in cache.entries():
+                if entry.network_name != chain.name:
+                    continue
+                if (entry.container_id, entry.ifname) in valid_set:
+                    continue
+                stale = RuntimeConf(
+                    container_id=entry.container_id,
+                    netns=entry.netns,
+                    ifname=entry.ifname,
+                    args=entry.cni_args,
+                    capability_args=entry.capability_args,
+                    cache_dir=cache.dir,
+                )
+                try:
+                    yield from self.delete(net, stale, None, network_locked=True, deadline=deadline)
+                except CNIError as e:
+                    log.warning("GC of stale attachment %s/%s failed: %s", entry.container_id, entry.ifname, e)
+                    errors.append(e)
+            if parse_version(chain.cni_version) >= _V110:
+                env = rq.plugin_env(os.environ, command=rq.GC, path=self.path)
+                for plugin in chain.plugins:
+                    try:
+                        yield RunPlugin(
+                            self._find(plugin.type),
+                            rq.gc_request(
+                                plugin.raw,
+                                name=chain.name,
+                                cni_version=chain.cni_version,
+                                valid_attachments=valid,
+                            ),
+                            env,
+                            deadline.left(plugin.type, rq.GC),
+                            plugin.type,
+                            rq.GC,
+                            chain.name,
+                        )
+                    except CNIError as e:
+                        errors.append(e)
+        finally:
+            release_net()
+        if errors:
+            raise GCError(errors)
+        return None
+
+    def status(self, net: NetworkConfigList, timeout: float | None) -> Op:
+        """STATUS: every plugin in order (spec 1.1.0 and later); the first error is raised as is."""
+        chain = _Chain.of(net)
+        if parse_version(chain.cni_version) < _V110:
+            return None
+        deadline = self._deadline(timeout)
+        env = rq.plugin_env(os.environ, command=rq.STATUS, path=self.path)
+        for plugin in chain.plugins:
+            yield RunPlugin(
+                self._find(plugin.type),
+                rq.status_request(plugin.raw, name=chain.name, cni_version=chain.cni_version),
+                env,
+                deadline.left(plugin.type, rq.STATUS),
+                plugin.type,
+                rq.STATUS,
+                chain.name,
+            )
+        return None
+
+    # -- VERSION and validation -----------------------------------------
+
+    def version_info(self, plugin_type: str, timeout: float | None, *, path: str | None = None) -> Op:
+        """VERSION: what the plugin supports (a plugin that predates VERSION supports 0.1.0)."""
+        path = path or self._find(plugin_type)
+        effect = RunPlugin(
+            path,
+            rq.VERSION_REQUEST,
+            rq.version_env(os.environ, self.path),
+            self._deadline(timeout).left(plugin_type, rq.VERSION),
+            plugin_type,
+            rq.VERSION,
+        )
+        try:
+            out = yield effect
+        except PluginError as e:
+            if e.msg.startswith("unknown CNI_COMMAND: VERSION") and not isinstance(
+                e, PluginTimeoutError
+            ):
+                return LEGACY_PLUGIN_INFO
+            raise
+        try:
+            return plugin_info_from_bytes(out)
+        except VersionError as e:
+            e.msg = f"plugin {plugin_type}: {e.msg}"
+            raise
+
+    def validate(self, net: NetworkConfigList | PluginConfig, timeout: float | None) -> Op:
+        """Check every plugin exists and supports the version; return the enabled capabilities."""
+        chain = _Chain.of(net)
+        version = chain.cni_version or "0.1.0"
+        errors: list[CNIError] = []
+        capabilities: set[str] = set()
+        for plugin in chain.plugins:
+            capabilities.update(k for k, v in plugin.capabilities.items() if v is True)
+            try:
+                path = self._find(plugin.type)
+                info = yield from self._probe(plugin.type, path, timeout)
+                if not info.supports(version):
+                    raise VersionError(
+                        f'plugin {plugin.type} does not support config version "{version}"',
+                        f"supported: {', '.join(info.supported_versions)}",
+                    )
+            except (CNIError, ConfigError) as e:
+                errors.append(e)
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            err = ConfigError(
+                f"network {chain.name!r} failed validation with {len(errors)} problems",
+                "; ".join(str(e) for e in errors),
+            )
+            err.errors = errors  # type: ignore[attr-defined]
+            raise err
+        return sorted(capabilities)
+
+    def _probe(self, plugin_type: str, path: str, timeout: float | None) -> Op:
+        """VERSION of the binary at ``path``, probed once per path and modification time."""
+        try:
+            st = os.stat(path)
+            key: tuple[str, int, int] | None = (path, st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = None
+        if key is not None:
+            with self._probe_lock:
+                known = self._probes.get(key)
+            if known is not None:
+                return known
+        info = yield from self.version_info(plugin_type, timeout, path=path)
+        if key is not None:
+            with self._probe_lock:
+                self._probes[key] = info
+        return info
+
+    # -- the cache getters (no plugin runs) ------------------------------
+
+    def _entry(self, chain: _Chain, rt: RuntimeConf) -> CacheEntry | None:
+        for what, value in (
+            ("network name", chain.name),
+            ("container ID", rt.container_id),
+            ("interface name", rt.ifname),
+        ):
+            if not value:
+                raise CacheError(f"cannot look up the cache without a {what}")
+        return self._cache(rt).read(chain.name, rt.container_id, rt.ifname)
+
+    def cached_result(self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf) -> Result | None:
+        chain = _Chain.of(net)
+        entry = self._entry(chain, rt)
+        if entry is None or entry.result is None:
+            return None
+        prev = self._cached_prev(entry, chain.cni_version)
+        assert prev is not None
+        return result_from_dict(prev)
+
+    def cached_config(
+        self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf
+    ) -> tuple[bytes, RuntimeConf] | None:
+        entry = self._entry(_Chain.of(net), rt)
+        if entry is None or entry.kind != "cniCacheV1":
+            return None
+        return entry.config, attrs.evolve(
+            rt,
+            args=entry.cni_args if entry.cni_args else rt.args,
+            capability_args=entry.capability_args,
+        )
+
+    def cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
+        return [
+            NetworkAttachment(
+                container_id=e.container_id,
+                network=e.network_name,
+                ifname=e.ifname,
+                config=e.config,
+                netns=e.netns,
+                cni_args=e.cni_args,
+                capability_args=e.capability_args,
+            )
+            for e in self._cache().entries(container_id)
+        ]
+
+
+__all__ = ["Operations", "RunPlugin", "TakeLock", "PluginNotFoundError"]

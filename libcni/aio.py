@@ -1,0 +1,179 @@
+"""``AsyncCNIConfig``: every operation of ``CNIConfig`` as a coroutine.
+
+The rules are the same generators as the blocking API's (:mod:`libcni._ops`);
+only the effects are performed differently: a plugin runs without blocking
+the event loop (``RawExec.aexec_plugin``, or a worker thread for an ``Exec``
+that has no coroutine form), and a cache lock is awaited rather than waited
+for. Cancelling the task kills the running plugin's whole process group and
+re-raises :class:`asyncio.CancelledError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ._ops import Op, Operations, RunPlugin, TakeLock
+from .api import add_context
+from .conf import NetworkConfigList, PluginConfig
+from .errors import PluginError
+from .types import Result
+from .values import GCArgs, NetworkAttachment, RuntimeConf
+from .version import PluginInfo
+
+__all__ = ["AsyncCNIConfig"]
+
+#: How long to wait between two attempts at a busy cache lock (seconds).
+_LOCK_POLL_FIRST = 0.001
+_LOCK_POLL_MAX = 0.05
+
+
+class AsyncCNIConfig(Operations):
+    """The asyncio form of :class:`libcni.CNIConfig`: same constructor, same rules.
+
+    Safe to share between tasks and threads; operations on different
+    attachments run concurrently, operations on the same attachment one after
+    the other (also across processes).
+    """
+
+    async def _drive(self, op: Op) -> Any:
+        outcome: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = op.send(outcome) if error is None else op.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            outcome, error = None, None
+            try:
+                outcome = await self._perform(effect)
+            except BaseException as e:  # handed to the operation, which may handle it
+                error = e
+
+    async def _perform(self, effect: RunPlugin | TakeLock) -> Any:
+        if isinstance(effect, RunPlugin):
+            try:
+                run = getattr(self.exec, "aexec_plugin", None)
+                if run is not None:
+                    return await run(effect.path, effect.stdin, effect.env, effect.timeout)
+                return await asyncio.to_thread(
+                    self.exec.exec_plugin, effect.path, effect.stdin, effect.env, effect.timeout
+                )
+            except PluginError as e:
+                raise add_context(e, effect) from None
+        return await self._lock(effect)
+
+    @staticmethod
+    async def _lock(effect: TakeLock) -> Any:
+        """Take a cache lock without blocking the loop: try, then retry with a growing pause."""
+        pause = _LOCK_POLL_FIRST
+        while True:
+            if effect.ifname:
+                lock = effect.cache.try_lock(effect.network, effect.container_id, effect.ifname)
+            else:
+                lock = effect.cache.try_network_lock(effect.network, exclusive=effect.exclusive)
+            if lock is not None:
+                return lock.release
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _LOCK_POLL_MAX)
+
+    # -- lists -----------------------------------------------------------
+
+    async def add_network_list(
+        self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> Result:
+        """ADD the container to every network of the list; return the final result (cached)."""
+        result: Result = await self._drive(self.add(net, rt, timeout))
+        return result
+
+    async def check_network_list(
+        self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> None:
+        """CHECK every plugin of the list against the cached result (version 0.4.0 and later)."""
+        await self._drive(self.check(net, rt, timeout))
+
+    async def del_network_list(
+        self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> None:
+        """DEL every plugin of the list in reverse order, then remove the cache entry."""
+        await self._drive(self.delete(net, rt, timeout))
+
+    # -- single plugins --------------------------------------------------
+
+    async def add_network(
+        self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> Result:
+        """ADD with a single plugin configuration."""
+        result: Result = await self._drive(self.add(net, rt, timeout))
+        return result
+
+    async def check_network(
+        self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> None:
+        """CHECK with a single plugin configuration."""
+        await self._drive(self.check(net, rt, timeout))
+
+    async def del_network(
+        self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> None:
+        """DEL with a single plugin configuration."""
+        await self._drive(self.delete(net, rt, timeout))
+
+    # -- the cache (local file reads; no plugin runs) --------------------
+
+    async def get_network_list_cached_result(
+        self, net: NetworkConfigList, rt: RuntimeConf
+    ) -> Result | None:
+        """The cached result of the attachment, converted to the list's version, or ``None``."""
+        return self.cached_result(net, rt)
+
+    async def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
+        """The cached result of a single-plugin attachment, or ``None``."""
+        return self.cached_result(net, rt)
+
+    async def get_network_list_cached_config(
+        self, net: NetworkConfigList, rt: RuntimeConf
+    ) -> tuple[bytes, RuntimeConf] | None:
+        """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
+        return self.cached_config(net, rt)
+
+    async def get_network_cached_config(
+        self, net: PluginConfig, rt: RuntimeConf
+    ) -> tuple[bytes, RuntimeConf] | None:
+        """As :meth:`get_network_list_cached_config`, for a single plugin."""
+        return self.cached_config(net, rt)
+
+    async def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
+        """Every cached attachment (of one container, or all when the ID is empty)."""
+        return self.cached_attachments(container_id)
+
+    # -- validation, version, GC, STATUS ---------------------------------
+
+    async def validate_network_list(
+        self, net: NetworkConfigList, *, timeout: float | None = None
+    ) -> list[str]:
+        """Check that every plugin exists and supports the list's version; return its capabilities."""
+        caps: list[str] = await self._drive(self.validate(net, timeout))
+        return caps
+
+    async def validate_network(self, net: PluginConfig, *, timeout: float | None = None) -> list[str]:
+        """As :meth:`validate_network_list`, for a single plugin."""
+        caps: list[str] = await self._drive(self.validate(net, timeout))
+        return caps
+
+    async def get_version_info(self, plugin_type: str, *, timeout: float | None = None) -> PluginInfo:
+        """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
+        info: PluginInfo = await self._drive(self.version_info(plugin_type, timeout))
+        return info
+
+    async def gc_network_list(
+        self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
+    ) -> None:
+        """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
+        await self._drive(self.gc(net, args, timeout))
+
+    async def get_status_network_list(
+        self, net: NetworkConfigList, *, timeout: float | None = None
+    ) -> None:
+        """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
+        await self._drive(self.status(net, timeout))

@@ -1,0 +1,156 @@
+"""``CNIConfig``: the operations of a CNI runtime (behaviour.md §4), blocking API.
+
+The rules live in :mod:`libcni._ops` as generators of effects; this module
+performs the effects with blocking calls. :class:`libcni.aio.AsyncCNIConfig`
+performs the same effects with ``await``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._ops import Op, Operations, RunPlugin, TakeLock
+from .conf import NetworkConfigList, PluginConfig
+from .errors import PluginError
+from .types import Result
+from .values import GCArgs, NetworkAttachment, RuntimeConf
+from .version import PluginInfo
+
+__all__ = ["CNIConfig"]
+
+
+def add_context(error: PluginError, effect: RunPlugin) -> PluginError:
+    """Fill in which plugin, command, network and container a plugin error belongs to."""
+    error.plugin = effect.plugin
+    error.command = effect.command
+    error.network = error.network or effect.network
+    error.container_id = error.container_id or effect.container_id
+    return error
+
+
+class CNIConfig(Operations):
+    """Runs CNI plugins for a container runtime.
+
+    ``path`` lists the plugin directories, searched in order; ``cache_dir``
+    is where results are kept (default ``/var/lib/cni``); ``exec`` is how
+    plugins are run (default :class:`libcni.invoke.RawExec`); ``timeout`` is
+    the default time limit of one operation, in seconds.
+
+    Safe to share between threads: operations on different attachments run
+    in parallel, operations on the same attachment one after the other.
+    """
+
+    def _drive(self, op: Op) -> Any:
+        outcome: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = op.send(outcome) if error is None else op.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            outcome, error = None, None
+            try:
+                outcome = self._perform(effect)
+            except BaseException as e:  # handed to the operation, which may handle it
+                error = e
+
+    def _perform(self, effect: RunPlugin | TakeLock) -> Any:
+        if isinstance(effect, RunPlugin):
+            try:
+                return self.exec.exec_plugin(effect.path, effect.stdin, effect.env, effect.timeout)
+            except PluginError as e:
+                raise add_context(e, effect) from None
+        if effect.ifname:
+            return effect.cache.lock(effect.network, effect.container_id, effect.ifname).release
+        return effect.cache.network_lock(effect.network, exclusive=effect.exclusive).release
+
+    # -- lists -----------------------------------------------------------
+
+    def add_network_list(
+        self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> Result:
+        """ADD the container to every network of the list; return the final result (cached)."""
+        result: Result = self._drive(self.add(net, rt, timeout))
+        return result
+
+    def check_network_list(
+        self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> None:
+        """CHECK every plugin of the list against the cached result (version 0.4.0 and later)."""
+        self._drive(self.check(net, rt, timeout))
+
+    def del_network_list(
+        self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> None:
+        """DEL every plugin of the list in reverse order, then remove the cache entry."""
+        self._drive(self.delete(net, rt, timeout))
+
+    # -- single plugins --------------------------------------------------
+
+    def add_network(self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None) -> Result:
+        """ADD with a single plugin configuration."""
+        result: Result = self._drive(self.add(net, rt, timeout))
+        return result
+
+    def check_network(self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None) -> None:
+        """CHECK with a single plugin configuration."""
+        self._drive(self.check(net, rt, timeout))
+
+    def del_network(self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None) -> None:
+        """DEL with a single plugin configuration."""
+        self._drive(self.delete(net, rt, timeout))
+
+    # -- the cache -------------------------------------------------------
+
+    def get_network_list_cached_result(self, net: NetworkConfigList, rt: RuntimeConf) -> Result | None:
+        """The cached result of the attachment, converted to the list's version, or ``None``."""
+        return self.cached_result(net, rt)
+
+    def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
+        """The cached result of a single-plugin attachment, or ``None``."""
+        return self.cached_result(net, rt)
+
+    def get_network_list_cached_config(
+        self, net: NetworkConfigList, rt: RuntimeConf
+    ) -> tuple[bytes, RuntimeConf] | None:
+        """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
+        return self.cached_config(net, rt)
+
+    def get_network_cached_config(
+        self, net: PluginConfig, rt: RuntimeConf
+    ) -> tuple[bytes, RuntimeConf] | None:
+        """As :meth:`get_network_list_cached_config`, for a single plugin."""
+        return self.cached_config(net, rt)
+
+    def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
+        """Every cached attachment (of one container, or all when the ID is empty)."""
+        return self.cached_attachments(container_id)
+
+    # -- validation, version, GC, STATUS ---------------------------------
+
+    def validate_network_list(self, net: NetworkConfigList, *, timeout: float | None = None) -> list[str]:
+        """Check that every plugin exists and supports the list's version; return its capabilities."""
+        caps: list[str] = self._drive(self.validate(net, timeout))
+        return caps
+
+    def validate_network(self, net: PluginConfig, *, timeout: float | None = None) -> list[str]:
+        """As :meth:`validate_network_list`, for a single plugin."""
+        caps: list[str] = self._drive(self.validate(net, timeout))
+        return caps
+
+    def get_version_info(self, plugin_type: str, *, timeout: float | None = None) -> PluginInfo:
+        """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
+        info: PluginInfo = self._drive(self.version_info(plugin_type, timeout))
+        return info
+
+    def gc_network_list(
+        self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
+    ) -> None:
+        """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
+        self._drive(self.gc(net, args, timeout))
+
+    def get_status_network_list(self, net: NetworkConfigList, *, timeout: float | None = None) -> None:
+        """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
+        self._drive(self.status(net, timeout))
+
+

@@ -1,0 +1,241 @@
+"""What a plugin receives: its stdin JSON and its environment (pure functions).
+
+Nothing here starts a process or touches a file; everything is a function of
+its arguments, so the rules of behaviour.md §3, §6.2 and §8 are tested without
+running anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .errors import (
+    CODE_INVALID_CONFIG,
+    CODE_INVALID_ENV,
+    CODE_UNKNOWN_CONTAINER,
+    ConfigError,
+    ValidationError,
+)
+
+__all__ = [
+    "ADD",
+    "CHECK",
+    "DEL",
+    "GC",
+    "STATUS",
+    "VERSION",
+    "encode_cni_args",
+    "gc_request",
+    "plugin_env",
+    "plugin_request",
+    "runtime_config",
+    "status_request",
+    "validate_attachment",
+    "validate_container_id",
+    "validate_interface_name",
+    "validate_network_name",
+    "version_env",
+]
+
+ADD = "ADD"
+CHECK = "CHECK"
+DEL = "DEL"
+GC = "GC"
+STATUS = "STATUS"
+VERSION = "VERSION"
+
+#: The stdin of a VERSION probe.
+VERSION_REQUEST = b'{"cniVersion":"1.1.0"}'
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def runtime_config(
+    capabilities: Mapping[str, Any], capability_args: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``runtimeConfig`` a plugin gets: the capability arguments it declares and the runtime provides.
+
+    >>> runtime_config({"portMappings": True, "mac": False}, {"portMappings": [], "mac": "x", "y": 1})
+    {'portMappings': []}
+    """
+    return {
+        key: capability_args[key]
+        for key, enabled in capabilities.items()
+        if enabled is True and key in capability_args
+    }
+
+
+def plugin_request(
+    conf: Mapping[str, Any],
+    *,
+    name: str,
+    cni_version: str,
+    capability_args: Mapping[str, Any] | None = None,
+    prev_result: Mapping[str, Any] | None = None,
+) -> bytes:
+    """The stdin of an ADD, CHECK or DEL call, as bytes.
+
+    ``conf`` is the plugin's own configuration object. ``name`` and
+    ``cniVersion`` replace whatever it holds; ``prevResult`` is set when given
+    (a ``prevResult`` in the file passes through otherwise); ``runtimeConfig``
+    is set to the declared-and-provided capability arguments, replacing one in
+    the file, unless there are none. Every other key passes through.
+    """
+    request = dict(conf)
+    request["name"] = name
+    request["cniVersion"] = cni_version
+    if capability_args:
+        capabilities = conf.get("capabilities")
+        if isinstance(capabilities, Mapping):
+            rc = runtime_config(capabilities, capability_args)
+            if rc:
+                request["runtimeConfig"] = rc
+    if prev_result is not None:
+        request["prevResult"] = prev_result
+    return _encode(request)
+
+
+def gc_request(
+    conf: Mapping[str, Any],
+    *,
+    name: str,
+    cni_version: str,
+    valid_attachments: Iterable[tuple[str, str]],
+) -> bytes:
+    """The stdin of a GC call: the configuration with ``name``, ``cniVersion`` and the valid attachments.
+
+    The attachments go under ``cni.dev/valid-attachments`` and, because some
+    plugins read that key, under ``cni.dev/attachments`` too.
+    """
+    attachments = [{"containerID": cid, "ifname": ifname} for cid, ifname in valid_attachments]
+    request = dict(conf)
+    request["name"] = name
+    request["cniVersion"] = cni_version
+    request["cni.dev/valid-attachments"] = attachments
+    request["cni.dev/attachments"] = attachments
+    return _encode(request)
+
+
+def status_request(conf: Mapping[str, Any], *, name: str, cni_version: str) -> bytes:
+    """The stdin of a STATUS call: the configuration with ``name`` and ``cniVersion`` set."""
+    request = dict(conf)
+    request["name"] = name
+    request["cniVersion"] = cni_version
+    return _encode(request)
+
+
+def _encode(request: Mapping[str, Any]) -> bytes:
+    try:
+        return _dumps(request).encode()
+    except (TypeError, ValueError) as e:
+        raise ConfigError("cannot encode plugin request as JSON", str(e)) from e
+
+
+def encode_cni_args(args: Sequence[tuple[str, str]]) -> str:
+    """``CNI_ARGS``: the pairs as ``K=V`` joined by ``;``, in order.
+
+    A pair that cannot be represented (an empty key, or ``;`` or ``=`` in a
+    key or value; or anything but two strings) is refused with
+    :class:`ConfigError` naming it, before any plugin runs.
+
+    >>> encode_cni_args([("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web")])
+    'IgnoreUnknown=1;K8S_POD_NAME=web'
+    """
+    parts = []
+    for pair in args:
+        if not (
+            isinstance(pair, (tuple, list))
+            and len(pair) == 2
+            and isinstance(pair[0], str)
+            and isinstance(pair[1], str)
+        ):
+            raise ConfigError("invalid CNI_ARGS pair: must be two strings", repr(pair)[:200])
+        key, value = pair
+        if not key:
+            raise ConfigError("invalid CNI_ARGS pair: empty key", f"{key}={value}")
+        if ";" in key or "=" in key or ";" in value or "=" in value or "\0" in key + value:
+            raise ConfigError(
+                f"invalid CNI_ARGS pair {key!r}: keys and values cannot contain ';', '=' or NUL",
+                f"{key}={value}",
+            )
+        parts.append(f"{key}={value}")
+    return ";".join(parts)
+
+
+def plugin_env(
+    base: Mapping[str, str],
+    *,
+    command: str,
+    container_id: str = "",
+    netns: str = "",
+    ifname: str = "",
+    cni_args: str = "",
+    path: Sequence[str] = (),
+) -> dict[str, str]:
+    """The complete environment of a plugin call: ``base`` plus the six CNI variables.
+
+    All six are always set (possibly empty), overriding inherited values.
+    """
+    env = dict(base)
+    env["CNI_COMMAND"] = command
+    env["CNI_CONTAINERID"] = container_id
+    env["CNI_NETNS"] = netns
+    env["CNI_IFNAME"] = ifname
+    env["CNI_ARGS"] = cni_args
+    env["CNI_PATH"] = ":".join(path)
+    return env
+
+
+def version_env(base: Mapping[str, str], path: Sequence[str] = ()) -> dict[str, str]:
+    """The environment of a VERSION probe."""
+    return plugin_env(base, command=VERSION, path=path)
+
+
+_ID_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.\-]*")
+
+
+def validate_container_id(container_id: str) -> None:
+    """Container IDs: non-empty (else code 3), ``^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$`` (else code 4)."""
+    if not container_id:
+        raise ValidationError("missing containerID", code=CODE_UNKNOWN_CONTAINER)
+    if not isinstance(container_id, str) or _ID_RE.fullmatch(container_id) is None:
+        raise ValidationError(
+            "invalid characters in containerID", repr(container_id)[:300], code=CODE_INVALID_ENV
+        )
+
+
+def validate_network_name(name: str) -> None:
+    """Network names: non-empty and ``^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$`` (code 7)."""
+    if not name:
+        raise ValidationError("missing network name", code=CODE_INVALID_CONFIG)
+    if not isinstance(name, str) or _ID_RE.fullmatch(name) is None:
+        raise ValidationError(
+            "invalid characters found in network name", repr(name)[:300], code=CODE_INVALID_CONFIG
+        )
+
+
+def validate_interface_name(ifname: str) -> None:
+    """Interface names (code 4): non-empty, at most 15 bytes, not ``.``/``..``, no ``/``, ``:`` or space."""
+    if not ifname:
+        raise ValidationError("interface name is empty", code=CODE_INVALID_ENV)
+    if not isinstance(ifname, str):
+        raise ValidationError("interface name must be a string", repr(ifname), code=CODE_INVALID_ENV)
+    if len(ifname.encode("utf-8", "surrogatepass")) > 15:
+        raise ValidationError("interface name is too long", ifname, code=CODE_INVALID_ENV)
+    if ifname in (".", ".."):
+        raise ValidationError("interface name is . or ..", ifname, code=CODE_INVALID_ENV)
+    for ch in ifname:
+        if ch in "/:" or ch.isspace() or ch == "\0":
+            raise ValidationError(
+                f"interface name contains an invalid character {ch!r}", ifname, code=CODE_INVALID_ENV
+            )
+
+
+def validate_attachment(container_id: str, network: str, ifname: str) -> None:
+    """The checks ADD makes before running a plugin (behaviour.md §8)."""
+    validate_container_id(container_id)
+    validate_network_name(network)
+    validate_interface_name(ifname)

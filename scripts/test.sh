@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Set everything up, then run the whole test suite: lint, types, docs, tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+
+echo "== ruff"; ruff check .
+echo "== mypy"; mypy libcni
+if [ -f docs/conf.py ]; then
+    echo "== docs"; sphinx-build -q -W --keep-going -b html docs docs/_build/html
+fi
+echo "== tests"
+python -m pytest "$@"

@@ -1,0 +1,187 @@
+"""The request a plugin receives (behaviour.md §3, §6.2, §8): pure functions, nothing runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from libcni import request as rq
+from libcni.errors import ConfigError, ValidationError
+
+CONF = {
+    "type": "bridge",
+    "name": "from-file",
+    "cniVersion": "0.3.1",
+    "capabilities": {"portMappings": True, "mac": False, "ips": True},
+    "runtimeConfig": {"from": "file"},
+    "args": {"cni": {"x": 1}},
+    "unknownKey": [1, 2, 3],
+}
+
+
+def req(**kw: object) -> dict[str, object]:
+    base: dict[str, object] = {"name": "net", "cni_version": "1.0.0"}
+    base.update(kw)
+    return json.loads(rq.plugin_request(CONF, **base))  # type: ignore[arg-type]
+
+
+def test_name_and_version_come_from_the_list_not_the_plugin_object() -> None:
+    out = req()
+    assert out["name"] == "net"
+    assert out["cniVersion"] == "1.0.0"
+
+
+def test_unknown_keys_args_and_capabilities_pass_through() -> None:
+    out = req()
+    assert out["unknownKey"] == [1, 2, 3]
+    assert out["args"] == {"cni": {"x": 1}}
+    assert out["capabilities"] == CONF["capabilities"]
+    assert out["type"] == "bridge"
+
+
+def test_runtime_config_holds_only_declared_and_provided_capabilities() -> None:
+    out = req(capability_args={"portMappings": [{"hostPort": 80}], "mac": "aa", "bandwidth": {}})
+    assert out["runtimeConfig"] == {"portMappings": [{"hostPort": 80}]}
+
+
+def test_runtime_config_in_file_passes_through_when_nothing_to_inject() -> None:
+    assert req(capability_args={"mac": "aa"})["runtimeConfig"] == {"from": "file"}
+    assert req()["runtimeConfig"] == {"from": "file"}
+
+
+def test_capability_args_without_declared_capabilities_add_nothing() -> None:
+    conf = {"type": "x"}
+    out = json.loads(rq.plugin_request(conf, name="n", cni_version="1.0.0", capability_args={"mac": "a"}))
+    assert "runtimeConfig" not in out
+
+
+def test_prev_result_set_only_when_given() -> None:
+    conf = dict(CONF, prevResult={"old": True})
+    assert json.loads(rq.plugin_request(conf, name="n", cni_version="1.0.0"))["prevResult"] == {"old": True}
+    out = json.loads(rq.plugin_request(conf, name="n", cni_version="1.0.0", prev_result={"ips": []}))
+    assert out["prevResult"] == {"ips": []}
+    assert "prevResult" not in req()
+
+
+def test_request_does_not_modify_the_configuration() -> None:
+    before = json.dumps(CONF)
+    req(capability_args={"portMappings": []}, prev_result={"a": 1})
+    assert json.dumps(CONF) == before
+
+
+def test_gc_request_carries_valid_attachments_under_both_keys() -> None:
+    out = json.loads(
+        rq.gc_request(CONF, name="n", cni_version="1.1.0", valid_attachments=[("c1", "eth0")])
+    )
+    expected = [{"containerID": "c1", "ifname": "eth0"}]
+    assert out["cni.dev/valid-attachments"] == expected
+    assert out["cni.dev/attachments"] == expected
+    assert out["name"] == "n" and out["cniVersion"] == "1.1.0"
+    assert out["runtimeConfig"] == {"from": "file"}  # passes through; nothing injected
+
+
+def test_status_request_sets_name_and_version_only() -> None:
+    out = json.loads(rq.status_request(CONF, name="n", cni_version="1.1.0"))
+    assert {k: out[k] for k in ("name", "cniVersion")} == {"name": "n", "cniVersion": "1.1.0"}
+    assert "prevResult" not in out
+
+
+def test_cni_args_are_joined_in_order() -> None:
+    assert rq.encode_cni_args([("B", "2"), ("A", "1")]) == "B=2;A=1"
+    assert rq.encode_cni_args([]) == ""
+    assert rq.encode_cni_args([("K", "")]) == "K="
+
+
+@pytest.mark.parametrize(
+    "pair", [("", "v"), ("a;b", "v"), ("a=b", "v"), ("k", "v;x"), ("k", "a=b"), ("k", "a\0")]
+)
+def test_unrepresentable_cni_args_are_refused_naming_the_pair(pair: tuple[str, str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        rq.encode_cni_args([("OK", "1"), pair])
+    assert pair[0] in info.value.details
+
+
+@pytest.mark.parametrize("pair", [("k",), ("k", "v", "w"), ("k", 1), "kv"])
+def test_malformed_cni_args_pairs_are_config_errors(pair: object) -> None:
+    with pytest.raises(ConfigError):
+        rq.encode_cni_args([pair])  # type: ignore[list-item]
+
+
+@given(st.lists(st.tuples(st.text(), st.text()), max_size=5))
+def test_cni_args_either_round_trip_or_are_refused(pairs: list[tuple[str, str]]) -> None:
+    try:
+        encoded = rq.encode_cni_args(pairs)
+    except ConfigError:
+        assert any(not k or set(k + v) & {";", "=", "\0"} for k, v in pairs)
+        return
+    decoded = [tuple(p.split("=", 1)) for p in encoded.split(";")] if encoded else []
+    assert decoded == pairs
+
+
+def test_env_sets_all_six_variables_over_inherited_ones() -> None:
+    env = rq.plugin_env(
+        {"PATH": "/bin", "CNI_COMMAND": "stale", "CNI_NETNS": "stale"},
+        command="ADD",
+        container_id="c1",
+        ifname="eth0",
+        path=["/opt/a", "/opt/b"],
+    )
+    assert env["PATH"] == "/bin"
+    assert env["CNI_COMMAND"] == "ADD"
+    assert env["CNI_CONTAINERID"] == "c1"
+    assert env["CNI_NETNS"] == ""
+    assert env["CNI_IFNAME"] == "eth0"
+    assert env["CNI_ARGS"] == ""
+    assert env["CNI_PATH"] == "/opt/a:/opt/b"
+
+
+def test_version_env() -> None:
+    env = rq.version_env({}, ["/p"])
+    assert env["CNI_COMMAND"] == "VERSION" and env["CNI_PATH"] == "/p"
+
+
+@pytest.mark.parametrize(
+    ("cid", "code"), [("", 3), ("-abc", 4), ("a b", 4), ("a/b", 4), ("ä", 4), ("..", 4)]
+)
+def test_container_id_validation(cid: str, code: int) -> None:
+    with pytest.raises(ValidationError) as info:
+        rq.validate_container_id(cid)
+    assert info.value.code == code
+    if cid:
+        assert cid in info.value.details
+
+
+@pytest.mark.parametrize("cid", ["a", "0abc", "a_b.c-d", "A" * 200])
+def test_valid_container_ids(cid: str) -> None:
+    rq.validate_container_id(cid)
+
+
+@pytest.mark.parametrize("name", ["", "_x", "a/b", "a b"])
+def test_network_name_validation_is_code_7(name: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        rq.validate_network_name(name)
+    assert info.value.code == 7
+
+
+@pytest.mark.parametrize(
+    "ifname", ["", "a" * 16, "é" * 8, ".", "..", "a/b", "a:b", "a b", "a\tb", "a\nb"]
+)
+def test_interface_name_validation_is_code_4(ifname: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        rq.validate_interface_name(ifname)
+    assert info.value.code == 4
+
+
+@pytest.mark.parametrize("ifname", ["eth0", "a" * 15, "net1", "veth-x.1"])
+def test_valid_interface_names(ifname: str) -> None:
+    rq.validate_interface_name(ifname)
+
+
+@given(st.dictionaries(st.text(), st.booleans()), st.dictionaries(st.text(), st.integers()))
+def test_runtime_config_is_the_enabled_intersection(caps: dict[str, bool], provided: dict[str, int]) -> None:
+    rc = rq.runtime_config(caps, provided)
+    assert set(rc) == {k for k, v in caps.items() if v and k in provided}
+    assert all(rc[k] == provided[k] for k in rc)
