@@ -1,0 +1,193 @@
+"""File-system helpers of the cache: name checks and safe directory handles."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+
+from ..errors import (
+    CODE_INVALID_CONFIG,
+    CODE_INVALID_ENV,
+    CODE_UNKNOWN_CONTAINER,
+    CacheError,
+    ValidationError,
+)
+
+__all__ = ["NAME_MAX", "attachment_name", "check_name", "fit_name", "open_dir", "open_subdir"]
+
+NAME_MAX = 255  # bytes in one file name (Linux NAME_MAX)
+DIR_MODE = 0o700
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+_CODES = {
+    "network name": CODE_INVALID_CONFIG,
+    "container ID": CODE_UNKNOWN_CONTAINER,
+    "interface name": CODE_INVALID_ENV,
+}
+
+
+def check_name(value: object, what: str) -> str:
+    """``value`` if it is usable as one part of a cache file name, else ``ValidationError``.
+
+    A part must be a non-empty string without ``/`` or NUL, other than ``.``
+    and ``..``. A network name must also not start with ``.``: names starting
+    with a dot are the cache's own temporary files.
+    """
+    if not isinstance(value, str):
+        raise ValidationError(
+            f"invalid {what} for the cache: not a string", repr(value)[:200], code=CODE_INVALID_ENV
+        )
+    if not value:
+        raise ValidationError(
+            f"invalid {what} for the cache: must not be empty", "",
+            code=_CODES.get(what, CODE_INVALID_ENV),
+        )
+    if "/" in value or "\0" in value or value in (".", ".."):
+        raise ValidationError(
+            f"invalid {what} for the cache: must not be '.', '..' or contain '/' or NUL",
+            repr(value)[:300],
+            code=CODE_INVALID_CONFIG if what == "network name" else CODE_INVALID_ENV,
+        )
+    if what == "network name" and value.startswith("."):
+        raise ValidationError(
+            "invalid network name for the cache: must not start with '.'",
+            repr(value)[:300],
+            code=CODE_INVALID_CONFIG,
+        )
+    return value
+
+
+def fit_name(name: str, what: str) -> str:
+    """``name`` if it fits in one file name (``NAME_MAX`` bytes), else ``ValidationError``."""
+    if len(name) * 4 > NAME_MAX:  # only then can the encoded form be too long
+        try:
+            size = len(os.fsencode(name))
+        except UnicodeError:
+            raise ValidationError(
+                f"invalid {what} for the cache: not encodable as a file name", repr(name)[:300]
+            ) from None
+        if size > NAME_MAX:
+            raise ValidationError(
+                f"invalid {what} for the cache: the file name would be {size} bytes "
+                f"(at most {NAME_MAX})",
+                repr(name)[:300],
+            )
+    return name
+
+
+def attachment_name(network: str, container_id: str, ifname: str) -> str:
+    """``<network>-<containerID>-<ifname>`` after checking each part (``ValidationError``)."""
+    name = (
+        f"{check_name(network, 'network name')}-"
+        f"{check_name(container_id, 'container ID')}-"
+        f"{check_name(ifname, 'interface name')}"
+    )
+    return fit_name(name, "attachment (network, container ID, interface name)")
+
+
+def _fsync_dir(path: str) -> None:
+    """Best effort: make a new directory entry in ``path`` durable."""
+    try:
+        fd = os.open(path or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _mkdirs(path: str) -> None:
+    """Create ``path`` and its missing parents, each with mode 0700."""
+    missing: list[str] = []
+    p = path.rstrip("/") or "/"
+    while True:
+        try:
+            os.mkdir(p, DIR_MODE)
+        except FileExistsError:
+            break
+        except FileNotFoundError:
+            parent = os.path.dirname(p)
+            if not parent or parent == p:
+                raise
+            missing.append(p)
+            p = parent
+            continue
+        _fsync_dir(os.path.dirname(p))
+        break
+    for q in reversed(missing):
+        try:
+            os.mkdir(q, DIR_MODE)
+        except FileExistsError:
+            continue
+        _fsync_dir(os.path.dirname(q))
+
+
+def _not_dir_error(path: str, action: str) -> CacheError:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return CacheError(f"cannot {action}: {path} is not a directory")
+    if stat.S_ISLNK(st.st_mode):
+        return CacheError(
+            f"cannot {action}: {path} is a symbolic link; refusing to follow it"
+        )
+    return CacheError(f"cannot {action}: {path} is not a directory")
+
+
+def open_dir(path: str, *, create: bool, action: str) -> int | None:
+    """A file descriptor of the directory ``path``, never through a symlink at ``path``.
+
+    ``create``: make it (and its parents, mode 0700) when missing; otherwise a
+    missing directory gives ``None``. A symlink or non-directory at ``path``,
+    or any other failure, raises ``CacheError`` saying what ``action`` failed.
+    """
+    for _ in range(2):
+        try:
+            return os.open(path, _DIR_FLAGS)
+        except FileNotFoundError:
+            if not create:
+                return None
+        except OSError as e:
+            if e.errno in (errno.ENOTDIR, errno.ELOOP):
+                raise _not_dir_error(path, action) from None
+            raise CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e)) from None
+        try:
+            _mkdirs(path)
+        except OSError as e:
+            raise CacheError(
+                f"cannot {action}: cannot create directory {path}", e.strerror or str(e)
+            ) from None
+    raise CacheError(f"cannot {action}: {path} vanished while being created")
+
+
+def open_subdir(parent_fd: int, name: str, path: str, *, action: str) -> int:
+    """A descriptor of the directory ``name`` inside ``parent_fd`` (created 0700 if missing).
+
+    ``path`` is its full path, for messages. Never follows a symlink at ``name``.
+    """
+    for _ in range(2):
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            if e.errno in (errno.ENOTDIR, errno.ELOOP):
+                raise _not_dir_error(path, action) from None
+            raise CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e)) from None
+        try:
+            os.mkdir(name, DIR_MODE, dir_fd=parent_fd)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise CacheError(
+                f"cannot {action}: cannot create directory {path}", e.strerror or str(e)
+            ) from None
+        with contextlib.suppress(OSError):
+            os.fsync(parent_fd)
+    raise CacheError(f"cannot {action}: {path} vanished while being created")

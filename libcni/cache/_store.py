@@ -1,0 +1,324 @@
+"""``ResultCache``: the on-disk cache of attachments (``<dir>/results/``) and its locks."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from typing import Any
+
+from ..errors import CacheError
+from ._entry import CNI_CACHE_V1, CacheEntry, loads
+from ._fs import attachment_name, check_name, fit_name, open_dir
+from ._lock import CacheLock, acquire
+
+__all__ = ["ResultCache"]
+
+FILE_MODE = 0o600
+TEMP_PREFIX = "."  # no entry name starts with a dot (see check_name)
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _strerror(e: OSError) -> str:
+    return e.strerror or str(e)
+
+
+def _read_at(dfd: int, name: str, path: str) -> bytes:
+    """The content of the regular file ``name`` in ``dfd``; ``FileNotFoundError`` if absent.
+
+    Never follows a symlink and never blocks on a FIFO; any other failure is
+    a ``CacheError`` naming ``path``.
+    """
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise CacheError(
+                f"cache entry {path} is a symbolic link; refusing to follow it"
+            ) from None
+        raise CacheError(f"cannot read cache entry {path}", _strerror(e)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheError(f"cache entry {path} is not a regular file")
+        chunks: list[bytes] = []
+        size = max(st.st_size + 1, 4096)
+        while True:
+            chunk = os.read(fd, size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise CacheError(f"cannot read cache entry {path}", _strerror(e)) from None
+    finally:
+        os.close(fd)
+
+
+def _is_candidate(name: str, part: str) -> bool:
+    """Whether the file ``name`` can be ``<network>-<containerID>-<ifname>`` for ``part``.
+
+    ``part`` is ``-<containerID>-``; it must have something before and after it.
+    The first match at index >= 1 is the one that leaves the most room after it.
+    """
+    i = name.find(part, 1)
+    return i > 0 and i + len(part) < len(name)
+
+
+class ResultCache:
+    """The cache of attachments under ``dir`` (the Go library's cache layout).
+
+    Entries are ``<dir>/results/<network>-<containerID>-<ifname>`` files in
+    the ``cniCacheV1`` format; locks are files of ``<dir>/locks/``. The
+    directories are created (mode 0700) on first use, entry and lock files
+    have mode 0600. Every method checks the three names first and raises
+    :class:`~libcni.errors.ValidationError` for one that is empty, ``.``,
+    ``..`` or holds ``/`` or NUL, for a network name starting with ``.``, and
+    for a file name longer than 255 bytes: nothing is ever read, written or
+    removed outside ``<dir>/results/``.
+
+    Lock files are never removed (unlinking a file others may be waiting to
+    ``flock`` would let two holders in); there is one small file per
+    attachment and per network ever locked.
+    """
+
+    def __init__(self, dir: str | os.PathLike[str]) -> None:
+        self.dir: str = os.fspath(dir)
+        """The cache directory (``/var/lib/cni`` by default in the API)."""
+        self.results_dir: str = os.path.join(self.dir, "results")
+        """The directory of the entries."""
+        self.locks_dir: str = os.path.join(self.dir, "locks")
+        """The directory of the lock files."""
+
+    def __repr__(self) -> str:
+        return f"ResultCache({self.dir!r})"
+
+    def entry_path(self, network: str, container_id: str, ifname: str) -> str:
+        """The path of the entry of one attachment (names checked as everywhere)."""
+        return os.path.join(self.results_dir, attachment_name(network, container_id, ifname))
+
+    # -- entries -------------------------------------------------------------
+
+    def write(self, entry: CacheEntry) -> None:
+        """Store ``entry``, replacing any previous one of the same attachment.
+
+        Atomic and durable: the JSON goes to a temporary file of the results
+        directory, which is fsynced, renamed over the entry, and the directory
+        is fsynced. A symlink at the entry path is replaced, never written
+        through; a symlinked results directory is refused. On failure the
+        temporary file is removed, the previous entry is left as it was
+        (unless only the final directory fsync failed) and ``CacheError`` is
+        raised naming the path.
+        """
+        name = attachment_name(entry.network_name, entry.container_id, entry.ifname)
+        data = entry.to_json()
+        path = os.path.join(self.results_dir, name)
+        dfd = open_dir(self.results_dir, create=True, action=f"write cache entry {path}")
+        if dfd is None:  # pragma: no cover - open_dir(create=True) never returns None
+            raise CacheError(f"cannot write cache entry {path}: no results directory")
+        try:
+            tmp = self._write_temp(dfd, data, path)
+            try:
+                os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except OSError as e:
+                self._unlink_quietly(dfd, tmp)
+                raise CacheError(f"cannot write cache entry {path}", _strerror(e)) from None
+            try:
+                os.fsync(dfd)
+            except OSError as e:
+                raise CacheError(
+                    f"cache entry {path} was written but its directory could not be synced",
+                    _strerror(e),
+                ) from None
+        finally:
+            os.close(dfd)
+
+    @staticmethod
+    def _unlink_quietly(dfd: int, name: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=dfd)
+
+    def _write_temp(self, dfd: int, data: bytes, path: str) -> str:
+        """Write ``data`` to a new fsynced temporary file in ``dfd``; return its name."""
+        for _ in range(10):
+            tmp = f"{TEMP_PREFIX}tmp-{secrets.token_hex(8)}"
+            try:
+                fd = os.open(tmp, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
+                break
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise CacheError(
+                    f"cannot write cache entry {path}: cannot create a temporary file in "
+                    f"{self.results_dir}",
+                    _strerror(e),
+                ) from None
+        else:  # pragma: no cover - 10 collisions of 64 random bits
+            raise CacheError(f"cannot write cache entry {path}: no free temporary name")
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    if n <= 0:  # pragma: no cover - regular files never do this
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self._unlink_quietly(dfd, tmp)
+            raise CacheError(f"cannot write cache entry {path}", _strerror(e)) from None
+        except BaseException:
+            self._unlink_quietly(dfd, tmp)
+            raise
+        return tmp
+
+    def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
+        """The entry of one attachment, or ``None`` when there is none.
+
+        A legacy file holding a bare result gives ``kind=""``, ``config=b""``
+        and the names from the arguments. An empty or corrupt file, a
+        symlink, or a non-regular file raises ``CacheError`` naming it.
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.results_dir, name)
+        dfd = open_dir(self.results_dir, create=False, action=f"read cache entry {path}")
+        if dfd is None:
+            return None
+        try:
+            data = _read_at(dfd, name, path)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(dfd)
+        return CacheEntry.from_json(
+            data,
+            network_name=network,
+            container_id=container_id,
+            ifname=ifname,
+            source=path,
+        )
+
+    def remove(self, network: str, container_id: str, ifname: str) -> None:
+        """Remove the entry of one attachment; an absent one is fine.
+
+        A symlink at the entry path is removed itself (never its target).
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.results_dir, name)
+        dfd = open_dir(self.results_dir, create=False, action=f"remove cache entry {path}")
+        if dfd is None:
+            return
+        try:
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
+        finally:
+            os.close(dfd)
+
+    def entries(self, container_id: str = "") -> list[CacheEntry]:
+        """Every readable ``cniCacheV1`` entry, of one container if ``container_id``.
+
+        Sorted by file name. Entries that cannot be read or decoded, legacy
+        files, entries without a network or interface name, and temporary
+        files are skipped. With a container ID only the files whose name holds
+        ``-<containerID>-`` are opened, and their ``containerId`` must match.
+        A missing results directory gives ``[]``; one that cannot be listed
+        raises ``CacheError``.
+        """
+        if container_id:
+            # The shortest file name that could hold it must fit, as in every method.
+            fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
+        action = "list the cache entries"
+        dfd = open_dir(self.results_dir, create=False, action=action)
+        if dfd is None:
+            return []
+        try:
+            try:
+                names = os.listdir(dfd)
+            except OSError as e:
+                raise CacheError(
+                    f"cannot {action}: cannot list {self.results_dir}", _strerror(e)
+                ) from None
+            if container_id:
+                part = f"-{container_id}-"
+                names = [n for n in names if _is_candidate(n, part)]
+            names.sort()
+            out: list[CacheEntry] = []
+            for name in names:
+                if name.startswith(TEMP_PREFIX):
+                    continue
+                entry = self._load_listed(dfd, name)
+                if entry is None:
+                    continue
+                if container_id and entry.container_id != container_id:
+                    continue
+                out.append(entry)
+            return out
+        finally:
+            os.close(dfd)
+
+    def _load_listed(self, dfd: int, name: str) -> CacheEntry | None:
+        """The ``cniCacheV1`` entry in the listed file ``name``, or ``None`` to skip it."""
+        path = os.path.join(self.results_dir, name)
+        try:
+            obj: Any = loads(_read_at(dfd, name, path), path)
+            if not isinstance(obj, dict) or obj.get("kind") != CNI_CACHE_V1:
+                return None
+            entry = CacheEntry.from_dict(obj, source=path)
+        except (CacheError, FileNotFoundError):
+            return None
+        if not entry.network_name or not entry.ifname:
+            return None
+        return entry
+
+    # -- locks ---------------------------------------------------------------
+
+    def lock(self, network: str, container_id: str, ifname: str) -> CacheLock:
+        """Take the exclusive lock of one attachment, waiting for it; returns the held lock.
+
+        Use it as ``with cache.lock(net, cid, ifname): ...`` or call
+        ``release()``. It excludes other threads and other processes working on
+        the same attachment; different attachments never block each other.
+        """
+        name = attachment_name(network, container_id, ifname)
+        lk = acquire(self.locks_dir, name, exclusive=True, blocking=True)
+        if lk is None:  # pragma: no cover - a blocking acquire never gives None
+            raise CacheError(f"cannot lock {os.path.join(self.locks_dir, name)}")
+        return lk
+
+    def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
+        """:meth:`lock` without waiting: ``None`` if someone else holds it (for async callers)."""
+        name = attachment_name(network, container_id, ifname)
+        return acquire(self.locks_dir, name, exclusive=True, blocking=False)
+
+    def network_lock(self, network: str, exclusive: bool) -> CacheLock:
+        """Take the lock of a whole network, waiting for it; returns the held lock.
+
+        ADD and DEL hold it shared (they run in parallel with each other), GC
+        exclusive (it excludes them). The lock file is
+        ``<dir>/locks/networks/<network>``, which no attachment lock can be.
+        """
+        name = self._network_lock_name(network)
+        lk = acquire(self.locks_dir, name, subdir="networks", exclusive=exclusive, blocking=True)
+        if lk is None:  # pragma: no cover - a blocking acquire never gives None
+            raise CacheError(f"cannot lock network {network!r}")
+        return lk
+
+    def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
+        """:meth:`network_lock` without waiting: ``None`` if it is busy (for async callers)."""
+        name = self._network_lock_name(network)
+        return acquire(self.locks_dir, name, subdir="networks", exclusive=exclusive, blocking=False)
+
+    @staticmethod
+    def _network_lock_name(network: str) -> str:
+        return fit_name(check_name(network, "network name"), "network name")
