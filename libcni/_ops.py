@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 import attrs
 
@@ -30,7 +30,6 @@ from .errors import (
     ConfigError,
     GCError,
     PluginError,
-    PluginNotFoundError,
     PluginTimeoutError,
     VersionError,
 )
@@ -76,7 +75,7 @@ class TakeLock:
     exclusive: bool = True
 
 
-Effect = Union[RunPlugin, TakeLock]
+Effect = RunPlugin | TakeLock
 Release = Callable[[], None]
 Op = Generator[Effect, Any, Any]
 
@@ -97,7 +96,9 @@ class _Chain:
         if isinstance(net, PluginConfig):
             return cls(net.name, net.cni_version, (net,), net.bytes)
         if not isinstance(net, NetworkConfigList):
-            raise TypeError(f"expected a NetworkConfigList or PluginConfig, not {type(net).__name__}")
+            raise TypeError(
+                f"expected a NetworkConfigList or PluginConfig, not {type(net).__name__}"
+            )
         return cls(
             net.name,
             net.cni_version,
@@ -187,10 +188,14 @@ class Operations:
             ) from e
         return result.as_version(version).to_dict()
 
-    def _read_for_del(self, cache: ResultCache, chain: _Chain, rt: RuntimeConf) -> dict[str, Any] | None:
+    def _read_for_del(
+        self, cache: ResultCache, chain: _Chain, rt: RuntimeConf
+    ) -> dict[str, Any] | None:
         """DEL's prevResult: a missing entry gives none; a bad one is removed and gives none."""
         try:
-            return self._cached_prev(cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version)
+            return self._cached_prev(
+                cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
+            )
         except (CacheError, VersionError) as e:
             log.warning(
                 "removing unusable cache entry %s-%s-%s before DEL: %s",
@@ -219,7 +224,9 @@ class Operations:
 
     # -- ADD, CHECK, DEL -------------------------------------------------
 
-    def add(self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None) -> Op:
+    def add(
+        self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None
+    ) -> Op:
         """ADD: run the chain in order, each plugin getting the previous result; cache the last."""
         chain = _Chain.of(net)
         if not chain.plugins:
@@ -246,7 +253,7 @@ class Operations:
             try:
                 prev: dict[str, Any] | None = None
                 result: Result | None = None
-                for plugin, path in zip(chain.plugins, paths):
+                for plugin, path in zip(chain.plugins, paths, strict=True):
                     effect = RunPlugin(
                         path,
                         rq.plugin_request(
@@ -283,7 +290,9 @@ class Operations:
         finally:
             release_net()
 
-    def check(self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None) -> Op:
+    def check(
+        self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None
+    ) -> Op:
         """CHECK: every plugin in order, each with the cached result as prevResult."""
         chain = _Chain.of(net)
         if parse_version(chain.cni_version) < _V040:
@@ -311,7 +320,7 @@ class Operations:
             prev = self._cached_prev(
                 cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
             )
-            for plugin, path in zip(chain.plugins, paths):
+            for plugin, path in zip(chain.plugins, paths, strict=True):
                 yield RunPlugin(
                     path,
                     rq.plugin_request(
@@ -356,7 +365,9 @@ class Operations:
             cni_args=cni_args,
             path=self.path,
         )
-        release_net = None if network_locked else (yield TakeLock(cache, chain.name, exclusive=False))
+        release_net = (
+            None if network_locked else (yield TakeLock(cache, chain.name, exclusive=False))
+        )
         try:
             release = yield TakeLock(cache, chain.name, rt.container_id, rt.ifname)
             try:
@@ -416,7 +427,12 @@ class Operations:
                 try:
                     yield from self.delete(net, stale, None, network_locked=True, deadline=deadline)
                 except CNIError as e:
-                    log.warning("GC of stale attachment %s/%s failed: %s", entry.container_id, entry.ifname, e)
+                    log.warning(
+                        "GC of stale attachment %s/%s failed: %s",
+                        entry.container_id,
+                        entry.ifname,
+                        e,
+                    )
                     errors.append(e)
             if parse_version(chain.cni_version) >= _V110:
                 env = rq.plugin_env(os.environ, command=rq.GC, path=self.path)
@@ -465,7 +481,9 @@ class Operations:
 
     # -- VERSION and validation -----------------------------------------
 
-    def version_info(self, plugin_type: str, timeout: float | None, *, path: str | None = None) -> Op:
+    def version_info(
+        self, plugin_type: str, timeout: float | None, *, path: str | None = None
+    ) -> Op:
         """VERSION: what the plugin supports (a plugin that predates VERSION supports 0.1.0)."""
         path = path or self._find(plugin_type)
         effect = RunPlugin(
@@ -506,7 +524,7 @@ class Operations:
                         f'plugin {plugin.type} does not support config version "{version}"',
                         f"supported: {', '.join(info.supported_versions)}",
                     )
-            except (CNIError, ConfigError) as e:
+            except CNIError as e:
                 errors.append(e)
         if len(errors) == 1:
             raise errors[0]
@@ -549,7 +567,9 @@ class Operations:
                 raise CacheError(f"cannot look up the cache without a {what}")
         return self._cache(rt).read(chain.name, rt.container_id, rt.ifname)
 
-    def cached_result(self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf) -> Result | None:
+    def cached_result(
+        self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf
+    ) -> Result | None:
         chain = _Chain.of(net)
         entry = self._entry(chain, rt)
         if entry is None or entry.result is None:
@@ -585,4 +605,4 @@ class Operations:
         ]
 
 
-__all__ = ["Operations", "RunPlugin", "TakeLock", "PluginNotFoundError"]
+__all__ = ["Operations", "RunPlugin", "TakeLock"]

@@ -156,12 +156,16 @@ class AsyncCNIConfig(Operations):
         caps: list[str] = await self._drive(self.validate(net, timeout))
         return caps
 
-    async def validate_network(self, net: PluginConfig, *, timeout: float | None = None) -> list[str]:
+    async def validate_network(
+        self, net: PluginConfig, *, timeout: float | None = None
+    ) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
         caps: list[str] = await self._drive(self.validate(net, timeout))
         return caps
 
-    async def get_version_info(self, plugin_type: str, *, timeout: float | None = None) -> PluginInfo:
+    async def get_version_info(
+        self, plugin_type: str, *, timeout: float | None = None
+    ) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
         info: PluginInfo = await self._drive(self.version_info(plugin_type, timeout))
         return info

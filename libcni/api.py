@@ -87,22 +87,30 @@ class CNIConfig(Operations):
 
     # -- single plugins --------------------------------------------------
 
-    def add_network(self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None) -> Result:
+    def add_network(
+        self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> Result:
         """ADD with a single plugin configuration."""
         result: Result = self._drive(self.add(net, rt, timeout))
         return result
 
-    def check_network(self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None) -> None:
+    def check_network(
+        self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> None:
         """CHECK with a single plugin configuration."""
         self._drive(self.check(net, rt, timeout))
 
-    def del_network(self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None) -> None:
+    def del_network(
+        self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
+    ) -> None:
         """DEL with a single plugin configuration."""
         self._drive(self.delete(net, rt, timeout))
 
     # -- the cache -------------------------------------------------------
 
-    def get_network_list_cached_result(self, net: NetworkConfigList, rt: RuntimeConf) -> Result | None:
+    def get_network_list_cached_result(
+        self, net: NetworkConfigList, rt: RuntimeConf
+    ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
         return self.cached_result(net, rt)
 
@@ -128,7 +136,9 @@ class CNIConfig(Operations):
 
     # -- validation, version, GC, STATUS ---------------------------------
 
-    def validate_network_list(self, net: NetworkConfigList, *, timeout: float | None = None) -> list[str]:
+    def validate_network_list(
+        self, net: NetworkConfigList, *, timeout: float | None = None
+    ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
         caps: list[str] = self._drive(self.validate(net, timeout))
         return caps
@@ -149,8 +159,8 @@ class CNIConfig(Operations):
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
         self._drive(self.gc(net, args, timeout))
 
-    def get_status_network_list(self, net: NetworkConfigList, *, timeout: float | None = None) -> None:
+    def get_status_network_list(
+        self, net: NetworkConfigList, *, timeout: float | None = None
+    ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
         self._drive(self.status(net, timeout))
-
-

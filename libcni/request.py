@@ -222,7 +222,9 @@ def validate_interface_name(ifname: str) -> None:
     if not ifname:
         raise ValidationError("interface name is empty", code=CODE_INVALID_ENV)
     if not isinstance(ifname, str):
-        raise ValidationError("interface name must be a string", repr(ifname), code=CODE_INVALID_ENV)
+        raise ValidationError(
+            "interface name must be a string", repr(ifname), code=CODE_INVALID_ENV
+        )
     if len(ifname.encode("utf-8", "surrogatepass")) > 15:
         raise ValidationError("interface name is too long", ifname, code=CODE_INVALID_ENV)
     if ifname in (".", ".."):
@@ -230,7 +232,9 @@ def validate_interface_name(ifname: str) -> None:
     for ch in ifname:
         if ch in "/:" or ch.isspace() or ch == "\0":
             raise ValidationError(
-                f"interface name contains an invalid character {ch!r}", ifname, code=CODE_INVALID_ENV
+                f"interface name contains an invalid character {ch!r}",
+                ifname,
+                code=CODE_INVALID_ENV,
             )
 
 

@@ -63,7 +63,9 @@ class Env:
             conf["test"] = test
         return conf
 
-    def conflist(self, *plugins: dict[str, Any], version: str = "1.0.0", **top: Any) -> libcni.NetworkConfigList:
+    def conflist(
+        self, *plugins: dict[str, Any], version: str = "1.0.0", **top: Any
+    ) -> libcni.NetworkConfigList:
         obj = {"cniVersion": version, "name": "testnet", "plugins": list(plugins), **top}
         return libcni.conf_list_from_bytes(json.dumps(obj).encode())
 
@@ -115,7 +117,10 @@ def test_add_runs_plugins_in_order_chaining_prev_result(env: Env) -> None:
 def test_add_caches_the_final_result_with_config_args_and_netns(env: Env) -> None:
     net = env.conflist(env.plugin("p1", ADD={"result": RESULT}), env.plugin("p2"))
     rt = RuntimeConf(
-        "ctr1", "/var/run/netns/ctr1", "eth0", args=[("K8S_POD_NAME", "web")],
+        "ctr1",
+        "/var/run/netns/ctr1",
+        "eth0",
+        args=[("K8S_POD_NAME", "web")],
         capability_args={"portMappings": [{"hostPort": 80}]},
     )
     env.cni.add_network_list(net, rt)
@@ -126,7 +131,11 @@ def test_add_caches_the_final_result_with_config_args_and_netns(env: Env) -> Non
     assert entry["cniArgs"] == [["K8S_POD_NAME", "web"]]
     assert entry["capabilityArgs"] == {"portMappings": [{"hostPort": 80}]}
     assert entry["netns"] == "/var/run/netns/ctr1"
-    assert (entry["containerId"], entry["networkName"], entry["ifName"]) == ("ctr1", "testnet", "eth0")
+    assert (entry["containerId"], entry["networkName"], entry["ifName"]) == (
+        "ctr1",
+        "testnet",
+        "eth0",
+    )
 
 
 def test_add_runtime_config_and_cni_args_reach_the_plugin(env: Env) -> None:
@@ -134,7 +143,10 @@ def test_add_runtime_config_and_cni_args_reach_the_plugin(env: Env) -> None:
     p1["capabilities"] = {"portMappings": True, "mac": False}
     net = env.conflist(p1)
     rt = RuntimeConf(
-        "ctr1", "", "eth0", args=[("A", "1"), ("B", "2")],
+        "ctr1",
+        "",
+        "eth0",
+        args=[("A", "1"), ("B", "2")],
         capability_args={"portMappings": [{"hostPort": 8080}], "mac": "aa:bb:cc:dd:ee:ff"},
     )
     env.cni.add_network_list(net, rt)
@@ -147,14 +159,21 @@ def test_add_runtime_config_and_cni_args_reach_the_plugin(env: Env) -> None:
 def test_add_failure_stops_the_chain_names_the_plugin_and_caches_nothing(env: Env) -> None:
     net = env.conflist(
         env.plugin("p1"),
-        env.plugin("p2", ADD={"error": {"code": 117, "msg": "no more addresses", "details": "range full"}}),
+        env.plugin(
+            "p2", ADD={"error": {"code": 117, "msg": "no more addresses", "details": "range full"}}
+        ),
         env.plugin("p3"),
     )
     with pytest.raises(PluginError) as info:
         env.cni.add_network_list(net, env.rt)
     err = info.value
     assert (err.code, err.msg, err.details) == (117, "no more addresses", "range full")
-    assert (err.plugin, err.command, err.network, err.container_id) == ("p2", "ADD", "testnet", "ctr1")
+    assert (err.plugin, err.command, err.network, err.container_id) == (
+        "p2",
+        "ADD",
+        "testnet",
+        "ctr1",
+    )
     assert err.exit_code == 1
     assert [c["stdin"]["type"] for c in env.calls()] == ["p1", "p2"]
     assert not env.entry_path().exists()
@@ -178,7 +197,12 @@ def test_add_result_with_unknown_version_is_refused(env: Env) -> None:
 
 
 def test_add_result_keeps_its_own_version_and_unknown_fields(env: Env) -> None:
-    r = {"cniVersion": "0.4.0", "ips": [{"version": "4", "address": "10.0.0.2/24"}], "dns": {}, "x-extra": 1}
+    r = {
+        "cniVersion": "0.4.0",
+        "ips": [{"version": "4", "address": "10.0.0.2/24"}],
+        "dns": {},
+        "x-extra": 1,
+    }
     net = env.conflist(env.plugin("p1", ADD={"result": r}), env.plugin("p2"))
     result = env.cni.add_network_list(net, env.rt)
     assert result.cni_version == "0.4.0"
@@ -224,14 +248,18 @@ def test_add_with_a_missing_plugin_runs_nothing(env: Env) -> None:
 
 
 @pytest.mark.parametrize("args", [[("a;b", "1")], [("k", "v=w")], [("", "v")]])
-def test_add_refuses_unrepresentable_cni_args_before_running(env: Env, args: list[tuple[str, str]]) -> None:
+def test_add_refuses_unrepresentable_cni_args_before_running(
+    env: Env, args: list[tuple[str, str]]
+) -> None:
     net = env.conflist(env.plugin("p1"))
     with pytest.raises(ConfigError):
         env.cni.add_network_list(net, RuntimeConf("ctr1", "", "eth0", args=args))
     assert env.calls() == []
 
 
-def test_plugin_names_that_leave_the_plugin_directories_are_refused(env: Env, tmp_path: Path) -> None:
+def test_plugin_names_that_leave_the_plugin_directories_are_refused(
+    env: Env, tmp_path: Path
+) -> None:
     outside = tmp_path / "evil"
     outside.symlink_to(TESTPLUGIN)
     for bad in ("../evil", str(outside), ".", ".."):
@@ -286,7 +314,9 @@ def test_check_with_unparsable_version_is_a_version_error(env: Env) -> None:
 
 
 def test_disable_check_runs_nothing(env: Env) -> None:
-    net = env.conflist(env.plugin("p1", CHECK={"error": {"code": 100, "msg": "x"}}), disableCheck=True)
+    net = env.conflist(
+        env.plugin("p1", CHECK={"error": {"code": 100, "msg": "x"}}), disableCheck=True
+    )
     env.cni.check_network_list(net, env.rt)
     assert env.calls() == []
 
@@ -297,7 +327,11 @@ def test_check_failure_stops_and_raises(env: Env) -> None:
     )
     with pytest.raises(PluginError) as info:
         env.cni.check_network_list(net, env.rt)
-    assert (info.value.msg, info.value.command, info.value.plugin) == ("interface gone", "CHECK", "p1")
+    assert (info.value.msg, info.value.command, info.value.plugin) == (
+        "interface gone",
+        "CHECK",
+        "p1",
+    )
     assert env.types_called() == [("p1", "CHECK")]
 
 
@@ -346,7 +380,9 @@ def test_del_below_0_4_0_sends_no_prev_result(env: Env, version: str) -> None:
 
 
 def test_del_failure_keeps_the_cache_entry_for_a_retry(env: Env) -> None:
-    net = env.conflist(env.plugin("p1"), env.plugin("p2", DEL={"error": {"code": 11, "msg": "busy"}}))
+    net = env.conflist(
+        env.plugin("p1"), env.plugin("p2", DEL={"error": {"code": 11, "msg": "busy"}})
+    )
     env.cni.add_network_list(net, env.rt)
     with pytest.raises(PluginError) as info:
         env.cni.del_network_list(net, env.rt)
@@ -357,9 +393,22 @@ def test_del_failure_keeps_the_cache_entry_for_a_retry(env: Env) -> None:
 
 @pytest.mark.parametrize(
     "content",
-    [b"", b"{garbage", b"[1,2]", json.dumps({"kind": "cniCacheV1", "containerId": 5}).encode(),
-     json.dumps({"kind": "cniCacheV1", "containerId": "ctr1", "ifName": "eth0", "networkName": "testnet",
-                 "config": "", "result": {"cniVersion": "9.9.9"}}).encode()],
+    [
+        b"",
+        b"{garbage",
+        b"[1,2]",
+        json.dumps({"kind": "cniCacheV1", "containerId": 5}).encode(),
+        json.dumps(
+            {
+                "kind": "cniCacheV1",
+                "containerId": "ctr1",
+                "ifName": "eth0",
+                "networkName": "testnet",
+                "config": "",
+                "result": {"cniVersion": "9.9.9"},
+            }
+        ).encode(),
+    ],
     ids=["empty", "corrupt", "not-object", "wrong-types", "unknown-version"],
 )
 def test_del_with_a_bad_cache_entry_removes_it_and_goes_on(env: Env, content: bytes) -> None:
@@ -379,7 +428,11 @@ def test_del_does_not_validate_ids_and_works_without_netns(env: Env) -> None:
 
 @pytest.mark.parametrize(
     "rt",
-    [RuntimeConf("../../etc", "", "eth0"), RuntimeConf("c", "", "../../x"), RuntimeConf("c\0", "", "eth0")],
+    [
+        RuntimeConf("../../etc", "", "eth0"),
+        RuntimeConf("c", "", "../../x"),
+        RuntimeConf("c\0", "", "eth0"),
+    ],
 )
 def test_every_operation_refuses_ids_that_leave_the_cache(env: Env, rt: RuntimeConf) -> None:
     net = env.conflist(env.plugin("p1"))
@@ -457,10 +510,16 @@ def test_get_cached_attachments(env: Env) -> None:
     env.cni.add_network_list(net, RuntimeConf("ctr2", "/ns/2", "eth0"))
     env.cni.add_network_list(net, RuntimeConf("ctr1", "/ns/1", "net1"))
     all_ = env.cni.get_cached_attachments()
-    assert [(a.container_id, a.ifname) for a in all_] == [("ctr1", "eth0"), ("ctr1", "net1"), ("ctr2", "eth0")]
+    assert [(a.container_id, a.ifname) for a in all_] == [
+        ("ctr1", "eth0"),
+        ("ctr1", "net1"),
+        ("ctr2", "eth0"),
+    ]
     one = env.cni.get_cached_attachments("ctr1")
     assert {a.ifname for a in one} == {"eth0", "net1"}
-    assert one[0].network == "testnet" and one[0].netns == "/ns/1" and one[0].cni_args == (("A", "B"),)
+    assert (
+        one[0].network == "testnet" and one[0].netns == "/ns/1" and one[0].cni_args == (("A", "B"),)
+    )
     assert one[0].config == net.bytes
 
 
@@ -479,7 +538,10 @@ def test_gc_deletes_stale_attachments_and_sends_gc(env: Env) -> None:
     env.cni.gc_network_list(net, GCArgs([GCAttachment("keep", "eth0")]))
     calls = env.calls()
     dels = [c for c in calls if c["command"] == "DEL"]
-    assert [(c["stdin"]["type"], c["env"]["CNI_CONTAINERID"]) for c in dels] == [("p2", "stale"), ("p1", "stale")]
+    assert [(c["stdin"]["type"], c["env"]["CNI_CONTAINERID"]) for c in dels] == [
+        ("p2", "stale"),
+        ("p1", "stale"),
+    ]
     assert dels[0]["env"]["CNI_NETNS"] == "/ns/stale" and dels[0]["env"]["CNI_ARGS"] == "X=1"
     gcs = [c for c in calls if c["command"] == "GC"]
     assert [c["stdin"]["type"] for c in gcs] == ["p1", "p2"]
@@ -519,8 +581,11 @@ def test_disable_gc_does_nothing(env: Env) -> None:
 
 def test_gc_collects_every_error(env: Env) -> None:
     net = env.conflist(
-        env.plugin("p1", DEL={"error": {"code": 100, "msg": "del failed"}},
-                   GC={"error": {"code": 101, "msg": "gc failed"}}),
+        env.plugin(
+            "p1",
+            DEL={"error": {"code": 100, "msg": "del failed"}},
+            GC={"error": {"code": 101, "msg": "gc failed"}},
+        ),
         env.plugin("p2", GC={"error": {"code": 102, "msg": "gc2 failed"}}),
         version="1.1.0",
     )
@@ -544,8 +609,11 @@ def test_status_runs_every_plugin_in_order(env: Env) -> None:
 
 @pytest.mark.parametrize("code", [50, 51])
 def test_status_error_codes_are_preserved(env: Env, code: int) -> None:
-    net = env.conflist(env.plugin("p1", STATUS={"error": {"code": code, "msg": "not ready"}}), env.plugin("p2"),
-                       version="1.1.0")
+    net = env.conflist(
+        env.plugin("p1", STATUS={"error": {"code": code, "msg": "not ready"}}),
+        env.plugin("p2"),
+        version="1.1.0",
+    )
     with pytest.raises(PluginError) as info:
         env.cni.get_status_network_list(net)
     assert info.value.code == code
@@ -553,7 +621,9 @@ def test_status_error_codes_are_preserved(env: Env, code: int) -> None:
 
 
 def test_status_below_1_1_0_runs_nothing(env: Env) -> None:
-    net = env.conflist(env.plugin("p1", STATUS={"error": {"code": 50, "msg": "x"}}), version="1.0.0")
+    net = env.conflist(
+        env.plugin("p1", STATUS={"error": {"code": 50, "msg": "x"}}), version="1.0.0"
+    )
     env.cni.get_status_network_list(net)
     assert env.calls() == []
 
@@ -583,7 +653,9 @@ def test_version_legacy_rules(
     assert env.cni.get_version_info("p1").supported_versions == expected
 
 
-@pytest.mark.parametrize("reply", ['{"cniVersion": "0.3.1"}', "[]", "garbage", '{"supportedVersions": ["1.0.0"]}'])
+@pytest.mark.parametrize(
+    "reply", ['{"cniVersion": "0.3.1"}', "[]", "garbage", '{"supportedVersions": ["1.0.0"]}']
+)
 def test_malformed_version_reply_is_a_version_error(
     env: Env, monkeypatch: pytest.MonkeyPatch, reply: str
 ) -> None:
@@ -605,9 +677,13 @@ def test_validate_finds_missing_plugins_and_unsupported_versions(
 ) -> None:
     with pytest.raises(PluginNotFoundError):
         env.cni.validate_network_list(env.conflist(env.plugin("p1"), env.plugin("nosuch")))
-    monkeypatch.setenv("TESTPLUGIN_VERSION_REPLY", '{"cniVersion":"0.3.1","supportedVersions":["0.3.1"]}')
+    monkeypatch.setenv(
+        "TESTPLUGIN_VERSION_REPLY", '{"cniVersion":"0.3.1","supportedVersions":["0.3.1"]}'
+    )
     with pytest.raises(VersionError) as info:
-        env.cni.validate_network(libcni.conf_from_bytes(json.dumps({"type": "p2", "cniVersion": "1.0.0"})))
+        env.cni.validate_network(
+            libcni.conf_from_bytes(json.dumps({"type": "p2", "cniVersion": "1.0.0"}))
+        )
     assert "p2" in str(info.value) and "1.0.0" in str(info.value)
     with pytest.raises(ConfigError) as cinfo:
         env.cni.validate_network_list(env.conflist(env.plugin("p3"), env.plugin("nosuch")))
@@ -648,7 +724,9 @@ def test_default_timeout_from_cniconfig_and_per_call_override(env: Env) -> None:
 
 
 def test_timeout_is_a_deadline_for_the_whole_chain(env: Env) -> None:
-    net = env.conflist(*(env.plugin(p, ADD={"sleep": 0.4, "passthrough": True}) for p in ("p1", "p2", "p3")))
+    net = env.conflist(
+        *(env.plugin(p, ADD={"sleep": 0.4, "passthrough": True}) for p in ("p1", "p2", "p3"))
+    )
     with pytest.raises(PluginTimeoutError):
         env.cni.add_network_list(net, env.rt, timeout=1.0)
 
@@ -661,7 +739,9 @@ def test_runtime_conf_cache_dir_is_used_when_cniconfig_has_none(env: Env, tmp_pa
     rt = RuntimeConf("ctr1", "", "eth0", cache_dir=tmp_path / "rtcache")
     cni.add_network_list(env.conflist(env.plugin("p1")), rt)
     assert (tmp_path / "rtcache" / "results" / "testnet-ctr1-eth0").exists()
-    env.cni.add_network_list(env.conflist(env.plugin("p1")), RuntimeConf("ctr9", "", "eth0", cache_dir=tmp_path / "x"))
+    env.cni.add_network_list(
+        env.conflist(env.plugin("p1")), RuntimeConf("ctr9", "", "eth0", cache_dir=tmp_path / "x")
+    )
     assert env.entry_path(cid="ctr9").exists()  # the CNIConfig's directory wins
 
 
@@ -688,7 +768,9 @@ def _parallel(n: int, fn: Callable[[int], None]) -> None:
 def test_threads_adding_different_containers_lose_no_entry(env: Env) -> None:
     net = env.conflist(env.plugin("p1"), env.plugin("p2"))
     _parallel(8, lambda i: env.cni.add_network_list(net, RuntimeConf(f"c{i}", "", "eth0")))
-    assert sorted(a.container_id for a in env.cni.get_cached_attachments()) == [f"c{i}" for i in range(8)]
+    assert sorted(a.container_id for a in env.cni.get_cached_attachments()) == [
+        f"c{i}" for i in range(8)
+    ]
     _parallel(8, lambda i: env.cni.del_network_list(net, RuntimeConf(f"c{i}", "", "eth0")))
     assert env.cni.get_cached_attachments() == []
 

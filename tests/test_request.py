@@ -54,14 +54,20 @@ def test_runtime_config_in_file_passes_through_when_nothing_to_inject() -> None:
 
 def test_capability_args_without_declared_capabilities_add_nothing() -> None:
     conf = {"type": "x"}
-    out = json.loads(rq.plugin_request(conf, name="n", cni_version="1.0.0", capability_args={"mac": "a"}))
+    out = json.loads(
+        rq.plugin_request(conf, name="n", cni_version="1.0.0", capability_args={"mac": "a"})
+    )
     assert "runtimeConfig" not in out
 
 
 def test_prev_result_set_only_when_given() -> None:
     conf = dict(CONF, prevResult={"old": True})
-    assert json.loads(rq.plugin_request(conf, name="n", cni_version="1.0.0"))["prevResult"] == {"old": True}
-    out = json.loads(rq.plugin_request(conf, name="n", cni_version="1.0.0", prev_result={"ips": []}))
+    assert json.loads(rq.plugin_request(conf, name="n", cni_version="1.0.0"))["prevResult"] == {
+        "old": True
+    }
+    out = json.loads(
+        rq.plugin_request(conf, name="n", cni_version="1.0.0", prev_result={"ips": []})
+    )
     assert out["prevResult"] == {"ips": []}
     assert "prevResult" not in req()
 
@@ -181,7 +187,9 @@ def test_valid_interface_names(ifname: str) -> None:
 
 
 @given(st.dictionaries(st.text(), st.booleans()), st.dictionaries(st.text(), st.integers()))
-def test_runtime_config_is_the_enabled_intersection(caps: dict[str, bool], provided: dict[str, int]) -> None:
+def test_runtime_config_is_the_enabled_intersection(
+    caps: dict[str, bool], provided: dict[str, int]
+) -> None:
     rc = rq.runtime_config(caps, provided)
     assert set(rc) == {k for k, v in caps.items() if v and k in provided}
     assert all(rc[k] == provided[k] for k in rc)
