@@ -1,0 +1,139 @@
+"""CNI results of every specification version, and their conversions.
+
+Three families share the abstract base :class:`Result`:
+
+=====================  ==================  =========================================
+versions               class               parts
+=====================  ==================  =========================================
+1.0.0, 1.1.0           :class:`Result100`  :class:`Interface100`, :class:`IPConfig100`,
+                                           :class:`Route`, :class:`DNS`
+0.3.0, 0.3.1, 0.4.0    :class:`Result040`  :class:`Interface040`, :class:`IPConfig040`,
+                                           :class:`Route`, :class:`DNS`
+0.1.0, 0.2.0           :class:`Result020`  :class:`IPConfig020` (``ip4``/``ip6``),
+                                           :class:`Route020`, :class:`DNS`
+=====================  ==================  =========================================
+
+``Interface`` and ``IPConfig`` are the 1.x (current) classes.
+
+All are frozen; sequence fields are tuples. Each object keeps the JSON fields
+it does not know in ``extra`` and writes them back in ``to_dict()``.
+
+>>> r = result_from_bytes(b'{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.5/16"}]}')
+>>> r.ips[0].address
+IPv4Interface('10.1.0.5/16')
+>>> r.as_version("0.2.0").to_dict()
+{'cniVersion': '0.2.0', 'ip4': {'ip': '10.1.0.5/16'}, 'dns': {}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import DecodeError, VersionError
+from ._base import IPAddress, IPInterface, Result, Route, _excerpt, _short, loads
+from .convert import family_of
+from .dns import DNS
+from .v02 import IPConfig020, Result020, Route020
+from .v04 import Interface040, IPConfig040, Result040
+from .v1 import Interface100, IPConfig100, Result100
+
+__all__ = [
+    "DNS",
+    "IPAddress",
+    "IPConfig",
+    "IPConfig020",
+    "IPConfig040",
+    "IPConfig100",
+    "IPInterface",
+    "Interface",
+    "Interface040",
+    "Interface100",
+    "Result",
+    "Result020",
+    "Result040",
+    "Result100",
+    "Route",
+    "Route020",
+    "create_result",
+    "family_of",
+    "result_from_bytes",
+    "result_from_dict",
+]
+
+#: The interface class of the current (1.x) results.
+Interface = Interface100
+#: The IP class of the current (1.x) results.
+IPConfig = IPConfig100
+
+
+def _as_object(obj: Any) -> Mapping[str, Any]:
+    if obj is None:
+        return {}
+    if type(obj) is dict or isinstance(obj, Mapping):
+        return obj
+    raise DecodeError(f"result must be a JSON object, not {_short(obj)}")
+
+
+def result_from_dict(obj: Any, default_version: str = "") -> Result:
+    """Decode a result from an already decoded JSON value.
+
+    ``obj`` must be a JSON object (``None``, JSON ``null``, counts as an empty
+    one). The result's version is the object's ``cniVersion`` when it is a
+    non-empty string, else ``default_version``, else 0.1.0. An unknown version
+    raises :class:`~libcni.errors.VersionError`; a malformed field raises
+    :class:`~libcni.errors.DecodeError` naming it. Unknown fields are kept.
+    The result shares the values of unknown fields with ``obj``: do not
+    mutate ``obj`` afterwards.
+
+    >>> result_from_dict({"ip4": {"ip": "10.0.0.2/8"}}).cni_version
+    '0.1.0'
+    >>> result_from_dict(None, "1.0.0").to_dict()
+    {'cniVersion': '1.0.0'}
+    """
+    obj = _as_object(obj)
+    version = obj.get("cniVersion")
+    if version is None or version == "":
+        version = default_version or "0.1.0"
+    elif type(version) is not str:
+        raise DecodeError(f"cniVersion: must be a string, not {_short(version)}")
+    return family_of(version).from_dict(obj, version)
+
+
+def result_from_bytes(data: bytes | bytearray | str, default_version: str = "") -> Result:
+    """Decode a plugin's result (its standard output) from JSON text.
+
+    The same rules as :func:`result_from_dict`; text that is not JSON (NaN and
+    Infinity refused) raises :class:`~libcni.errors.DecodeError`.
+
+    >>> result_from_bytes(b'null', default_version="0.4.0").to_json()
+    '{"cniVersion":"0.4.0","dns":{}}'
+    """
+    if not isinstance(data, (bytes, bytearray, str)):
+        raise DecodeError(f"result must be bytes or str, not {type(data).__name__}")
+    return result_from_dict(loads(data), default_version)
+
+
+def create_result(version: str, data: bytes | bytearray | str | Mapping[str, Any] | None) -> Result:
+    """Decode ``data`` (JSON text, or an already decoded object) as a result of
+    ``version`` (the empty string means 0.1.0), and label it ``version``.
+
+    A non-empty ``cniVersion`` in the data must have the same layout as
+    ``version`` (e.g. "0.3.1" for "0.4.0"), else
+    :class:`~libcni.errors.VersionError`; so must ``version`` be known.
+
+    >>> create_result("1.1.0", '{"ips":[{"address":"fd00::2/64"}]}').ips[0].address.version
+    6
+    """
+    cls = family_of(version)
+    version = version or "0.1.0"
+    obj = _as_object(loads(data) if isinstance(data, (bytes, bytearray, str)) else data)
+    given = obj.get("cniVersion")
+    if given is not None and given != "":
+        if type(given) is not str:
+            raise DecodeError(f"cniVersion: must be a string, not {_short(given)}")
+        if family_of(given) is not cls:
+            raise VersionError(
+                f"result of version {given} cannot be read as version {version}", _excerpt(obj)
+            )
+    return cls.from_dict(obj, version)

@@ -22,16 +22,30 @@ def _str_tuple(value: Any, field: str, error: type[ConfigError]) -> tuple[str, .
 
 @attrs.frozen
 class DNS:
-    """DNS settings: ``nameservers``, ``domain``, ``search`` and ``options``."""
+    """DNS settings: ``nameservers``, ``domain``, ``search`` and ``options``.
+
+    ``extra`` holds unknown members of the JSON object; it is filled only when
+    parsing with ``keep_unknown=True`` (results do, to pass them on) and is
+    written back by :meth:`to_dict`. It takes no part in hashing.
+    """
 
     nameservers: tuple[str, ...] = ()
     domain: str = ""
     search: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
+    extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
+
+    KNOWN = frozenset({"nameservers", "domain", "search", "options"})
 
     @classmethod
-    def from_dict(cls, obj: Any, error: type[ConfigError] = ConfigError) -> DNS:
-        """Parse a JSON ``dns`` object; a wrongly typed field raises ``error`` naming it."""
+    def from_dict(
+        cls, obj: Any, error: type[ConfigError] = ConfigError, *, keep_unknown: bool = False
+    ) -> DNS:
+        """Parse a JSON ``dns`` object; a wrongly typed field raises ``error`` naming it.
+
+        With ``keep_unknown``, members other than the four known ones are kept
+        in :attr:`extra`.
+        """
         if not isinstance(obj, Mapping):
             raise error("invalid dns: must be an object", repr(obj)[:200])
         domain = obj.get("domain", "")
@@ -44,10 +58,14 @@ class DNS:
             domain=domain,
             search=_str_tuple(obj.get("search"), "search", error),
             options=_str_tuple(obj.get("options"), "options", error),
+            extra=(
+                {k: v for k, v in obj.items() if k not in cls.KNOWN} if keep_unknown else {}
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object, empty fields omitted (as the Go library's ``omitempty``)."""
+        """The JSON object, empty fields omitted (as the Go library's ``omitempty``),
+        plus any unknown members kept in :attr:`extra`."""
         out: dict[str, Any] = {}
         if self.nameservers:
             out["nameservers"] = list(self.nameservers)
@@ -57,8 +75,11 @@ class DNS:
             out["search"] = list(self.search)
         if self.options:
             out["options"] = list(self.options)
+        for key, value in self.extra.items():
+            if key not in self.KNOWN:
+                out[key] = value
         return out
 
     def is_empty(self) -> bool:
-        """Whether no field is set."""
+        """Whether no known field is set (unknown members in :attr:`extra` do not count)."""
         return not (self.nameservers or self.domain or self.search or self.options)

@@ -1,0 +1,194 @@
+"""Conversion of results between specification versions (behaviour.md section 5).
+
+- within a family: relabel;
+- 0.1.0/0.2.0 to 0.3.x/0.4.0: ``ip4`` then ``ip6`` become IPs with version
+  4/6, their routes are concatenated, no interfaces;
+- 0.x to 1.x: via 0.4.0, dropping the IP ``version``;
+- 1.x to 0.3.x/0.4.0: IP version from the address family; interfaces lose
+  ``mtu``, ``socketPath`` and ``pciID``;
+- to 0.1.0/0.2.0: the first IPv4 becomes ``ip4``, the first IPv6 ``ip6``; each
+  route goes to the block of its destination's family, keeping ``dst``, ``gw``
+  (and unknown fields); interfaces are dropped; no IP at all is a
+  :class:`~libcni.errors.VersionError`.
+
+Unknown fields are carried along wherever the target keeps the object that
+held them. An unknown field of the source that the target version knows
+(say ``mtu`` in a 0.4.0 interface, converted to 1.0.0) is interpreted by the
+target when it is valid there, and dropped otherwise.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ..errors import VersionError
+from ..version import ALL, parse_version
+from ._base import Result, Route, _absorb, _split_extra
+from .v02 import IPConfig020, Result020, Route020
+from .v04 import Interface040, IPConfig040, Result040
+from .v1 import Interface100, IPConfig100, Result100
+
+__all__ = ["convert", "family_of"]
+
+
+def _family_table() -> dict[str, type[Result]]:
+    table: dict[str, type[Result]] = {}
+    for version in ALL:
+        major, minor, _ = parse_version(version)
+        if major >= 1:
+            table[version] = Result100
+        elif minor >= 3:
+            table[version] = Result040
+        else:
+            table[version] = Result020
+    return table
+
+
+_FAMILY = _family_table()
+
+
+def family_of(version: str) -> type[Result]:
+    """The result class for ``version`` (the empty string means 0.1.0).
+
+    An unknown version raises :class:`~libcni.errors.VersionError`.
+
+    >>> family_of("0.3.1").__name__
+    'Result040'
+    """
+    cls = _FAMILY.get(version or "0.1.0") if isinstance(version, str) else None
+    if cls is None:
+        raise VersionError(f"unknown CNI version {version!r}", ", ".join(ALL))
+    return cls
+
+
+def convert(result: Result, version: str) -> Result:
+    """``result`` converted to ``version`` (see the module documentation)."""
+    target = (version or "0.1.0") if isinstance(version, str) else version
+    if result.cni_version == target:
+        return result
+    cls = _FAMILY.get(target) if isinstance(target, str) else None
+    if cls is None:
+        raise VersionError(
+            f"cannot convert result from {result.cni_version} to unknown version {version!r}"
+        )
+    if type(result) is cls:
+        return attrs.evolve(result, cni_version=target)  # type: ignore[misc]
+    if isinstance(result, Result020):
+        r040 = _legacy_to_040(result, target if cls is Result040 else "0.4.0")
+        return r040 if cls is Result040 else _040_to_100(r040, target)
+    if isinstance(result, Result040):
+        if cls is Result100:
+            return _040_to_100(result, target)
+        return _040_to_legacy(result, target)
+    if isinstance(result, Result100):
+        r040 = _100_to_040(result, target if cls is Result040 else "0.4.0")
+        return r040 if cls is Result040 else _040_to_legacy(r040, target)
+    raise VersionError(f"cannot convert a {type(result).__name__} to {target}")
+
+
+def _legacy_to_040(result: Result020, version: str) -> Result040:
+    ips: list[IPConfig040] = []
+    routes: list[Route] = []
+    for block in (result.ip4, result.ip6):
+        if block is None:
+            continue
+        keep, taken = _split_extra(block.extra, IPConfig040.KNOWN)
+        ip = IPConfig040(address=block.ip, gateway=block.gateway, extra=keep)
+        ips.append(_absorb(ip, taken, IPConfig040.from_dict))
+        for old in block.routes:
+            keep, taken = _split_extra(old.extra, Route.KNOWN)
+            route = Route(dst=old.dst, gw=old.gw, extra=keep)
+            routes.append(_absorb(route, taken, Route.from_dict))
+    keep, taken = _split_extra(result.extra, Result040.KNOWN)
+    out = Result040(
+        cni_version=version, ips=tuple(ips), routes=tuple(routes), dns=result.dns, extra=keep
+    )
+    return _absorb(out, taken, Result040.from_dict)
+
+
+def _040_to_100(result: Result040, version: str) -> Result100:
+    interfaces = []
+    for old in result.interfaces:
+        keep, taken = _split_extra(old.extra, Interface100.KNOWN)
+        intf = Interface100(name=old.name, mac=old.mac, sandbox=old.sandbox, extra=keep)
+        interfaces.append(_absorb(intf, taken, Interface100.from_dict))
+    return Result100(
+        cni_version=version,
+        interfaces=tuple(interfaces),
+        # The unknown fields of a 0.4.0 IP cannot be known in 1.x: shared as they are.
+        ips=tuple(
+            IPConfig100(
+                address=ip.address, gateway=ip.gateway, interface=ip.interface, extra=ip.extra
+            )
+            for ip in result.ips
+        ),
+        routes=result.routes,
+        dns=result.dns,
+        extra=result.extra,
+    )
+
+
+def _100_to_040(result: Result100, version: str) -> Result040:
+    return Result040(
+        cni_version=version,
+        # 0.4.0 knows fewer interface fields than 1.x: no unknown field becomes known.
+        interfaces=tuple(
+            Interface040(name=i.name, mac=i.mac, sandbox=i.sandbox, extra=i.extra)
+            for i in result.interfaces
+        ),
+        ips=tuple(
+            IPConfig040(
+                address=ip.address,
+                gateway=ip.gateway,
+                interface=ip.interface,
+                # A stray "version" of a 1.x IP gives way to the address family.
+                extra=_split_extra(ip.extra, IPConfig040.KNOWN)[0] if ip.extra else ip.extra,
+            )
+            for ip in result.ips
+        ),
+        routes=result.routes,
+        dns=result.dns,
+        extra=result.extra,
+    )
+
+
+def _040_to_legacy(result: Result040, version: str) -> Result020:
+    first4: IPConfig040 | None = None
+    first6: IPConfig040 | None = None
+    for ip in result.ips:
+        if ip.address.version == 4:
+            if first4 is None:
+                first4 = ip
+        elif first6 is None:
+            first6 = ip
+        if first4 is not None and first6 is not None:
+            break
+    if first4 is None and first6 is None:
+        raise VersionError(f"cannot convert result to {version}: no valid IP addresses")
+    routes4: list[Route020] = []
+    routes6: list[Route020] = []
+    for route in result.routes:
+        # Route020 knows fewer fields than Route: unknown fields stay unknown.
+        legacy = Route020(dst=route.dst, gw=route.gw, extra=route.extra)
+        if route.dst.version == 4:
+            if first4 is not None:
+                routes4.append(legacy)
+        elif first6 is not None:
+            routes6.append(legacy)
+    keep, taken = _split_extra(result.extra, Result020.KNOWN)
+    out = Result020(
+        cni_version=version,
+        ip4=_block(first4, routes4),
+        ip6=_block(first6, routes6),
+        dns=result.dns,
+        extra=keep,
+    )
+    return _absorb(out, taken, Result020.from_dict)
+
+
+def _block(ip: IPConfig040 | None, routes: list[Route020]) -> IPConfig020 | None:
+    if ip is None:
+        return None
+    keep, taken = _split_extra(ip.extra, IPConfig020.KNOWN)
+    block = IPConfig020(ip=ip.address, gateway=ip.gateway, routes=tuple(routes), extra=keep)
+    return _absorb(block, taken, IPConfig020.from_dict)
