@@ -1,0 +1,600 @@
+"""Running a plugin binary as a child process (behaviour.md §6.3).
+
+One call is one :class:`_Run`: a small state machine over the child's three
+pipes and its pidfd. It does no waiting of its own; the synchronous driver
+(``select.poll``) and the asynchronous one (``loop.add_reader``) only tell it
+which descriptor is ready, so both share every rule: how output is collected,
+how the process group is killed and reaped, and how the outcome is decoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import json
+import logging
+import os
+import select
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
+from libcni.invoke._find import find_in_path
+
+__all__ = ["RawExec"]
+
+log = logging.getLogger("libcni.invoke")
+
+_CHUNK = 1 << 16  # the default pipe capacity
+_STDERR_KEEP = 1 << 20  # stderr kept for logging; older bytes are dropped
+_STDERR_TAIL = 4096  # stderr attached to errors
+_EXCERPT = 1024  # invalid error output quoted in errors
+_DRAIN_READS = 16  # reads per stream once the leader exited (more than a pipe holds)
+_BUSY_BUDGET = 5.0  # seconds of retrying ETXTBSY
+_BUSY_FIRST_DELAY = 0.005
+_BUSY_MAX_DELAY = 0.5
+# Python ignores SIGPIPE (and SIGXFSZ); ignored dispositions survive exec.
+_SIGDEF = (signal.SIGPIPE, signal.SIGXFSZ)
+_UNKNOWN_STATUS = -1  # wait status placeholder when the child was reaped by someone else
+
+
+def _status_text(status: int | None) -> str:
+    if status is None or status == _UNKNOWN_STATUS:
+        return "unknown exit status"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"killed by signal {name}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def _excerpt(data: bytes) -> str:
+    text = data[:_EXCERPT].decode("utf-8", errors="replace")
+    return text + f"... ({len(data)} bytes)" if len(data) > _EXCERPT else text
+
+
+def _decode_error_object(stdout: bytes) -> tuple[int, str, str] | str:
+    """``(code, msg, details)`` of a CNI error object, or why ``stdout`` is not one."""
+    try:
+        obj = json.loads(stdout)
+    except RecursionError:
+        return "too deeply nested"
+    except ValueError as e:  # includes JSONDecodeError and UnicodeDecodeError
+        return f"not JSON ({e})"
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    code, msg, details = obj.get("code"), obj.get("msg"), obj.get("details")
+    if type(code) is not int:
+        return '"code" is missing or not an integer'
+    if not isinstance(msg, str):
+        return '"msg" is missing or not a string'
+    if details is None:
+        details = ""
+    elif not isinstance(details, str):
+        return '"details" is not a string'
+    return code, msg, details
+
+
+def _nonblocking(fd: int) -> None:
+    # A fresh pipe end has no status flags, so one F_SETFL is enough.
+    fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
+
+
+def _above_stdio(fd: int) -> int:
+    """Move ``fd`` above 2, so that the child's dup2 onto 0-2 cannot clobber it."""
+    if fd > 2:
+        return fd
+    new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return new
+
+
+def _close_all(fds: Sequence[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+class _Run:
+    """One running plugin: pipes, pidfd, collected output, and the final decoding."""
+
+    # Set by the driver: stop watching a descriptor (called before it is closed).
+    unwatch: Callable[[int], None] = staticmethod(lambda fd: None)
+    # Set by the driver: called once when the leader has exited and was reaped.
+    on_exit: Callable[[], None] = staticmethod(lambda: None)
+
+    def __init__(
+        self, path: str, pid: int, pidfd: int, stdin: bytes, stdio: tuple[int | None, int, int]
+    ) -> None:
+        self.path = path
+        self.name = os.path.basename(path)
+        self.pid = pid
+        self.status: int | None = None  # wait status once reaped
+        self.pidfd: int | None = pidfd
+        self.stdin_fd: int | None = stdio[0]
+        self.stdout_fd: int | None = stdio[1]
+        self.stderr_fd: int | None = stdio[2]
+        self._stdin = memoryview(stdin)
+        self._out: list[bytes] = []
+        self._err = bytearray()
+        self._err_dropped = 0
+        self._logged = False
+        self._write_stdin()
+
+    # -- what the driver watches -------------------------------------------------
+
+    def watched(self) -> list[tuple[int, bool]]:
+        """The open descriptors as ``(fd, wants_write)``."""
+        out = [(self.stdin_fd, True)] if self.stdin_fd is not None else []
+        readers = (self.stdout_fd, self.stderr_fd, self.pidfd)
+        out += [(fd, False) for fd in readers if fd is not None]
+        return out
+
+    @property
+    def exited(self) -> bool:
+        return self.status is not None
+
+    def ready(self, fd: int) -> None:
+        """The driver saw ``fd`` ready (readable, writable, hung up or in error)."""
+        if fd == self.stdout_fd or fd == self.stderr_fd:
+            self._read(fd)
+        elif fd == self.pidfd:
+            self._leader_exited()
+        elif fd == self.stdin_fd:
+            self._write_stdin()
+
+    # -- I/O -----------------------------------------------------------------------
+
+    def _close(self, fd: int | None) -> None:
+        if fd is None:
+            return
+        if fd == self.stdin_fd:
+            self.stdin_fd = None
+        elif fd == self.stdout_fd:
+            self.stdout_fd = None
+        elif fd == self.stderr_fd:
+            self.stderr_fd = None
+        elif fd == self.pidfd:
+            self.pidfd = None
+        self.unwatch(fd)
+        os.close(fd)  # ours, open, closed once: cannot fail
+
+    def _write_stdin(self) -> None:
+        fd = self.stdin_fd
+        if fd is None:
+            return
+        try:
+            while self._stdin:
+                n = os.write(fd, self._stdin)
+                self._stdin = self._stdin[n:]
+        except BlockingIOError:
+            return
+        except OSError:  # EPIPE: the plugin does not read (all of) its input
+            pass
+        self._stdin = memoryview(b"")
+        self._close(fd)
+
+    def _read(self, fd: int) -> None:
+        """Read ``fd`` once (the driver saw it readable, so this cannot block); close it at EOF.
+
+        The read ends stay blocking: one read per readiness is enough (the pipe
+        holds 64 KiB, the size of a read) and saves a system call per pipe.
+        """
+        try:
+            data = os.read(fd, _CHUNK)
+        except OSError:
+            data = b""
+        if data:
+            self._keep(fd, data)
+        else:
+            self._close(fd)
+
+    def _keep(self, fd: int, data: bytes) -> None:
+        if fd == self.stdout_fd:
+            self._out.append(data)
+            return
+        self._err += data
+        excess = len(self._err) - _STDERR_KEEP
+        if excess > 0:
+            del self._err[:excess]
+            self._err_dropped += excess
+
+    def _drain(self) -> None:
+        """Read what the pipes hold now, without waiting for writers that are still alive."""
+        for fd in (self.stdout_fd, self.stderr_fd):
+            if fd is None:
+                continue
+            _nonblocking(fd)
+            # Bounded: a surviving child that keeps writing must not keep us here.
+            for _ in range(_DRAIN_READS):
+                try:
+                    data = os.read(fd, _CHUNK)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    data = b""
+                if not data:
+                    self._close(fd)
+                    break
+                self._keep(fd, data)
+
+    # -- process group ---------------------------------------------------------------
+
+    def kill(self, sig: int) -> None:
+        """Send ``sig`` to the plugin's whole process group.
+
+        Only while the leader is not reaped: its zombie keeps the group ID from
+        being reused, so the signal cannot reach an unrelated group.
+        """
+        if self.status is not None:
+            return
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+
+    def _reap(self) -> None:
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:  # reaped by someone else (SIGCHLD ignored...)
+            status = _UNKNOWN_STATUS
+        self.status = status
+
+    def _leader_exited(self) -> None:
+        """The leader is gone: keep what it wrote, kill what remains of its group, reap."""
+        if self.status is not None:
+            return
+        if self.stdout_fd is not None or self.stderr_fd is not None:
+            self._drain()
+        self.kill(signal.SIGKILL)
+        if self.stdout_fd is not None or self.stderr_fd is not None:
+            self._drain()
+        self._reap()
+        self.close()
+        self.on_exit()
+
+    def close(self) -> None:
+        """Release everything; a leader still running is killed with its group and reaped."""
+        if self.status is None:
+            self.kill(signal.SIGKILL)
+            self._reap()
+        for fd in (self.stdin_fd, self.stdout_fd, self.stderr_fd, self.pidfd):
+            if fd is not None:
+                self._close(fd)
+
+    # -- outcome -----------------------------------------------------------------------
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == 0
+
+    def _stderr_tail(self) -> str:
+        return bytes(self._err[-_STDERR_TAIL:]).decode("utf-8", errors="replace")
+
+    def _log_stderr(self, level: int) -> None:
+        if self._logged or not self._err or not log.isEnabledFor(level):
+            return
+        self._logged = True
+        if self._err_dropped:
+            log.log(level, "%s: (%d earlier bytes of stderr dropped)", self.name, self._err_dropped)
+        for line in self._err.decode("utf-8", errors="replace").splitlines():
+            log.log(level, "%s: %s", self.name, line)
+
+    def _context(self) -> dict[str, Any]:
+        status = self.status
+        exit_code = sig = None
+        if status is not None and status != _UNKNOWN_STATUS:
+            if os.WIFEXITED(status):
+                exit_code = os.WEXITSTATUS(status)
+            elif os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+        return {
+            "plugin": self.name,
+            "exit_code": exit_code,
+            "signal": sig,
+            "stderr": self._stderr_tail(),
+        }
+
+    def result(self) -> bytes:
+        """Standard output if the plugin exited 0, else the :class:`PluginError` it reported."""
+        if self.succeeded:
+            self._log_stderr(logging.DEBUG)
+            return b"".join(self._out)
+        self._log_stderr(logging.WARNING)
+        raise self._failure()
+
+    def _failure(self) -> PluginError:
+        stdout = b"".join(self._out)
+        ctx = self._context()
+        status = _status_text(self.status)
+        if not stdout.strip():
+            details = status + (f"; stderr: {ctx['stderr']}" if ctx["stderr"] else "")
+            return PluginError(
+                f'plugin "{self.name}" failed with no error message',
+                details,
+                code=CODE_INTERNAL,
+                **ctx,
+            )
+        decoded = _decode_error_object(stdout)
+        if isinstance(decoded, str):
+            return PluginError(
+                f'plugin "{self.name}" failed ({status}) and its output is not a valid'
+                f" CNI error object: {decoded}",
+                _excerpt(stdout),
+                code=CODE_INTERNAL,
+                **ctx,
+            )
+        code, msg, details = decoded
+        return PluginError(msg, details, code=code, **ctx)
+
+    def timeout_error(self, timeout: float | None) -> PluginTimeoutError:
+        self._log_stderr(logging.WARNING)
+        return PluginTimeoutError(
+            f'plugin "{self.name}" timed out after {timeout}s',
+            f"its process group was killed ({_status_text(self.status)})",
+            **self._context(),
+        )
+
+
+def _start(path: str, env: Mapping[str, str], stdin: bytes) -> _Run:
+    """Start the plugin once; ``OSError`` from ``posix_spawn`` propagates."""
+    fds: list[int] = []
+    try:
+        for _ in range(3):
+            fds += os.pipe2(os.O_CLOEXEC)
+        if min(fds) < 3:  # our own stdio is closed
+            for i, fd in enumerate(fds):
+                fds[i] = _above_stdio(fd)
+        in_r, in_w, out_r, out_w, err_r, err_w = fds
+        pid = os.posix_spawn(
+            path,
+            [path],
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, in_r, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, err_w, 2),
+            ],
+            setpgroup=0,
+            setsigdef=_SIGDEF,
+        )
+    except BaseException:
+        _close_all(fds)
+        raise
+    os.close(in_r)
+    os.close(out_w)
+    os.close(err_w)
+    ours = [in_w, out_r, err_r]
+    try:
+        if len(stdin) > select.PIPE_BUF:
+            _nonblocking(in_w)  # written as the plugin reads it
+        else:
+            # At most PIPE_BUF bytes always fit in a fresh pipe: write them now.
+            try:
+                if stdin:
+                    os.write(in_w, stdin)
+            except BrokenPipeError:  # the plugin exited already
+                pass
+            os.close(in_w)
+            ours.remove(in_w)
+            stdin = b""
+        pidfd = os.pidfd_open(pid)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        _close_all(ours)
+        raise
+    return _Run(path, pid, pidfd, stdin, (in_w if stdin else None, out_r, err_r))
+
+
+class _Retry:
+    """Whether and when to start again after ``posix_spawn`` failed (created at the first failure).
+
+    Only "text file busy" (the binary is being written) is retried, with a
+    fresh process each time and a growing back-off, for about 5 seconds and
+    never past the call's deadline. :meth:`after` returns how long to sleep,
+    or raises the error for a binary that cannot be started: ``PluginError``
+    code 5 naming the path and the OS error (code 4 for a NUL in the path or
+    the environment), or ``PluginTimeoutError``.
+    """
+
+    def __init__(self, path: str, deadline: float | None, timeout: float | None) -> None:
+        self.path = path
+        self.name = os.path.basename(path)
+        self.deadline = deadline
+        self.timeout = timeout
+        self.busy_until = time.monotonic() + _BUSY_BUDGET
+        self.delay = _BUSY_FIRST_DELAY
+
+    def after(self, err: Exception) -> float:
+        if not isinstance(err, OSError):  # ValueError: NUL in the environment or the path
+            raise PluginError(
+                f'cannot run plugin "{self.path}": invalid environment or path',
+                str(err),
+                code=CODE_INVALID_ENV,
+                plugin=self.name,
+            ) from err
+        code = err.errno or 0
+        desc = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
+        if code == errno.ETXTBSY:
+            now = time.monotonic()
+            if self.deadline is not None and now + self.delay >= self.deadline:
+                raise PluginTimeoutError(
+                    f'plugin "{self.name}" timed out after {self.timeout}s',
+                    f"{self.path} stayed busy: {desc}",
+                    plugin=self.name,
+                ) from err
+            if now + self.delay < self.busy_until:
+                delay = self.delay
+                self.delay = min(self.delay * 2, _BUSY_MAX_DELAY)
+                return delay
+            desc += f", for {_BUSY_BUDGET:g}s"
+        raise PluginError(
+            f'failed to execute plugin "{self.path}"', desc, code=CODE_IO, plugin=self.name
+        ) from err
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.monotonic()
+
+
+class RawExec:
+    """The default :class:`~libcni.invoke.Exec`: runs plugin binaries as child processes.
+
+    Each call starts the binary with ``posix_spawn`` (no arguments, ``argv[0]``
+    is the path, ``env`` is the complete environment) as the leader of a new
+    process group, feeds it ``stdin`` and collects standard output and
+    standard error without ever blocking on one of them. When the leader
+    exits, what remains of its process group is killed with SIGKILL, so
+    neither a leftover child nor one holding the output pipes open survives or
+    delays the call.
+
+    On timeout (a deadline over the whole call) the group receives SIGTERM,
+    then SIGKILL after ``grace`` seconds, and
+    :class:`~libcni.errors.PluginTimeoutError` is raised. Standard error goes
+    to the ``libcni.invoke`` logger, one record per line (DEBUG when the plugin
+    succeeded, WARNING when it failed).
+    """
+
+    def __init__(self, grace: float = 1.0) -> None:
+        self.grace = grace
+
+    def __repr__(self) -> str:
+        return f"RawExec(grace={self.grace!r})"
+
+    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
+        """See :func:`libcni.invoke.find_in_path`."""
+        return find_in_path(plugin, paths)
+
+    # -- synchronous ------------------------------------------------------------------
+
+    def exec_plugin(
+        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+    ) -> bytes:
+        """Run the plugin at ``path``; return its standard output if it exits 0.
+
+        A plugin that exits non-zero (or is killed by a signal) raises
+        :class:`~libcni.errors.PluginError` with the code, message and details
+        of the CNI error object it printed; one that printed nothing, or not a
+        valid error object, raises ``PluginError`` code 999 saying so. Every
+        such error carries ``plugin`` (the file name), ``exit_code`` or
+        ``signal``, and the tail of ``stderr``. A binary that cannot be started
+        (not executable, vanished, still busy being written after ~5 s of
+        retries) raises ``PluginError`` code 5. ``timeout`` (seconds, ``None``:
+        no limit) bounds the whole call: :class:`~libcni.errors.PluginTimeoutError`.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        retry = None
+        while True:
+            try:
+                run = _start(path, env, stdin)
+                break
+            except (OSError, ValueError) as e:
+                retry = retry or _Retry(path, deadline, timeout)
+                delay = retry.after(e)
+            time.sleep(delay)
+        try:
+            poller = select.poll()
+            run.unwatch = poller.unregister
+            for fd, write in run.watched():
+                poller.register(fd, select.POLLOUT if write else select.POLLIN)
+            if not self._wait(run, poller, deadline):
+                run.kill(signal.SIGTERM)
+                if not self._wait(run, poller, time.monotonic() + self.grace):
+                    run.kill(signal.SIGKILL)
+                    self._wait(run, poller, None)
+                raise run.timeout_error(timeout)
+            return run.result()
+        finally:
+            run.close()
+
+    @staticmethod
+    def _wait(run: _Run, poller: select.poll, deadline: float | None) -> bool:
+        """Serve ``run`` until its leader exited (True) or ``deadline`` passed (False)."""
+        while not run.exited:
+            left = _remaining(deadline)
+            if left is not None and left <= 0:
+                return False
+            ms = -1 if left is None else max(1, int(left * 1000 + 0.999))
+            for fd, _ in poller.poll(ms):
+                run.ready(fd)
+        return True
+
+    # -- asynchronous -----------------------------------------------------------------
+
+    async def aexec_plugin(
+        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+    ) -> bytes:
+        """:meth:`exec_plugin` as a coroutine, on the running event loop (no thread).
+
+        Cancelling it terminates the plugin's process group (SIGTERM, then
+        SIGKILL after ``grace`` seconds), reaps it, and re-raises
+        :class:`asyncio.CancelledError`.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        retry = None
+        while True:
+            try:
+                run = _start(path, env, stdin)
+                break
+            except (OSError, ValueError) as e:
+                retry = retry or _Retry(path, deadline, timeout)
+                delay = retry.after(e)
+            await asyncio.sleep(delay)
+        try:
+
+            def unwatch(fd: int) -> None:
+                loop.remove_reader(fd)
+                loop.remove_writer(fd)
+
+            run.unwatch = unwatch
+            for fd, write in run.watched():
+                (loop.add_writer if write else loop.add_reader)(fd, run.ready, fd)
+            try:
+                exited = await self._await(loop, run, deadline)
+            except asyncio.CancelledError:
+                await self._aterminate(loop, run)
+                raise
+            if not exited:
+                await self._aterminate(loop, run)
+                raise run.timeout_error(timeout)
+            return run.result()
+        finally:
+            run.close()
+
+    @staticmethod
+    async def _await(loop: asyncio.AbstractEventLoop, run: _Run, deadline: float | None) -> bool:
+        """Wait until ``run``'s leader exited (True) or ``deadline`` passed (False)."""
+        if run.exited:
+            return True
+        done: asyncio.Future[bool] = loop.create_future()
+
+        def settle(value: bool) -> None:
+            if not done.done():
+                done.set_result(value)
+
+        run.on_exit = lambda: settle(True)
+        left = _remaining(deadline)
+        timer = None if left is None else loop.call_later(max(left, 0), settle, False)
+        try:
+            return await done
+        finally:
+            del run.on_exit
+            if timer is not None:
+                timer.cancel()
+
+    async def _aterminate(self, loop: asyncio.AbstractEventLoop, run: _Run) -> None:
+        run.kill(signal.SIGTERM)
+        if not await self._await(loop, run, time.monotonic() + self.grace):
+            run.kill(signal.SIGKILL)
+            await self._await(loop, run, None)
