@@ -9,7 +9,6 @@ how the process group is killed and reaped, and how the outcome is decoded.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import fcntl
@@ -20,10 +19,13 @@ import select
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
 from libcni.invoke._find import find_in_path
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["RawExec"]
 
@@ -540,6 +542,8 @@ class RawExec:
         SIGKILL after ``grace`` seconds), reaps it, and re-raises
         :class:`asyncio.CancelledError`.
         """
+        import asyncio  # here, not at the top: ``import libcni`` stays free of asyncio
+
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else time.monotonic() + timeout
         retry = None
