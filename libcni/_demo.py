@@ -1,0 +1,615 @@
+"""``libcni demo``: attach a throwaway namespace with the real reference plugins.
+
+The demo never touches the machine's own network namespace. The outer part
+(:func:`run`) checks the prerequisites, creates two network namespaces, a
+"host" one and a "container" one, and re-runs itself inside the host one
+(``ip netns exec <host> python -m libcni demo --inside ...``). The inner part
+(:func:`run_inside`) does the library calls: ADD (bridge + host-local + portmap
++ tuning), CHECK, a look at the cache entry, DEL. Whatever happens (success,
+failure, Ctrl-C, SIGTERM) the outer part then deletes both namespaces, which
+takes the bridge, the veth pair and the port-mapping rules with them, and the
+temporary directory (plugin data, cache).
+
+Like :mod:`libcni.cli`, this is command-line code: it prints, to the streams
+it is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any, TextIO
+
+from .cli import CLIError
+
+__all__ = [
+    "DEMO_CAPABILITY_ARGS",
+    "DEMO_CONFLIST",
+    "DEMO_NETWORK",
+    "DEMO_PLUGINS",
+    "DEMO_SUBNET",
+    "INSTALL_COMMAND",
+    "NETNS_PREFIX",
+    "demo_conflist",
+    "demo_plugin_path",
+    "main",
+    "missing_prerequisites",
+    "prerequisites_message",
+    "run",
+    "run_inside",
+    "summarize_result",
+]
+
+DEMO_NETWORK = "libcni-demo"
+DEMO_SUBNET = "10.88.77.0/24"
+DEMO_GATEWAY = "10.88.77.1"
+DEMO_PLUGINS = ("bridge", "host-local", "portmap", "tuning")
+DEFAULT_PLUGIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
+INSTALL_COMMAND = "apt-get install -y containernetworking-plugins iproute2 iptables"
+NETNS_PREFIX = "libcni-demo-"
+NETNS_DIR = "/run/netns"
+
+#: The demo network. ``@BRIDGE@`` and ``@DATADIR@`` are filled in for each run
+#: by :func:`demo_conflist` (a bridge name unique to the run, and host-local's
+#: lease directory in the run's temporary directory).
+DEMO_CONFLIST = """\
+{
+  "cniVersion": "1.0.0",
+  "name": "libcni-demo",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "@BRIDGE@",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "10.88.77.0/24", "gateway": "10.88.77.1"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": "@DATADIR@"
+      },
+      "dns": {"nameservers": ["10.88.77.1"], "search": ["demo.libcni.test"]}
+    },
+    {
+      "type": "portmap",
+      "capabilities": {"portMappings": true},
+      "snat": true
+    },
+    {
+      "type": "tuning",
+      "capabilities": {"mac": true},
+      "sysctl": {"net.core.somaxconn": "1024"}
+    }
+  ]
+}
+"""
+
+#: What the runtime asks of the plugins that declare these capabilities
+#: (the ``mac`` is chosen per run).
+DEMO_CAPABILITY_ARGS: dict[str, Any] = {
+    "portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}],
+}
+
+
+class DemoError(CLIError):
+    """A step of the demo failed (the message says which and why)."""
+
+
+class _Interrupted(BaseException):
+    """Raised by the signal handler so that the clean-up runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Signals:
+    """SIGINT and SIGTERM handling of the outer part.
+
+    A signal raises :class:`_Interrupted` so that the clean-up runs, except
+    while :meth:`deferred` (it is raised at the end of the block, so that a
+    process or directory just created is recorded first) and once the
+    clean-up has started (nothing may stop it).
+    """
+
+    def __init__(self) -> None:
+        self.cleaning = False
+        self._deferring = False
+        self._pending = 0
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.cleaning:
+            return
+        if self._deferring:
+            self._pending = self._pending or signum
+            return
+        raise _Interrupted(signum)
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+        if self._pending:
+            raise _Interrupted(self._pending)
+
+
+# -- configuration -------------------------------------------------------------
+
+
+def demo_conflist(bridge: str, data_dir: str) -> bytes:
+    """The bytes of :data:`DEMO_CONFLIST` with this run's bridge name and lease directory."""
+    text = DEMO_CONFLIST
+    for placeholder, value in (("@BRIDGE@", bridge), ("@DATADIR@", data_dir)):
+        text = text.replace(placeholder, json.dumps(value)[1:-1])
+    return text.encode()
+
+
+def demo_plugin_path(environ: Mapping[str, str]) -> list[str]:
+    """The plugin directories: ``$CNI_PATH`` if set, else /usr/lib/cni and /opt/cni/bin.
+
+    Of the two defaults, only those that exist (both if neither does).
+    """
+    from_env = [d for d in environ.get("CNI_PATH", "").split(":") if d]
+    if from_env:
+        return from_env
+    existing = [d for d in DEFAULT_PLUGIN_DIRS if os.path.isdir(d)]
+    return existing or list(DEFAULT_PLUGIN_DIRS)
+
+
+def _find_tool(name: str, environ: Mapping[str, str]) -> str | None:
+    # A non-root PATH often lacks the sbin directories where ip and iptables live.
+    search = os.pathsep.join(
+        [environ.get("PATH", os.defpath), "/usr/local/sbin", "/usr/sbin", "/sbin"]
+    )
+    return shutil.which(name, path=search)
+
+
+def _has_plugin(name: str, path: Sequence[str]) -> bool:
+    for directory in path:
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return True
+    return False
+
+
+def missing_prerequisites(
+    plugin_path: Sequence[str],
+    environ: Mapping[str, str] | None = None,
+    *,
+    euid: int | None = None,
+) -> list[str]:
+    """What the demo needs and does not have, one sentence each (empty: all there).
+
+    Root (network namespaces need it), the ``ip`` command (iproute2),
+    ``iptables`` (the portmap plugin uses it) and the plugins of
+    :data:`DEMO_PLUGINS` in ``plugin_path``.
+    """
+    env = os.environ if environ is None else environ
+    missing: list[str] = []
+    if (os.geteuid() if euid is None else euid) != 0:
+        missing.append(
+            "root privileges: creating network namespaces needs root "
+            "(run it as root, e.g. sudo libcni demo)"
+        )
+    if _find_tool("ip", env) is None:
+        missing.append("the ip command (Debian package iproute2)")
+    if _find_tool("iptables", env) is None:
+        missing.append("the iptables command, used by the portmap plugin (Debian package iptables)")
+    plugins = [p for p in DEMO_PLUGINS if not _has_plugin(p, plugin_path)]
+    if plugins:
+        missing.append(
+            f"the CNI plugin{'s' if len(plugins) > 1 else ''} {', '.join(plugins)}, searched in "
+            f"{':'.join(plugin_path)} (Debian package containernetworking-plugins; "
+            "set CNI_PATH to use other directories)"
+        )
+    return missing
+
+
+def prerequisites_message(missing: Sequence[str]) -> str:
+    """The text printed when something is missing: what, and the command that installs it."""
+    lines = ["libcni demo: cannot run, missing:"]
+    lines += [f"  - {item}" for item in missing]
+    installable = [m for m in missing if not m.startswith("root privileges")]
+    if installable:
+        lines.append("Install what is missing with:")
+        lines.append(f"  {INSTALL_COMMAND}")
+    return "\n".join(lines) + "\n"
+
+
+# -- the outer part: namespaces, the inner run, clean-up -----------------------
+
+
+def _run_cmd(cmd: Sequence[str]) -> None:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        why = proc.stderr.strip() or f"exit status {proc.returncode}"
+        raise DemoError(f"{' '.join(cmd)} failed: {' '.join(why.splitlines())}")
+
+
+def _netns_file(name: str) -> str:
+    for directory in (NETNS_DIR, "/var/run/netns"):
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            return path
+    return os.path.join(NETNS_DIR, name)
+
+
+def _stop(child: subprocess.Popen[bytes] | None) -> None:
+    if child is None or child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(3)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def _cleanup(
+    ip: str, namespaces: Sequence[str], workdir: str | None, out: TextIO, err: TextIO
+) -> bool:
+    problems: list[str] = []
+    removed: list[str] = []
+    for name in namespaces:
+        if not os.path.exists(_netns_file(name)):
+            continue
+        try:
+            _run_cmd([ip, "netns", "delete", name])
+            removed.append(name)
+        except DemoError as e:
+            problems.append(str(e))
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+        if os.path.exists(workdir):
+            problems.append(f"could not remove {workdir}")
+    for problem in problems:
+        err.write(f"libcni demo: clean-up: {problem}\n")
+    what = ", ".join(f"namespace {n}" for n in removed)
+    if workdir is not None:
+        what = f"{what}, {workdir}" if what else workdir
+    out.write(f"\nCleaned up: {what or 'nothing to remove'}.\n")
+    out.flush()
+    return not problems
+
+
+def _package_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(environ: Mapping[str, str], out: TextIO, err: TextIO, timeout: float | None = None) -> int:
+    """The whole demo: check, create the namespaces, run :func:`run_inside` there, clean up."""
+    plugin_path = demo_plugin_path(environ)
+    missing = missing_prerequisites(plugin_path, environ)
+    if missing:
+        err.write(prerequisites_message(missing))
+        return 1
+    ip = _find_tool("ip", environ)
+    assert ip is not None
+
+    tag = secrets.token_hex(3)
+    host_ns = f"{NETNS_PREFIX}host-{tag}"
+    ctr_ns = f"{NETNS_PREFIX}ctr-{tag}"
+    created: list[str] = []
+    workdir: str | None = None
+    child: subprocess.Popen[bytes] | None = None
+    status = 1
+    signals = _Signals()
+    old_handlers: dict[int, Any] = {}
+    try:
+        try:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                old_handlers[signum] = signal.signal(signum, signals.handler)
+            with signals.deferred():
+                workdir = tempfile.mkdtemp(prefix="libcni-demo-")
+            for name in (ctr_ns, host_ns):
+                created.append(name)
+                _run_cmd([ip, "netns", "add", name])
+            _run_cmd([ip, "-n", host_ns, "link", "set", "lo", "up"])
+            _run_cmd([ip, "-n", ctr_ns, "link", "set", "lo", "up"])
+            out.write(
+                "libcni demo: the machine's own network is left alone; everything happens in\n"
+                f'  {host_ns:<26} a throwaway "host" namespace, where the plugins run\n'
+                f"  {ctr_ns:<26} the container's namespace\n"
+                f"  plugins from {':'.join(plugin_path)}, scratch files in {workdir}\n\n"
+            )
+            out.flush()
+            env = dict(environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                [_package_root(), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+            )
+            cmd = [
+                ip, "netns", "exec", host_ns,
+                sys.executable, "-m", "libcni", "demo", "--inside",
+                "--netns", _netns_file(ctr_ns),
+                "--workdir", workdir,
+                "--bridge", f"cni-demo-{tag}",
+                "--cni-path", ":".join(plugin_path),
+                "--container-id", f"libcni-demo-{tag}",
+            ]  # fmt: skip
+            if timeout is not None:
+                cmd += ["--timeout", str(timeout)]
+            with signals.deferred():
+                child = subprocess.Popen(cmd, env=env)
+            status = child.wait()
+            if status != 0:
+                err.write(f"libcni demo: failed (exit status {status}); cleaning up\n")
+                status = 1
+        except _Interrupted as e:
+            err.write(
+                f"\nlibcni demo: interrupted by {signal.Signals(e.signum).name}; cleaning up\n"
+            )
+            status = 128 + e.signum
+        except (DemoError, OSError) as e:
+            err.write(f"libcni demo: {e}\n")
+            status = 1
+    except _Interrupted as e:  # a second signal while the first was being reported
+        status = 128 + e.signum
+    finally:
+        signals.cleaning = True
+        try:
+            _stop(child)
+            if not _cleanup(ip, created, workdir, out, err):
+                status = status or 1
+        finally:
+            for s, h in old_handlers.items():
+                signal.signal(s, h)
+    return status
+
+
+# -- the inner part: the library calls -----------------------------------------
+
+
+def _ms(start: float) -> str:
+    return f"{(time.monotonic() - start) * 1000:.0f} ms"
+
+
+def _count(obj: Mapping[str, Any], key: str) -> str:
+    items = obj.get(key)
+    n = len(items) if isinstance(items, list) else 0
+    noun = {"interfaces": "interface", "ips": "IP", "routes": "route"}[key]
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _random_mac() -> str:
+    octets = bytearray(secrets.token_bytes(6))
+    octets[0] = (octets[0] & 0xFC) | 0x02  # locally administered, unicast
+    return ":".join(f"{b:02x}" for b in octets)
+
+
+def summarize_result(
+    result: Mapping[str, Any], capability_args: Mapping[str, Any] | None = None
+) -> list[tuple[str, str]]:
+    """(label, text) lines a person reads at a glance, from a 1.x result object.
+
+    The container's interfaces (those with a ``sandbox``), their MAC and
+    addresses with gateways, the routes, the port mappings asked for in
+    ``capability_args``, the DNS settings, and the host-side interfaces.
+    """
+    interfaces = [i for i in result.get("interfaces", ()) if isinstance(i, Mapping)]
+    ips = [i for i in result.get("ips", ()) if isinstance(i, Mapping)]
+    lines: list[tuple[str, str]] = []
+    for index, iface in enumerate(interfaces):
+        if not iface.get("sandbox"):
+            continue
+        lines.append(("interface", f"{iface.get('name', '?')} in {iface['sandbox']}"))
+        if iface.get("mac"):
+            lines.append(("MAC", str(iface["mac"])))
+        for ip in ips:
+            if ip.get("interface") == index:
+                lines.append(("address", str(ip.get("address", "?"))))
+                if ip.get("gateway"):
+                    lines.append(("gateway", str(ip["gateway"])))
+    unattached = [ip for ip in ips if not isinstance(ip.get("interface"), int)]
+    for ip in unattached:
+        lines.append(("address", str(ip.get("address", "?"))))
+        if ip.get("gateway"):
+            lines.append(("gateway", str(ip["gateway"])))
+    gateways = [str(ip["gateway"]) for ip in ips if ip.get("gateway")]
+    for route in result.get("routes", ()):
+        if not isinstance(route, Mapping):
+            continue
+        dst = str(route.get("dst", "?"))
+        shown = "default" if dst in ("0.0.0.0/0", "::/0") else dst
+        gw = route.get("gw")
+        if gw:
+            lines.append(("route", f"{shown} via {gw}"))
+        else:
+            family = 6 if ":" in dst else 4
+            same = [g for g in gateways if ipaddress.ip_address(g).version == family]
+            via = f" via {same[0]} (the gateway)" if same else ""
+            lines.append(("route", f"{shown}{via}"))
+    for pm in (capability_args or {}).get("portMappings", ()):
+        if isinstance(pm, Mapping):
+            proto = pm.get("protocol", "tcp")
+            host_ip = pm.get("hostIP") or "*"
+            lines.append(
+                (
+                    "port",
+                    f"host {host_ip}:{pm.get('hostPort')}/{proto} -> "
+                    f"container port {pm.get('containerPort')}/{proto}",
+                )
+            )
+    dns = result.get("dns")
+    if isinstance(dns, Mapping) and dns:
+        parts = []
+        if dns.get("nameservers"):
+            parts.append("nameservers " + ", ".join(map(str, dns["nameservers"])))
+        if dns.get("domain"):
+            parts.append(f"domain {dns['domain']}")
+        if dns.get("search"):
+            parts.append("search " + ", ".join(map(str, dns["search"])))
+        if dns.get("options"):
+            parts.append("options " + ", ".join(map(str, dns["options"])))
+        lines.append(("DNS", "; ".join(parts)))
+    host_side = [
+        f"{i.get('name', '?')} ({i['mac']})" if i.get("mac") else str(i.get("name", "?"))
+        for i in interfaces
+        if not i.get("sandbox")
+    ]
+    if host_side:
+        lines.append(("host side", ", ".join(host_side)))
+    return lines
+
+
+def _print_lines(out: TextIO, lines: Sequence[tuple[str, str]], indent: str = "       ") -> None:
+    width = max((len(label) for label, _ in lines), default=0)
+    for label, text in lines:
+        out.write(f"{indent}{label:<{width}}  {text}\n")
+
+
+def _kernel_view(netns: str, ifname: str) -> str | None:
+    """What ``ip -brief address`` says of the interface in the container, or ``None``."""
+    ip = _find_tool("ip", os.environ)
+    if ip is None:
+        return None
+    proc = subprocess.run(
+        [ip, "-n", os.path.basename(netns), "-brief", "address", "show", "dev", ifname],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return None
+    return " ".join(proc.stdout.split()) or None
+
+
+def _hide_ip6tables(workdir: str) -> None:
+    """Let the plugins find ``iptables`` but not ``ip6tables`` (the demo is IPv4-only).
+
+    The portmap plugin before 1.2 (Debian's 1.1.1 among them) fails CHECK
+    whenever ip6tables is usable, even for an IPv4-only container: it looks
+    for the container's chain in the IPv6 tables too (containernetworking/plugins
+    issue 819). Without ip6tables it checks the IPv4 rules only. This changes
+    the environment of this process, which runs in the throwaway namespace.
+    """
+    iptables = _find_tool("iptables", os.environ)
+    if iptables is None:
+        return
+    tools = os.path.join(workdir, "bin")
+    os.makedirs(tools, exist_ok=True)
+    os.symlink(iptables, os.path.join(tools, "iptables"))
+    dirs = [
+        d
+        for d in os.environ.get("PATH", os.defpath).split(os.pathsep)
+        if d and not os.path.exists(os.path.join(d, "ip6tables"))
+    ]
+    os.environ["PATH"] = os.pathsep.join([tools, *dirs])
+
+
+def run_inside(args: argparse.Namespace, out: TextIO) -> int:
+    """The library calls of the demo; runs inside the throwaway host namespace."""
+    from .api import CNIConfig
+    from .cache import ResultCache
+    from .conf import conf_list_from_bytes
+    from .values import RuntimeConf
+
+    if not (args.workdir and args.netns and args.bridge and args.container_id):
+        raise DemoError("--inside is the internal half of `libcni demo`; run `libcni demo`")
+    workdir: str = args.workdir
+    cache_dir = os.path.join(workdir, "cache")
+    data_dir = os.path.join(workdir, "ipam")
+    _hide_ip6tables(workdir)
+
+    net = conf_list_from_bytes(demo_conflist(args.bridge, data_dir))
+    cni = CNIConfig(
+        [d for d in args.cni_path.split(":") if d],
+        cache_dir=cache_dir,
+        timeout=getattr(args, "timeout", None) or 60.0,
+    )
+    ifname = "eth0"
+    cap_args = {**DEMO_CAPABILITY_ARGS, "mac": _random_mac()}
+    rt = RuntimeConf(args.container_id, netns=args.netns, ifname=ifname, capability_args=cap_args)
+    chain = " -> ".join(
+        f"{p.type} (IPAM {p.ipam['type']})" if p.ipam else p.type for p in net.plugins
+    )
+    out.write(
+        f'Network "{net.name}" (cniVersion {net.cni_version}): {chain}, '
+        f"subnet {DEMO_SUBNET}, bridge {args.bridge}\n"
+        f"Container {rt.container_id}, interface {ifname}, "
+        f"asking for MAC {cap_args['mac']} and port 8080 -> 80\n\n"
+    )
+    out.flush()
+
+    start = time.monotonic()
+    result = cni.add_network_list(net, rt)
+    out.write(f"ADD    ok ({_ms(start)})\n")
+    lines = summarize_result(result.as_version("1.0.0").to_dict(), cap_args)
+    seen = _kernel_view(args.netns, ifname)
+    if seen:
+        lines.append(("kernel sees", seen))
+    _print_lines(out, lines)
+    out.flush()
+
+    start = time.monotonic()
+    cni.check_network_list(net, rt)
+    out.write(
+        f"CHECK  passed ({_ms(start)}): every plugin confirms the container matches the cached "
+        "result\n"
+    )
+    out.flush()
+
+    cache = ResultCache(cache_dir)
+    path = cache.entry_path(net.name, rt.container_id, ifname)
+    entry = cache.read(net.name, rt.container_id, ifname)
+    if entry is None:
+        raise DemoError(f"no cache entry after ADD at {path}")
+    res = entry.result or {}
+    out.write(f"CACHE  {path}\n")
+    _print_lines(
+        out,
+        [
+            ("kind", entry.kind or "(legacy bare result)"),
+            ("size", f"{os.path.getsize(path)} bytes, mode {os.stat(path).st_mode & 0o777:o}"),
+            ("names", f"network {entry.network_name}, container {entry.container_id}, "
+                      f"ifname {entry.ifname}"),
+            ("netns", entry.netns or "-"),
+            ("cap. args", ", ".join(sorted(entry.capability_args)) or "-"),
+            ("result", f"cniVersion {res.get('cniVersion', '?')}, "
+                       + ", ".join(_count(res, key) for key in ("interfaces", "ips", "routes"))),
+            ("config", f"{len(entry.config)} bytes of the network configuration list"),
+        ],
+    )  # fmt: skip
+    out.flush()
+
+    start = time.monotonic()
+    cni.del_network_list(net, rt)
+    gone = []
+    if not os.path.exists(path):
+        gone.append("cache entry removed")
+    if _kernel_view(args.netns, ifname) is None:
+        gone.append(f"{ifname} gone from the container")
+    leases = os.path.join(data_dir, net.name)
+    if os.path.isdir(leases) and not any(name[0].isdigit() for name in os.listdir(leases)):
+        gone.append("address released")
+    out.write(f"DEL    ok ({_ms(start)}): {', '.join(gone) or 'done'}\n")
+    out.flush()
+    return 0
+
+
+def main(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    """``libcni demo`` (and its internal ``--inside`` half)."""
+    if getattr(args, "inside", False):
+        # The outer part stops this one with SIGTERM: unwind like Ctrl-C, so that
+        # a plugin running at that moment is killed with its process group.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        try:
+            return run_inside(args, out)
+        except KeyboardInterrupt:
+            return 130
+    return run(environ, out, err, timeout=getattr(args, "timeout", None))

@@ -1,0 +1,497 @@
+"""The ``libcni`` command line, compatible with ``cnitool``.
+
+::
+
+    libcni add|check|del|gc|status NETWORK NETNS [--ifname NAME]
+    libcni validate NETWORK
+    libcni version PLUGIN
+    libcni cache list [CONTAINER_ID]
+    libcni demo
+
+The environment is read as ``cnitool`` reads it: ``NETCONFPATH`` (default
+``/etc/cni/net.d``), ``CNI_PATH`` (``:``-separated, default ``/opt/cni/bin``),
+``CNI_ARGS`` (``K=V;K2=V2``), ``CAP_ARGS`` (a JSON object), ``CNI_IFNAME``
+(default ``eth0``), plus ``CNI_CACHE_DIR`` (default ``/var/lib/cni``). The
+container ID is derived from the network namespace path exactly as ``cnitool``
+derives it, so both tools find the same cache entries.
+
+This module (with :mod:`libcni._demo`) is the only part of libcni that prints.
+Errors are one line on standard error, ``libcni: <message>``, exit status 1;
+usage errors exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from .api import CNIConfig
+from .conf import NetworkConfigList, load_conf_list
+from .errors import CNIError, PluginError
+from .values import RuntimeConf
+
+__all__ = [
+    "DEFAULT_CACHE_DIR",
+    "DEFAULT_CNI_PATH",
+    "DEFAULT_IFNAME",
+    "DEFAULT_NETCONFPATH",
+    "CLIError",
+    "build_parser",
+    "container_id_for_netns",
+    "main",
+    "netns_path",
+    "parse_cap_args",
+    "parse_cni_args",
+]
+
+PROG = "libcni"
+DEFAULT_NETCONFPATH = "/etc/cni/net.d"
+DEFAULT_CNI_PATH = "/opt/cni/bin"
+DEFAULT_CACHE_DIR = "/var/lib/cni"
+DEFAULT_IFNAME = "eth0"
+
+log = logging.getLogger("libcni")
+
+
+class CLIError(Exception):
+    """A problem with the command line's input (environment, arguments): exit status 1."""
+
+
+# -- what cnitool derives from its environment -------------------------------
+
+
+def netns_path(netns: str) -> str:
+    """The absolute, cleaned network namespace path, as Go's ``filepath.Abs`` makes it.
+
+    >>> netns_path("/var/run/netns//x/")
+    '/var/run/netns/x'
+    """
+    path = os.path.abspath(netns)
+    if path.startswith("//"):
+        # POSIX normpath keeps a leading "//"; Go's filepath.Clean does not.
+        path = "/" + path.lstrip("/")
+    return path
+
+
+def container_id_for_netns(netns: str) -> str:
+    """The container ID ``cnitool`` uses for a namespace path.
+
+    ``"cnitool-"`` followed by the first 20 hex digits (10 bytes) of the
+    SHA-512 of the absolute namespace path.
+
+    >>> container_id_for_netns("/var/run/netns/test")
+    'cnitool-7b8a61d5d8e94d07cbe4'
+    """
+    digest = hashlib.sha512(netns_path(netns).encode()).hexdigest()
+    return "cnitool-" + digest[:20]
+
+
+def parse_cni_args(text: str) -> list[tuple[str, str]]:
+    """Parse ``CNI_ARGS`` (``K=V;K2=V2``) into pairs, as strictly as ``cnitool`` does.
+
+    Every ``;``-separated pair must be ``KEY=VALUE`` with exactly one ``=``
+    and neither side empty; an empty text gives no pairs.
+
+    >>> parse_cni_args("IgnoreUnknown=1;K8S_POD_NAME=web")
+    [('IgnoreUnknown', '1'), ('K8S_POD_NAME', 'web')]
+    """
+    if not text:
+        return []
+    pairs: list[tuple[str, str]] = []
+    for pair in text.split(";"):
+        kv = pair.split("=")
+        if len(kv) != 2 or not kv[0] or not kv[1]:
+            raise CLIError(
+                f"invalid CNI_ARGS pair {pair!r} in {text!r}: expected KEY=VALUE pairs "
+                "separated by ';' (e.g. CNI_ARGS='IgnoreUnknown=1;K8S_POD_NAME=web')"
+            )
+        pairs.append((kv[0], kv[1]))
+    return pairs
+
+
+def parse_cap_args(text: str) -> dict[str, Any]:
+    """Parse ``CAP_ARGS``, a JSON object of capability arguments (empty text: ``{}``).
+
+    >>> parse_cap_args('{"portMappings": []}')
+    {'portMappings': []}
+    """
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise CLIError(f"CAP_ARGS is not valid JSON ({e}): {_excerpt(text)}") from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CLIError(
+            f"CAP_ARGS must be a JSON object of capability arguments, not {type(value).__name__}: "
+            f"{_excerpt(text)}"
+        )
+    return value
+
+
+def _excerpt(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _plugin_path(environ: Mapping[str, str]) -> list[str]:
+    value = environ.get("CNI_PATH", "")
+    dirs = [d for d in value.split(":") if d]
+    return dirs or [DEFAULT_CNI_PATH]
+
+
+def _cache_dir(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
+    return getattr(args, "cache_dir", None) or environ.get("CNI_CACHE_DIR") or DEFAULT_CACHE_DIR
+
+
+def _ifname(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
+    return getattr(args, "ifname", None) or environ.get("CNI_IFNAME") or DEFAULT_IFNAME
+
+
+def _cni(args: argparse.Namespace, environ: Mapping[str, str]) -> CNIConfig:
+    return CNIConfig(
+        _plugin_path(environ),
+        cache_dir=_cache_dir(args, environ),
+        timeout=getattr(args, "timeout", None),
+    )
+
+
+def _network(args: argparse.Namespace, environ: Mapping[str, str]) -> NetworkConfigList:
+    netdir = environ.get("NETCONFPATH") or DEFAULT_NETCONFPATH
+    return load_conf_list(netdir, args.network)
+
+
+def _runtime_conf(args: argparse.Namespace, environ: Mapping[str, str]) -> RuntimeConf:
+    # Same order as cnitool: capability args, then CNI_ARGS, then the names.
+    cap_args = parse_cap_args(environ.get("CAP_ARGS", ""))
+    cni_args = parse_cni_args(environ.get("CNI_ARGS", ""))
+    netns = netns_path(args.netns)
+    return RuntimeConf(
+        container_id=container_id_for_netns(netns),
+        netns=netns,
+        ifname=_ifname(args, environ),
+        args=cni_args,
+        capability_args=cap_args,
+    )
+
+
+# -- the commands --------------------------------------------------------------
+
+
+def _cmd_attach(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    net = _network(args, environ)
+    rt = _runtime_conf(args, environ)
+    cni = _cni(args, environ)
+    if args.command == "add":
+        result = cni.add_network_list(net, rt)
+        out.write(result.to_json(indent=4) + "\n")
+    elif args.command == "check":
+        cni.check_network_list(net, rt)
+    else:
+        cni.del_network_list(net, rt)
+    return 0
+
+
+def _cmd_gc(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    # As cnitool: no valid attachments are given, so every cached attachment
+    # of the network is stale and deleted.
+    net = _network(args, environ)
+    _cni(args, environ).gc_network_list(net, None)
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    net = _network(args, environ)
+    _cni(args, environ).get_status_network_list(net)
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    net = _network(args, environ)
+    for capability in _cni(args, environ).validate_network_list(net):
+        out.write(capability + "\n")
+    return 0
+
+
+def _cmd_version(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    info = _cni(args, environ).get_version_info(args.plugin)
+    for version in info.supported_versions:
+        out.write(version + "\n")
+    return 0
+
+
+def _cmd_cache_list(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    for att in _cni(args, environ).get_cached_attachments(args.container_id or ""):
+        out.write(f"{att.container_id}\t{att.network}\t{att.ifname}\t{att.netns or '-'}\n")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    from . import _demo
+
+    return _demo.main(args, environ, out, sys.stderr)
+
+
+# -- the parser ----------------------------------------------------------------
+
+
+_ENVIRONMENT = """\
+environment (as cnitool):
+  NETCONFPATH    directory of the network configurations (default /etc/cni/net.d)
+  CNI_PATH       ':'-separated plugin directories (default /opt/cni/bin)
+  CNI_ARGS       arguments for the plugins, KEY=VALUE pairs separated by ';'
+  CAP_ARGS       capability arguments, a JSON object (e.g. {"portMappings": [...]})
+  CNI_IFNAME     interface name in the container (default eth0)
+  CNI_CACHE_DIR  cache directory (default /var/lib/cni; --cache-dir wins)
+
+The container ID is "cnitool-" and the first 20 hex digits of the SHA-512 of
+the absolute NETNS path, as cnitool derives it.
+"""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _add_common(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        default=default,
+        help="cache directory (default: $CNI_CACHE_DIR or /var/lib/cni)",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_positive_float,
+        default=default,
+        help="time limit of the whole operation (default: none)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="log what the library does (plugin stderr included) to stderr",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``libcni`` command (one sub-command per operation)."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Run CNI plugins on a network namespace (a cnitool-compatible command line "
+        "of the libcni Python library).",
+        epilog=_ENVIRONMENT,
+        formatter_class=formatter,
+    )
+    _add_common(parser, None)
+    # Options given after the sub-command must not be reset by the sub-parser's
+    # defaults, hence SUPPRESS there.
+    common = argparse.ArgumentParser(add_help=False)
+    _add_common(common, argparse.SUPPRESS)
+    ifname = argparse.ArgumentParser(add_help=False)
+    ifname.add_argument(
+        "-i",
+        "--ifname",
+        metavar="NAME",
+        default=argparse.SUPPRESS,
+        help="interface name in the container (default: $CNI_IFNAME or eth0)",
+    )
+
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    attach_help = {
+        "add": "add the container in NETNS to NETWORK and print the result",
+        "check": "check that the container in NETNS is attached to NETWORK as cached",
+        "del": "remove the container in NETNS from NETWORK",
+    }
+    for name, text in attach_help.items():
+        p = sub.add_parser(
+            name,
+            help=text,
+            description=text[0].upper() + text[1:] + ".",
+            epilog=_ENVIRONMENT,
+            formatter_class=formatter,
+            parents=[common, ifname],
+        )
+        p.add_argument("network", metavar="NETWORK", help="network name (in $NETCONFPATH)")
+        p.add_argument("netns", metavar="NETNS", help="network namespace path")
+        p.set_defaults(func=_cmd_attach)
+
+    for name, text, func in (
+        (
+            "gc",
+            "delete every cached attachment of NETWORK, then send GC to its plugins",
+            _cmd_gc,
+        ),
+        ("status", "ask the plugins of NETWORK whether they are ready (STATUS)", _cmd_status),
+    ):
+        p = sub.add_parser(
+            name,
+            help=text,
+            description=text[0].upper() + text[1:] + ".",
+            epilog=_ENVIRONMENT,
+            formatter_class=formatter,
+            parents=[common, ifname],
+        )
+        p.add_argument("network", metavar="NETWORK", help="network name (in $NETCONFPATH)")
+        p.add_argument(
+            "netns",
+            metavar="NETNS",
+            nargs="?",
+            help="accepted for cnitool compatibility, and ignored",
+        )
+        p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "validate",
+        help="check that the plugins of NETWORK exist and support its version; "
+        "print its capabilities",
+        description="Check that every plugin of NETWORK exists and supports the network's "
+        "CNI version; print the capabilities the network declares, one per line.",
+        epilog=_ENVIRONMENT,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    p.add_argument("network", metavar="NETWORK", help="network name (in $NETCONFPATH)")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser(
+        "version",
+        help="print the CNI versions PLUGIN supports",
+        description="Ask PLUGIN (found in $CNI_PATH) which CNI versions it supports; "
+        "print them one per line.",
+        epilog=_ENVIRONMENT,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    p.add_argument("plugin", metavar="PLUGIN", help="plugin type, e.g. bridge")
+    p.set_defaults(func=_cmd_version)
+
+    p = sub.add_parser(
+        "cache",
+        help="inspect the cache of attachments",
+        description="Inspect the cache of attachments.",
+        parents=[common],
+    )
+    cache_sub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    p = cache_sub.add_parser(
+        "list",
+        help="list the cached attachments",
+        description="List the cached attachments (of one container if CONTAINER_ID is "
+        "given), one per line: container ID, network, interface, netns (tab-separated).",
+        parents=[common],
+    )
+    p.add_argument("container_id", metavar="CONTAINER_ID", nargs="?", default="")
+    p.set_defaults(func=_cmd_cache_list)
+
+    demo_text = (
+        "attach a throwaway network namespace to a demo network with the reference plugins "
+        "(bridge, host-local, portmap, tuning), show the result, check it and detach it again"
+    )
+    p = sub.add_parser(
+        "demo",
+        help=demo_text,
+        description=demo_text[0].upper()
+        + demo_text[1:]
+        + ". Needs root, iproute2 and the reference plugins; never touches the machine's own "
+        "network namespace (everything happens in namespaces created for the run and deleted "
+        "at the end).",
+        formatter_class=formatter,
+        parents=[common],
+    )
+    # The part that runs inside the throwaway host namespace (internal).
+    p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    for option in ("--netns", "--workdir", "--bridge", "--cni-path", "--container-id"):
+        p.add_argument(option, default="", help=argparse.SUPPRESS)
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+# -- main ------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip()) or text
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, PluginError):
+        return error.describe()
+    if isinstance(error, (CNIError, CLIError)):
+        return str(error)
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _quiet_plugins(record: logging.LogRecord) -> bool:
+    # A failing plugin's stderr is logged as warnings by libcni.invoke; the error
+    # line already carries what the plugin reported, so show its stderr with -v only.
+    return not record.name.startswith("libcni.invoke")
+
+
+def _setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{PROG}: %(levelname)s: %(message)s"))
+    if not verbose:
+        handler.addFilter(_quiet_plugins)
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    log.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``libcni`` command line with ``argv`` (default ``sys.argv[1:]``).
+
+    Returns the exit status: 0 on success, 1 on an error (reported as one
+    ``libcni: <message>`` line on standard error), 2 on a usage error.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(None if argv is None else list(argv))
+    except SystemExit as e:  # --help, or a usage error (already reported)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    environ = os.environ
+    saved = (list(log.handlers), log.level, log.propagate)
+    _setup_logging(bool(getattr(args, "verbose", False)))
+    try:
+        status: int = args.func(args, environ, sys.stdout)
+        sys.stdout.flush()
+        return status
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `libcni cache list | head`): not an error of ours.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
+    except Exception as e:  # every error becomes one line, never a traceback
+        log.debug("error details", exc_info=True)
+        sys.stderr.write(f"{PROG}: {_one_line(_describe(e))}\n")
+        return 1
+    finally:
+        for h in list(log.handlers):
+            if h not in saved[0]:
+                log.removeHandler(h)
+        log.setLevel(saved[1])
+        log.propagate = saved[2]
