@@ -339,7 +339,7 @@ class _Run:
     def timeout_error(self, timeout: float | None) -> PluginTimeoutError:
         self._log_stderr(logging.WARNING)
         return PluginTimeoutError(
-            f'plugin "{self.name}" timed out after {timeout}s',
+            f'plugin "{self.name}" timed out after {timeout:.3g}s',
             f"its process group was killed ({_status_text(self.status)})",
             **self._context(),
         )
@@ -431,7 +431,7 @@ class _Retry:
             now = time.monotonic()
             if self.deadline is not None and now + self.delay >= self.deadline:
                 raise PluginTimeoutError(
-                    f'plugin "{self.name}" timed out after {self.timeout}s',
+                    f'plugin "{self.name}" timed out after {self.timeout:.3g}s',
                     f"{self.path} stayed busy: {desc}",
                     plugin=self.name,
                 ) from err
