@@ -1,0 +1,1 @@
+"""End-to-end tests: libcni with the real reference plugins in throwaway network namespaces."""
