@@ -61,9 +61,10 @@ INSTALL_COMMAND = "apt-get install -y containernetworking-plugins iproute2 iptab
 NETNS_PREFIX = "libcni-demo-"
 NETNS_DIR = "/run/netns"
 
-#: The demo network. ``@BRIDGE@`` and ``@DATADIR@`` are filled in for each run
-#: by :func:`demo_conflist` (a bridge name unique to the run, and host-local's
-#: lease directory in the run's temporary directory).
+#: The demo network. ``@BRIDGE@``, ``@DATADIR@`` and ``@TUNINGDIR@`` are filled
+#: in for each run by :func:`demo_conflist` (a bridge name unique to the run,
+#: and host-local's leases and tuning's saved state in the run's temporary
+#: directory, so that nothing is left in the machine's /var/lib/cni or /run/cni).
 DEMO_CONFLIST = """\
 {
   "cniVersion": "1.0.0",
@@ -91,7 +92,8 @@ DEMO_CONFLIST = """\
     {
       "type": "tuning",
       "capabilities": {"mac": true},
-      "sysctl": {"net.core.somaxconn": "1024"}
+      "sysctl": {"net.core.somaxconn": "1024"},
+      "dataDir": "@TUNINGDIR@"
     }
   ]
 }
@@ -152,10 +154,14 @@ class _Signals:
 # -- configuration -------------------------------------------------------------
 
 
-def demo_conflist(bridge: str, data_dir: str) -> bytes:
-    """The bytes of :data:`DEMO_CONFLIST` with this run's bridge name and lease directory."""
+def demo_conflist(bridge: str, data_dir: str, tuning_dir: str) -> bytes:
+    """The bytes of :data:`DEMO_CONFLIST` with this run's bridge name and state directories."""
     text = DEMO_CONFLIST
-    for placeholder, value in (("@BRIDGE@", bridge), ("@DATADIR@", data_dir)):
+    for placeholder, value in (
+        ("@BRIDGE@", bridge),
+        ("@DATADIR@", data_dir),
+        ("@TUNINGDIR@", tuning_dir),
+    ):
         text = text.replace(placeholder, json.dumps(value)[1:-1])
     return text.encode()
 
@@ -526,7 +532,8 @@ def run_inside(args: argparse.Namespace, out: TextIO) -> int:
     data_dir = os.path.join(workdir, "ipam")
     _hide_ip6tables(workdir)
 
-    net = conf_list_from_bytes(demo_conflist(args.bridge, data_dir))
+    tuning_dir = os.path.join(workdir, "tuning")
+    net = conf_list_from_bytes(demo_conflist(args.bridge, data_dir, tuning_dir))
     cni = CNIConfig(
         [d for d in args.cni_path.split(":") if d],
         cache_dir=cache_dir,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import re
 import shutil
@@ -19,7 +18,6 @@ import pytest
 
 from libcni import conf_list_from_bytes
 from libcni._demo import (
-    DEMO_CONFLIST,
     DEMO_PLUGINS,
     DEMO_SUBNET,
     INSTALL_COMMAND,
@@ -88,6 +86,8 @@ def scratch_dir(output: str) -> str:
 @pytest.mark.refplugins
 def test_demo_runs_and_cleans_up(netns_ok: None) -> None:
     before = demo_namespaces()
+    tuning_state = "/run/cni/tuning"  # tuning's default dataDir, on the machine itself
+    tuning_before = set(os.listdir(tuning_state)) if os.path.isdir(tuning_state) else set()
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "libcni", "demo"],
@@ -125,6 +125,8 @@ def test_demo_runs_and_cleans_up(netns_ok: None) -> None:
     # Nothing is left behind.
     assert demo_namespaces() <= before
     assert not os.path.exists(scratch_dir(out))
+    tuning_after = set(os.listdir(tuning_state)) if os.path.isdir(tuning_state) else set()
+    assert tuning_after <= tuning_before, "the demo wrote plugin state to the machine's /run/cni"
     assert elapsed < 30, f"the demo took {elapsed:.1f}s"
 
 
@@ -308,7 +310,7 @@ def test_demo_plugin_path(tmp_path: Path) -> None:
 
 
 def test_demo_conflist_is_a_valid_list() -> None:
-    data = demo_conflist("cni-demo-abc123", '/tmp/odd "dir"')
+    data = demo_conflist("cni-demo-abc123", '/tmp/odd "dir"', "/tmp/tun")
     net = conf_list_from_bytes(data)
     assert net.name == "libcni-demo"
     assert net.cni_version == "1.0.0"
@@ -320,8 +322,8 @@ def test_demo_conflist_is_a_valid_list() -> None:
     assert bridge.ipam["ranges"][0][0]["subnet"] == DEMO_SUBNET
     assert net.plugins[1].capabilities == {"portMappings": True}
     assert net.plugins[2].capabilities == {"mac": True}
+    assert net.plugins[2].raw["dataDir"] == "/tmp/tun"  # not the machine's /run/cni/tuning
     assert "@" not in data.decode()
-    assert json.loads(DEMO_CONFLIST.replace("@BRIDGE@", "b").replace("@DATADIR@", "d"))
 
 
 def test_summarize_result() -> None:
