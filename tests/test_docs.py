@@ -1,0 +1,221 @@
+"""The examples of README.md and docs/ run, and the documentation builds.
+
+Every Python block is executed: ```` ```python ```` fences in README.md and
+in docs/**/*.md, ``.. code-block:: python`` (or ``.. code:: python``) in
+docs/**/*.rst. The convention for whoever writes documentation:
+
+- The blocks of one file run in order, in one namespace, like one script.
+- Three names are already defined when they run:
+
+  ``PLUGIN_DIR``  a plugin directory holding ``tests/plugins/testplugin``
+                  under the names in :data:`PLUGIN_NAMES` (with no "test"
+                  key in its configuration, ADD returns a fixed 1.x result, or
+                  the ``prevResult`` it was given, and every other command
+                  succeeds);
+  ``CONF_DIR``    a configuration directory holding ``10-mynet.conflist``,
+                  :data:`MYNET_CONFLIST` (docs/index.rst shows it to readers);
+  ``CACHE_DIR``   an empty cache directory.
+
+- A block whose first line is ``# not run`` is only compiled, not run. Keep
+  those for the few examples that need a real system (``/etc/cni/net.d``,
+  root, the reference plugins).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+TESTPLUGIN = Path(__file__).resolve().parent / "plugins" / "testplugin"
+
+#: The plugin types the examples use; each is the test plugin.
+PLUGIN_NAMES = ("bridge", "host-local", "portmap", "tuning", "firewall", "loopback")
+
+#: ``CONF_DIR/10-mynet.conflist``, the network of the examples.
+MYNET_CONFLIST: dict[str, Any] = {
+    "cniVersion": "1.0.0",
+    "name": "mynet",
+    "plugins": [
+        {
+            "type": "bridge",
+            "bridge": "cni0",
+            "isGateway": True,
+            "ipMasq": True,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": "10.22.0.0/16"}]],
+                "routes": [{"dst": "0.0.0.0/0"}],
+            },
+        },
+        {"type": "portmap", "capabilities": {"portMappings": True}},
+    ],
+}
+
+NOT_RUN = "# not run"
+
+_FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*\{?(python|py|python3)\}?\s*$")
+_DIRECTIVE = re.compile(r"^(\s*)\.\.\s+(?:code-block|code|sourcecode)::\s*(python3?|py)\s*$")
+_RST_OPTION = re.compile(r"^\s*:[\w-]+:")
+
+
+def doc_files() -> list[Path]:
+    """README.md and every page of docs/ (not the build output)."""
+    files = [ROOT / "README.md"] if (ROOT / "README.md").exists() else []
+    for path in sorted(DOCS.rglob("*")):
+        if "_build" in path.relative_to(DOCS).parts:
+            continue
+        if path.suffix in (".rst", ".md") and path.is_file():
+            files.append(path)
+    return files
+
+
+def _markdown_blocks(lines: list[str]) -> list[tuple[int, str]]:
+    blocks: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        indent, fence = m.group(1), m.group(2)
+        start, body = i + 1, []
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            line = lines[i]
+            body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
+            i += 1
+        i += 1
+        blocks.append((start, "\n".join(body)))
+    return blocks
+
+
+def _rst_blocks(lines: list[str]) -> list[tuple[int, str]]:
+    blocks: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        m = _DIRECTIVE.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        outer = len(m.group(1))
+        while i < len(lines) and (_RST_OPTION.match(lines[i]) or not lines[i].strip()):
+            i += 1
+        start, body = i + 1, []
+        while i < len(lines) and (
+            not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > outer
+        ):
+            body.append(lines[i])
+            i += 1
+        while body and not body[-1].strip():
+            body.pop()
+        indent = min((len(b) - len(b.lstrip()) for b in body if b.strip()), default=0)
+        blocks.append((start, "\n".join(b[indent:] for b in body)))
+    return blocks
+
+
+def python_blocks(path: Path) -> list[tuple[int, str]]:
+    """``(first line number, source)`` of every Python block of ``path``."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return _rst_blocks(lines) if path.suffix == ".rst" else _markdown_blocks(lines)
+
+
+def _is_not_run(source: str) -> bool:
+    return source.lstrip().startswith(NOT_RUN)
+
+
+@pytest.fixture
+def example_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The names every example may use, over fresh directories."""
+    plugin_dir = tmp_path / "bin"
+    conf_dir = tmp_path / "net.d"
+    cache_dir = tmp_path / "cache"
+    for d in (plugin_dir, conf_dir, cache_dir):
+        d.mkdir()
+    for name in PLUGIN_NAMES:
+        (plugin_dir / name).symlink_to(TESTPLUGIN)
+    (conf_dir / "10-mynet.conflist").write_text(json.dumps(MYNET_CONFLIST, indent=2))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # mkdtemp() in examples
+    monkeypatch.delenv("TESTPLUGIN_RECORD", raising=False)
+    return {
+        "__name__": "__docs__",
+        "PLUGIN_DIR": str(plugin_dir),
+        "CONF_DIR": str(conf_dir),
+        "CACHE_DIR": str(cache_dir),
+    }
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("path", [p for p in doc_files() if python_blocks(p)], ids=_id)
+def test_examples_run(path: Path, example_env: dict[str, Any]) -> None:
+    assert os.access(TESTPLUGIN, os.X_OK), f"{TESTPLUGIN} must be executable"
+    for line, source in python_blocks(path):
+        # Padding keeps the line numbers of tracebacks those of the file.
+        code = compile("\n" * (line - 1) + source, str(path), "exec")
+        if _is_not_run(source):
+            continue
+        exec(code, example_env)
+
+
+def test_extraction_finds_the_examples() -> None:
+    """Guards the extraction itself: the pages with examples are found and parsed."""
+    found = {_id(p): len(python_blocks(p)) for p in doc_files()}
+    assert found.get("README.md", 0) >= 2
+    for page in ("index", "concepts", "loading", "operations", "errors", "async"):
+        assert found.get(f"docs/{page}.rst", 0) >= 1, page
+
+
+def test_readme_starts_with_the_two_commands() -> None:
+    """The README's first code block: set up and run the demo, set up and run the tests."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"^```\w*\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    assert m, "README.md has no code block"
+    commands = [line.strip() for line in m.group(1).splitlines() if line.strip()]
+    assert commands == ["./scripts/demo.sh", "./scripts/test.sh"]
+    for command in commands:
+        assert os.access(ROOT / command, os.X_OK), f"{command} must be executable"
+
+
+def test_index_shows_the_conflist_the_examples_use() -> None:
+    text = (DOCS / "index.rst").read_text(encoding="utf-8")
+    m = re.search(r"\.\. code-block:: json\n\n((?:      .*\n|\n)+)", text)
+    assert m, "docs/index.rst must show 10-mynet.conflist in a json code block"
+    assert json.loads(m.group(1)) == MYNET_CONFLIST
+
+
+def test_docs_build(tmp_path: Path) -> None:
+    pytest.importorskip("sphinx")
+    pytest.importorskip("myst_parser")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(tmp_path / "doctrees"),
+            str(DOCS),
+            str(tmp_path / "html"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert (tmp_path / "html" / "index.html").exists()
