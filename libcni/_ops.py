@@ -1,12 +1,15 @@
 """The rules of every operation, written once for the sync and the async API.
 
 Each operation is a generator that decides what to do and *yields effects*:
-:class:`RunPlugin` (run this binary with this stdin and environment) and
-:class:`TakeLock` (hold this cache lock). A driver performs each effect and
-sends back its outcome (the plugin's stdout, or a function that releases the
-lock), or throws the exception it raised. ``CNIConfig`` drives the generators
-with blocking calls; ``AsyncCNIConfig`` awaits the same effects. Cache reads
-and writes are short, local and done inline.
+:class:`RunPlugin` (run this binary with this stdin and environment),
+:class:`TakeLock` (hold this cache lock) and :class:`CacheIO` (a cache call
+that waits for the disk: the durable write of ADD, the removal of DEL). A
+driver performs each effect and sends back its outcome (the plugin's stdout, a
+function that releases the lock, the call's return value), or throws the
+exception it raised. ``CNIConfig`` drives the generators with blocking calls;
+``AsyncCNIConfig`` awaits the same effects, running :class:`CacheIO` in a
+worker thread so that an ``fsync`` does not stall the event loop. Cache reads
+are short and done inline.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .errors import (
     CNIError,
     ConfigError,
     GCError,
+    InvalidNetworkError,
     PluginError,
     PluginTimeoutError,
     VersionError,
@@ -58,24 +62,38 @@ class RunPlugin:
     command: str
     network: str = ""
     container_id: str = ""
+    limit: float | None = None  # the whole operation's timeout, for the error message
 
 
 @attrs.frozen
 class TakeLock:
     """Effect: hold a cache lock; the outcome is a function that releases it.
 
-    With ``ifname`` set it is the lock of one attachment, otherwise the lock
-    of the whole ``network`` (``exclusive`` for GC, shared for ADD and DEL).
+    With ``attachment`` (container ID, interface name) it is the lock of that
+    one attachment; without, the lock of the whole ``network``
+    (``exclusive`` for GC, shared for ADD and DEL). The cache refuses empty
+    or hostile names in ``attachment`` with a ``ValidationError``.
     """
 
     cache: ResultCache
     network: str
-    container_id: str = ""
-    ifname: str = ""
+    attachment: tuple[str, str] | None = None
     exclusive: bool = True
 
 
-Effect = RunPlugin | TakeLock
+@attrs.frozen
+class CacheIO:
+    """Effect: ``call(*args)``, a cache method that may wait for the disk; the outcome is its value.
+
+    The operation holds its locks until the call is over, even when the
+    caller is cancelled meanwhile.
+    """
+
+    call: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+Effect = RunPlugin | TakeLock | CacheIO
 Release = Callable[[], None]
 Op = Generator[Effect, Any, Any]
 
@@ -118,15 +136,25 @@ class _Deadline:
         self._timeout = timeout
         self._end = None if timeout is None else time.monotonic() + timeout
 
-    def left(self, plugin: str, command: str) -> float | None:
+    @property
+    def limit(self) -> float | None:
+        """The operation's timeout, in seconds (``None``: no limit)."""
+        return self._timeout
+
+    def left(
+        self, plugin: str, command: str, network: str = "", container_id: str = ""
+    ) -> float | None:
+        """The time left for the next plugin; raises when none is left."""
         if self._end is None:
             return None
         left = self._end - time.monotonic()
         if left <= 0:
             raise PluginTimeoutError(
-                f"operation timed out after {self._timeout}s before {plugin} could run",
+                f"{command} timed out after {self._timeout:.3g}s before plugin {plugin} could run",
                 plugin=plugin,
                 command=command,
+                network=network,
+                container_id=container_id,
             )
         return left
 
@@ -222,6 +250,45 @@ class Operations:
                 container_id=effect.container_id,
             ) from e
 
+    def _calls(
+        self, chain: _Chain, rt: RuntimeConf, command: str, deadline: _Deadline
+    ) -> Callable[[PluginConfig, str, dict[str, Any] | None], RunPlugin]:
+        """How each plugin of an ADD, CHECK or DEL is run: its request, environment and time left.
+
+        ``CNI_ARGS`` is encoded here, so an unrepresentable pair is refused
+        before any plugin runs.
+        """
+        env = rq.plugin_env(
+            os.environ,
+            command=command,
+            container_id=rt.container_id,
+            netns=rt.netns,
+            ifname=rt.ifname,
+            cni_args=rq.encode_cni_args(rt.args),
+            path=self.path,
+        )
+
+        def call(plugin: PluginConfig, path: str, prev: dict[str, Any] | None) -> RunPlugin:
+            return RunPlugin(
+                path,
+                rq.plugin_request(
+                    plugin.raw,
+                    name=chain.name,
+                    cni_version=chain.cni_version,
+                    capability_args=rt.capability_args,
+                    prev_result=prev,
+                ),
+                env,
+                deadline.left(plugin.type, command, chain.name, rt.container_id),
+                plugin.type,
+                command,
+                chain.name,
+                rt.container_id,
+                deadline.limit,
+            )
+
+        return call
+
     # -- ADD, CHECK, DEL -------------------------------------------------
 
     def add(
@@ -231,59 +298,33 @@ class Operations:
         chain = _Chain.of(net)
         if not chain.plugins:
             raise ConfigError(f"network {chain.name!r} has no plugins")
-        deadline = self._deadline(timeout)
-        cni_args = rq.encode_cni_args(rt.args)
+        call = self._calls(chain, rt, rq.ADD, self._deadline(timeout))
         paths = []
         for plugin in chain.plugins:
             paths.append(self._find(plugin.type))
             rq.validate_attachment(rt.container_id, chain.name, rt.ifname)
         cache = self._cache(rt)
-        env = rq.plugin_env(
-            os.environ,
-            command=rq.ADD,
-            container_id=rt.container_id,
-            netns=rt.netns,
-            ifname=rt.ifname,
-            cni_args=cni_args,
-            path=self.path,
-        )
         release_net = yield TakeLock(cache, chain.name, exclusive=False)
         try:
-            release = yield TakeLock(cache, chain.name, rt.container_id, rt.ifname)
+            release = yield TakeLock(cache, chain.name, (rt.container_id, rt.ifname))
             try:
                 prev: dict[str, Any] | None = None
                 result: Result | None = None
                 for plugin, path in zip(chain.plugins, paths, strict=True):
-                    effect = RunPlugin(
-                        path,
-                        rq.plugin_request(
-                            plugin.raw,
-                            name=chain.name,
-                            cni_version=chain.cni_version,
-                            capability_args=rt.capability_args,
-                            prev_result=prev,
-                        ),
-                        env,
-                        deadline.left(plugin.type, rq.ADD),
-                        plugin.type,
-                        rq.ADD,
-                        chain.name,
-                        rt.container_id,
-                    )
+                    effect = call(plugin, path, prev)
                     result = self._decode_result((yield effect), chain.cni_version, effect)
                     prev = result.to_dict()
-                cache.write(
-                    CacheEntry(
-                        container_id=rt.container_id,
-                        network_name=chain.name,
-                        ifname=rt.ifname,
-                        config=chain.config,
-                        netns=rt.netns,
-                        cni_args=rt.args,
-                        capability_args=dict(rt.capability_args),
-                        result=prev,
-                    )
+                entry = CacheEntry(
+                    container_id=rt.container_id,
+                    network_name=chain.name,
+                    ifname=rt.ifname,
+                    config=chain.config,
+                    netns=rt.netns,
+                    cni_args=rt.args,
+                    capability_args=dict(rt.capability_args),
+                    result=prev,
                 )
+                yield CacheIO(cache.write, (entry,))
                 return result
             finally:
                 release()
@@ -302,41 +343,16 @@ class Operations:
             )
         if isinstance(net, NetworkConfigList) and chain.disable_check:
             return None
-        deadline = self._deadline(timeout)
-        cni_args = rq.encode_cni_args(rt.args)
+        call = self._calls(chain, rt, rq.CHECK, self._deadline(timeout))
         paths = [self._find(plugin.type) for plugin in chain.plugins]
         cache = self._cache(rt)
-        env = rq.plugin_env(
-            os.environ,
-            command=rq.CHECK,
-            container_id=rt.container_id,
-            netns=rt.netns,
-            ifname=rt.ifname,
-            cni_args=cni_args,
-            path=self.path,
-        )
-        release = yield TakeLock(cache, chain.name, rt.container_id, rt.ifname)
+        release = yield TakeLock(cache, chain.name, (rt.container_id, rt.ifname))
         try:
             prev = self._cached_prev(
                 cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
             )
             for plugin, path in zip(chain.plugins, paths, strict=True):
-                yield RunPlugin(
-                    path,
-                    rq.plugin_request(
-                        plugin.raw,
-                        name=chain.name,
-                        cni_version=chain.cni_version,
-                        capability_args=rt.capability_args,
-                        prev_result=prev,
-                    ),
-                    env,
-                    deadline.left(plugin.type, rq.CHECK),
-                    plugin.type,
-                    rq.CHECK,
-                    chain.name,
-                    rt.container_id,
-                )
+                yield call(plugin, path, prev)
         finally:
             release()
         return None
@@ -353,43 +369,18 @@ class Operations:
         """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it."""
         chain = _Chain.of(net)
         with_prev = parse_version(chain.cni_version) >= _V040
-        deadline = deadline or self._deadline(timeout)
-        cni_args = rq.encode_cni_args(rt.args)
+        call = self._calls(chain, rt, rq.DEL, deadline or self._deadline(timeout))
         cache = self._cache(rt)
-        env = rq.plugin_env(
-            os.environ,
-            command=rq.DEL,
-            container_id=rt.container_id,
-            netns=rt.netns,
-            ifname=rt.ifname,
-            cni_args=cni_args,
-            path=self.path,
-        )
         release_net = (
             None if network_locked else (yield TakeLock(cache, chain.name, exclusive=False))
         )
         try:
-            release = yield TakeLock(cache, chain.name, rt.container_id, rt.ifname)
+            release = yield TakeLock(cache, chain.name, (rt.container_id, rt.ifname))
             try:
                 prev = self._read_for_del(cache, chain, rt) if with_prev else None
                 for plugin in reversed(chain.plugins):
-                    yield RunPlugin(
-                        self._find(plugin.type),
-                        rq.plugin_request(
-                            plugin.raw,
-                            name=chain.name,
-                            cni_version=chain.cni_version,
-                            capability_args=rt.capability_args,
-                            prev_result=prev,
-                        ),
-                        env,
-                        deadline.left(plugin.type, rq.DEL),
-                        plugin.type,
-                        rq.DEL,
-                        chain.name,
-                        rt.container_id,
-                    )
-                cache.remove(chain.name, rt.container_id, rt.ifname)
+                    yield call(plugin, self._find(plugin.type), prev)
+                yield CacheIO(cache.remove, (chain.name, rt.container_id, rt.ifname))
             finally:
                 release()
         finally:
@@ -447,10 +438,11 @@ class Operations:
                                 valid_attachments=valid,
                             ),
                             env,
-                            deadline.left(plugin.type, rq.GC),
+                            deadline.left(plugin.type, rq.GC, chain.name),
                             plugin.type,
                             rq.GC,
                             chain.name,
+                            limit=deadline.limit,
                         )
                     except CNIError as e:
                         errors.append(e)
@@ -472,10 +464,11 @@ class Operations:
                 self._find(plugin.type),
                 rq.status_request(plugin.raw, name=chain.name, cni_version=chain.cni_version),
                 env,
-                deadline.left(plugin.type, rq.STATUS),
+                deadline.left(plugin.type, rq.STATUS, chain.name),
                 plugin.type,
                 rq.STATUS,
                 chain.name,
+                limit=deadline.limit,
             )
         return None
 
@@ -486,13 +479,15 @@ class Operations:
     ) -> Op:
         """VERSION: what the plugin supports (a plugin that predates VERSION supports 0.1.0)."""
         path = path or self._find(plugin_type)
+        deadline = self._deadline(timeout)
         effect = RunPlugin(
             path,
             rq.VERSION_REQUEST,
             rq.version_env(os.environ, self.path),
-            self._deadline(timeout).left(plugin_type, rq.VERSION),
+            deadline.left(plugin_type, rq.VERSION),
             plugin_type,
             rq.VERSION,
+            limit=deadline.limit,
         )
         try:
             out = yield effect
@@ -529,12 +524,7 @@ class Operations:
         if len(errors) == 1:
             raise errors[0]
         if errors:
-            err = ConfigError(
-                f"network {chain.name!r} failed validation with {len(errors)} problems",
-                "; ".join(str(e) for e in errors),
-            )
-            err.errors = errors  # type: ignore[attr-defined]
-            raise err
+            raise InvalidNetworkError(chain.name, errors)
         return sorted(capabilities)
 
     def _probe(self, plugin_type: str, path: str, timeout: float | None) -> Op:
@@ -605,4 +595,4 @@ class Operations:
         ]
 
 
-__all__ = ["Operations", "RunPlugin", "TakeLock"]
+__all__ = ["CacheIO", "Operations", "RunPlugin", "TakeLock"]

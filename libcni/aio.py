@@ -4,16 +4,19 @@ The rules are the same generators as the blocking API's (:mod:`libcni._ops`);
 only the effects are performed differently: a plugin runs without blocking
 the event loop (``RawExec.aexec_plugin``, or a worker thread for an ``Exec``
 that has no coroutine form), and a cache lock is awaited rather than waited
-for. Cancelling the task kills the running plugin's whole process group and
-re-raises :class:`asyncio.CancelledError`.
+for. A cache call that waits for the disk (the ``fsync`` of ADD's durable
+write, DEL's removal) runs in a worker thread, so that it stalls neither the
+event loop nor the other operations. Cancelling the task kills the running
+plugin's whole process group and re-raises :class:`asyncio.CancelledError`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
-from ._ops import Op, Operations, RunPlugin, TakeLock
+from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock
 from .api import add_context
 from .conf import NetworkConfigList, PluginConfig
 from .errors import PluginError
@@ -26,6 +29,28 @@ __all__ = ["AsyncCNIConfig"]
 #: How long to wait between two attempts at a busy cache lock (seconds).
 _LOCK_POLL_FIRST = 0.001
 _LOCK_POLL_MAX = 0.05
+
+
+async def _in_thread(call: functools.partial[Any]) -> Any:
+    """``call()`` in a worker thread of the loop's default executor.
+
+    A cache call cannot be stopped half-way, and the operation must hold its
+    locks until it is over: a cancellation waits for the call to finish, then
+    propagates.
+    """
+    loop = asyncio.get_running_loop()
+    done = loop.run_in_executor(None, call)
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError as cancelled:
+        while not done.done():
+            try:
+                await asyncio.wait((done,))
+            except asyncio.CancelledError:
+                continue
+        if not done.cancelled():
+            done.exception()  # retrieved: asyncio would log it as never retrieved
+        raise cancelled
 
 
 class AsyncCNIConfig(Operations):
@@ -50,7 +75,7 @@ class AsyncCNIConfig(Operations):
             except BaseException as e:  # handed to the operation, which may handle it
                 error = e
 
-    async def _perform(self, effect: RunPlugin | TakeLock) -> Any:
+    async def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
             try:
                 run = getattr(self.exec, "aexec_plugin", None)
@@ -61,6 +86,8 @@ class AsyncCNIConfig(Operations):
                 )
             except PluginError as e:
                 raise add_context(e, effect) from None
+        if isinstance(effect, CacheIO):
+            return await _in_thread(functools.partial(effect.call, *effect.args))
         return await self._lock(effect)
 
     @staticmethod
@@ -68,8 +95,8 @@ class AsyncCNIConfig(Operations):
         """Take a cache lock without blocking the loop: try, then retry with a growing pause."""
         pause = _LOCK_POLL_FIRST
         while True:
-            if effect.ifname:
-                lock = effect.cache.try_lock(effect.network, effect.container_id, effect.ifname)
+            if effect.attachment is not None:
+                lock = effect.cache.try_lock(effect.network, *effect.attachment)
             else:
                 lock = effect.cache.try_network_lock(effect.network, exclusive=effect.exclusive)
             if lock is not None:

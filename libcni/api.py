@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._ops import Op, Operations, RunPlugin, TakeLock
+from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock
 from .conf import NetworkConfigList, PluginConfig
-from .errors import PluginError
+from .errors import PluginError, PluginTimeoutError
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
@@ -20,11 +20,20 @@ __all__ = ["CNIConfig"]
 
 
 def add_context(error: PluginError, effect: RunPlugin) -> PluginError:
-    """Fill in which plugin, command, network and container a plugin error belongs to."""
+    """Fill in which plugin, command, network and container a plugin error belongs to.
+
+    A timeout is reported against the operation's limit, not against the
+    share of it that was left for this one plugin.
+    """
     error.plugin = effect.plugin
     error.command = effect.command
     error.network = error.network or effect.network
     error.container_id = error.container_id or effect.container_id
+    if isinstance(error, PluginTimeoutError) and effect.limit is not None:
+        error.msg = (
+            f"plugin {effect.plugin} did not finish {effect.command} "
+            f"within the {effect.limit:.3g}s timeout"
+        )
     return error
 
 
@@ -54,14 +63,16 @@ class CNIConfig(Operations):
             except BaseException as e:  # handed to the operation, which may handle it
                 error = e
 
-    def _perform(self, effect: RunPlugin | TakeLock) -> Any:
+    def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
             try:
                 return self.exec.exec_plugin(effect.path, effect.stdin, effect.env, effect.timeout)
             except PluginError as e:
                 raise add_context(e, effect) from None
-        if effect.ifname:
-            return effect.cache.lock(effect.network, effect.container_id, effect.ifname).release
+        if isinstance(effect, CacheIO):
+            return effect.call(*effect.args)
+        if effect.attachment is not None:
+            return effect.cache.lock(effect.network, *effect.attachment).release
         return effect.cache.network_lock(effect.network, exclusive=effect.exclusive).release
 
     # -- lists -----------------------------------------------------------

@@ -45,6 +45,7 @@ __all__ = [
     "ConfigError",
     "DecodeError",
     "GCError",
+    "InvalidNetworkError",
     "NoConfigsFoundError",
     "NotFoundError",
     "PluginError",
@@ -112,6 +113,22 @@ class ConfigError(CNIError):
     """A configuration (file, bytes, or value) is invalid. Code 7 unless more specific."""
 
     default_code = CODE_INVALID_CONFIG
+
+
+class InvalidNetworkError(ConfigError):
+    """Validation found several problems with one network; ``errors`` holds each of them.
+
+    (A single problem is raised as itself, e.g. :class:`PluginNotFoundError`.)
+    """
+
+    def __init__(self, network: str, errors: Sequence[CNIError]) -> None:
+        errs = list(errors)
+        super().__init__(
+            f"network {network!r} failed validation with {len(errs)} problems",
+            "; ".join(str(e) for e in errs),
+        )
+        self.network = network
+        self.errors: list[CNIError] = errs
 
 
 class DecodeError(ConfigError):

@@ -26,6 +26,7 @@ from libcni import (
     GCArgs,
     GCAttachment,
     GCError,
+    InvalidNetworkError,
     PluginError,
     PluginNotFoundError,
     PluginTimeoutError,
@@ -445,6 +446,30 @@ def test_every_operation_refuses_ids_that_leave_the_cache(env: Env, rt: RuntimeC
     assert not (env.cache.parent / "etc").exists()
 
 
+@pytest.mark.parametrize("rt", [RuntimeConf("ctr1", "", ""), RuntimeConf("", "", "eth0")])
+def test_empty_names_are_refused_by_every_operation_without_hanging(
+    env: Env, rt: RuntimeConf
+) -> None:
+    net = env.conflist(env.plugin("p1"))
+    outcomes: dict[str, BaseException | None] = {}
+
+    def run() -> None:
+        for op in (env.cni.del_network_list, env.cni.check_network_list, env.cni.add_network_list):
+            try:
+                op(net, rt)
+                outcomes[op.__name__] = None
+            except BaseException as e:
+                outcomes[op.__name__] = e
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), f"an operation hung; finished: {sorted(outcomes)}"
+    assert all(isinstance(e, ValidationError) for e in outcomes.values()), outcomes
+    assert len(outcomes) == 3
+    assert env.calls() == []
+
+
 # -- single plugin variants --------------------------------------------------
 
 
@@ -685,9 +710,11 @@ def test_validate_finds_missing_plugins_and_unsupported_versions(
             libcni.conf_from_bytes(json.dumps({"type": "p2", "cniVersion": "1.0.0"}))
         )
     assert "p2" in str(info.value) and "1.0.0" in str(info.value)
-    with pytest.raises(ConfigError) as cinfo:
+    with pytest.raises(InvalidNetworkError) as cinfo:
         env.cni.validate_network_list(env.conflist(env.plugin("p3"), env.plugin("nosuch")))
+    assert isinstance(cinfo.value, ConfigError)
     assert "nosuch" in str(cinfo.value) and "p3" in str(cinfo.value)  # both problems reported
+    assert [type(e) for e in cinfo.value.errors] == [VersionError, PluginNotFoundError]
 
 
 def test_validate_probes_each_binary_once(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -712,6 +739,8 @@ def test_operation_timeout_kills_the_plugin(env: Env) -> None:
         env.cni.add_network_list(net, env.rt, timeout=0.5)
     assert isinstance(info.value, TimeoutError)
     assert info.value.plugin == "p1" and info.value.command == "ADD"
+    assert info.value.network == "testnet" and info.value.container_id == "ctr1"
+    assert "0.5s timeout" in info.value.msg  # the operation's limit, not the time left
     assert not env.entry_path().exists()
 
 
@@ -727,8 +756,10 @@ def test_timeout_is_a_deadline_for_the_whole_chain(env: Env) -> None:
     net = env.conflist(
         *(env.plugin(p, ADD={"sleep": 0.4, "passthrough": True}) for p in ("p1", "p2", "p3"))
     )
-    with pytest.raises(PluginTimeoutError):
+    with pytest.raises(PluginTimeoutError) as info:
         env.cni.add_network_list(net, env.rt, timeout=1.0)
+    assert "1s timeout" in info.value.msg
+    assert info.value.network == "testnet" and info.value.container_id == "ctr1"
 
 
 # -- cache directory selection -------------------------------------------------

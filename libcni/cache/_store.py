@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from typing import Any
 
@@ -147,7 +146,8 @@ class ResultCache:
     def _write_temp(self, dfd: int, data: bytes, path: str) -> str:
         """Write ``data`` to a new fsynced temporary file in ``dfd``; return its name."""
         for _ in range(10):
-            tmp = f"{TEMP_PREFIX}tmp-{secrets.token_hex(8)}"
+            # os.urandom, not secrets: the same bytes, without importing hashlib and random.
+            tmp = f"{TEMP_PREFIX}tmp-{os.urandom(8).hex()}"
             try:
                 fd = os.open(tmp, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
                 break
