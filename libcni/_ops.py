@@ -402,6 +402,9 @@ class Operations:
         errors: list[CNIError] = []
         release_net = yield TakeLock(cache, chain.name, exclusive=True)
         try:
+            # Unreadable entries are treated as absent and removed (behaviour.md §7).
+            for name in (yield CacheIO(cache.remove_unreadable, (chain.name,))):
+                log.warning("GC removed unreadable cache entry %s", name)
             for entry in cache.entries():
                 if entry.network_name != chain.name:
                     continue

@@ -604,6 +604,17 @@ def test_disable_gc_does_nothing(env: Env) -> None:
     assert env.entry_path(cid="stale").exists()
 
 
+def test_gc_removes_unreadable_entries_of_its_network(env: Env) -> None:
+    net = env.conflist(env.plugin("p1"), version="1.1.0")
+    env.cni.add_network_list(net, RuntimeConf("keep", "", "eth0"))
+    env.entry_path(cid="broken").write_bytes(b"")
+    old = env.entry_path(cid="broken").stat().st_mtime - 600
+    os.utime(env.entry_path(cid="broken"), (old, old))
+    env.cni.gc_network_list(net, GCArgs([GCAttachment("keep", "eth0")]))
+    assert not env.entry_path(cid="broken").exists()
+    assert env.entry_path(cid="keep").exists()
+
+
 def test_gc_collects_every_error(env: Env) -> None:
     net = env.conflist(
         env.plugin(

@@ -852,3 +852,43 @@ def test_dropped_lock_is_released(cache: ResultCache) -> None:
     again = cache.try_lock("net", "c1", "eth0")
     assert again is not None
     again.release()
+
+
+# -- removing unreadable entries (GC) -----------------------------------------
+
+
+def _age(path: Path, seconds: float) -> None:
+    old = time.time() - seconds
+    os.utime(path, (old, old))
+
+
+def test_remove_unreadable_removes_only_old_broken_entries_of_the_network(tmp_path: Path) -> None:
+    cache = ResultCache(tmp_path)
+    cache.write(CacheEntry("good", "net", "eth0", b"{}", result={"cniVersion": "1.0.0"}))
+    results = tmp_path / "results"
+    broken = {
+        "net-empty-eth0": b"",
+        "net-garbage-eth0": b"{nope",
+        "net-list-eth0": b"[1]",
+        "net-types-eth0": json.dumps({"kind": "cniCacheV1", "containerId": 5}).encode(),
+    }
+    for name, data in broken.items():
+        (results / name).write_bytes(data)
+        _age(results / name, 120)
+    (results / "net-legacy-eth0").write_bytes(b'{"cniVersion": "0.2.0", "ip4": {"ip": "10.0.0.2/24"}}')
+    _age(results / "net-legacy-eth0", 120)
+    (results / "net-fresh-eth0").write_bytes(b"")  # maybe being written in place right now
+    (results / "other-old-eth0").write_bytes(b"")
+    _age(results / "other-old-eth0", 120)
+
+    assert cache.remove_unreadable("net") == sorted(broken)
+    left = sorted(p.name for p in results.iterdir())
+    assert left == ["net-fresh-eth0", "net-good-eth0", "net-legacy-eth0", "other-old-eth0"]
+    assert cache.remove_unreadable("net", older_than=0) == ["net-fresh-eth0"]
+
+
+def test_remove_unreadable_without_results_dir_and_with_hostile_names(tmp_path: Path) -> None:
+    cache = ResultCache(tmp_path)
+    assert cache.remove_unreadable("net") == []
+    with pytest.raises(ValidationError):
+        cache.remove_unreadable("../x")

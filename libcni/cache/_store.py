@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import stat
+import time
 from typing import Any
 
 from ..errors import CacheError
@@ -266,6 +267,67 @@ class ResultCache:
             return out
         finally:
             os.close(dfd)
+
+    def remove_unreadable(self, network: str, older_than: float = 30.0) -> list[str]:
+        """Remove the entries of ``network`` that cannot be read; return their file names.
+
+        An entry is unreadable when it is empty, not JSON, not an object, or
+        a ``cniCacheV1`` object with wrongly typed fields (a legacy bare
+        result is readable). Only files not modified for ``older_than``
+        seconds are removed: a writer that does not write atomically (the Go
+        library writes in place) may be filling one right now. Files are
+        matched by the ``<network>-`` prefix of their name; whatever else
+        they may belong to, an unreadable entry is of use to nobody.
+        """
+        prefix = f"{check_name(network, 'network name')}-"
+        action = f"clean up unreadable entries of network {network}"
+        dfd = open_dir(self.results_dir, create=False, action=action)
+        if dfd is None:
+            return []
+        removed: list[str] = []
+        try:
+            try:
+                names = sorted(os.listdir(dfd))
+            except OSError as e:
+                raise CacheError(
+                    f"cannot {action}: cannot list {self.results_dir}", _strerror(e)
+                ) from None
+            cutoff = time.time() - older_than
+            for name in names:
+                if not name.startswith(prefix) or name.startswith(TEMP_PREFIX):
+                    continue
+                if self._readable(dfd, name):
+                    continue
+                try:
+                    if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
+                        continue
+                    os.unlink(name, dir_fd=dfd)
+                except FileNotFoundError:
+                    continue
+                except OSError as e:
+                    raise CacheError(
+                        f"cannot {action}: cannot remove {os.path.join(self.results_dir, name)}",
+                        _strerror(e),
+                    ) from None
+                removed.append(name)
+            return removed
+        finally:
+            os.close(dfd)
+
+    def _readable(self, dfd: int, name: str) -> bool:
+        """Whether the listed file ``name`` holds a usable entry (a vanished file counts as one)."""
+        path = os.path.join(self.results_dir, name)
+        try:
+            obj: Any = loads(_read_at(dfd, name, path), path)
+            if not isinstance(obj, dict):
+                return False
+            if obj.get("kind") == CNI_CACHE_V1:
+                CacheEntry.from_dict(obj, source=path)
+        except FileNotFoundError:
+            return True
+        except CacheError:
+            return False
+        return True
 
     def _load_listed(self, dfd: int, name: str) -> CacheEntry | None:
         """The ``cniCacheV1`` entry in the listed file ``name``, or ``None`` to skip it."""
