@@ -258,6 +258,7 @@ class Operations:
         ``CNI_ARGS`` is encoded here, so an unrepresentable pair is refused
         before any plugin runs.
         """
+        rq.check_capability_args(rt.capability_args)
         env = rq.plugin_env(
             os.environ,
             command=command,
@@ -402,9 +403,12 @@ class Operations:
         errors: list[CNIError] = []
         release_net = yield TakeLock(cache, chain.name, exclusive=True)
         try:
-            # Unreadable entries are treated as absent and removed (behaviour.md §7).
+            # Unreadable entries are treated as absent and removed (behaviour.md §7),
+            # and so are the temporary files of writers killed mid-write.
             for name in (yield CacheIO(cache.remove_unreadable, (chain.name,))):
                 log.warning("GC removed unreadable cache entry %s", name)
+            for name in (yield CacheIO(cache.remove_stale_temporaries, ())):
+                log.warning("GC removed stale temporary cache file %s", name)
             for entry in cache.entries():
                 if entry.network_name != chain.name:
                     continue

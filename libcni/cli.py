@@ -115,6 +115,10 @@ def parse_cni_args(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def parse_cap_args(text: str) -> dict[str, Any]:
     """Parse ``CAP_ARGS``, a JSON object of capability arguments (empty text: ``{}``).
 
@@ -124,7 +128,7 @@ def parse_cap_args(text: str) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as e:
         raise CLIError(f"CAP_ARGS is not valid JSON ({e}): {_excerpt(text)}") from None
     if value is None:

@@ -129,9 +129,21 @@ def status_request(conf: Mapping[str, Any], *, name: str, cni_version: str) -> b
 
 def _encode(request: Mapping[str, Any]) -> bytes:
     try:
-        return _dumps(request).encode()
-    except (TypeError, ValueError) as e:
+        try:
+            return _dumps(request).encode()
+        except UnicodeEncodeError:
+            # Lone surrogates (from "\ud800" escapes): keep them escaped, as conf does.
+            return json.dumps(request, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError, RecursionError) as e:
         raise ConfigError("cannot encode plugin request as JSON", str(e)) from e
+
+
+def check_capability_args(capability_args: Mapping[str, Any]) -> None:
+    """Refuse capability arguments that have no JSON form (``ConfigError``), before anything runs."""
+    try:
+        json.dumps(dict(capability_args), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise ConfigError("invalid capability arguments: not representable as JSON", str(e)) from e
 
 
 def encode_cni_args(args: Sequence[tuple[str, str]]) -> str:

@@ -18,6 +18,8 @@ __all__ = ["ResultCache"]
 
 FILE_MODE = 0o600
 TEMP_PREFIX = "."  # no entry name starts with a dot (see check_name)
+TEMP_STALE_AFTER = 600.0
+"""Seconds after which a temporary file is one a killed writer left (a write takes far less)."""
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -267,6 +269,37 @@ class ResultCache:
             return out
         finally:
             os.close(dfd)
+
+    def remove_stale_temporaries(self) -> list[str]:
+        """Remove the temporary files that writers killed mid-write left; return their names.
+
+        Only regular ``.tmp-*`` files last modified more than
+        ``TEMP_STALE_AFTER`` seconds ago: no live write keeps its temporary
+        file that long. libcni never reads them, but a reader that lists the
+        directory naively (the Go library does) would take a complete one for
+        an attachment. Best effort: failures (a read-only cache, a file gone
+        meanwhile) are ignored.
+        """
+        dfd = open_dir(self.results_dir, create=False, action="remove stale temporary files")
+        if dfd is None:
+            return []
+        removed: list[str] = []
+        try:
+            prefix = f"{TEMP_PREFIX}tmp-"
+            stale_before = time.time() - TEMP_STALE_AFTER
+            for name in os.listdir(dfd):
+                if not name.startswith(prefix):
+                    continue
+                with contextlib.suppress(OSError):
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and st.st_mtime < stale_before:
+                        os.unlink(name, dir_fd=dfd)
+                        removed.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(dfd)
+        return sorted(removed)
 
     def remove_unreadable(self, network: str, older_than: float = 30.0) -> list[str]:
         """Remove the entries of ``network`` that cannot be read; return their file names.

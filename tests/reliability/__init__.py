@@ -1,0 +1,1 @@
+"""Reliability tests: crashes, full and read-only disks, misbehaving plugins, hostile input."""
