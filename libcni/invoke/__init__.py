@@ -1,7 +1,7 @@
 """Running plugins: the only part of libcni that starts processes (behaviour.md §6).
 
 - :class:`Exec`: the protocol the operations use to run plugins.
-- :class:`RawExec`: the default implementation (``posix_spawn``, one process
+- :class:`RawExec`: the default implementation (``vfork``/``exec``, one process
   group per call, timeouts, no process left behind).
 - :func:`find_in_path`: locate a plugin binary in the plugin directories.
 """

@@ -412,7 +412,7 @@ def _start(path: str, env: Mapping[str, str], stdin: bytes) -> _Run:
 
 
 class _Retry:
-    """Whether and when to start again after ``posix_spawn`` failed (created at the first failure).
+    """Whether and when to start again after starting the plugin failed (created at the first failure).
 
     Only "text file busy" (the binary is being written) is retried, with a
     fresh process each time and a growing back-off, for about 5 seconds and
@@ -465,9 +465,10 @@ def _remaining(deadline: float | None) -> float | None:
 class RawExec:
     """The default :class:`~libcni.invoke.Exec`: runs plugin binaries as child processes.
 
-    Each call starts the binary with ``posix_spawn`` (no arguments, ``argv[0]``
-    is the path, ``env`` is the complete environment) as the leader of a new
-    process group, feeds it ``stdin`` and collects standard output and
+    Each call starts the binary (``vfork`` and ``exec`` through
+    :mod:`subprocess`, which releases the GIL meanwhile; no arguments,
+    ``argv[0]`` is the path, ``env`` is the complete environment) as the
+    leader of a new process group, feeds it ``stdin`` and collects standard output and
     standard error without ever blocking on one of them. When the leader
     exits, what remains of its process group is killed with SIGKILL, so
     neither a leftover child nor one holding the output pipes open survives or
