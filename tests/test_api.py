@@ -615,6 +615,19 @@ def test_gc_removes_unreadable_entries_of_its_network(env: Env) -> None:
     assert env.entry_path(cid="keep").exists()
 
 
+def test_gc_never_deletes_the_attachment_named_inside_a_misnamed_file(env: Env) -> None:
+    net = env.conflist(env.plugin("p1"), version="1.0.0")
+    env.cni.add_network_list(net, RuntimeConf("ghost", "", "eth0"))
+    misnamed = env.entry_path(cid="other")
+    env.entry_path(cid="ghost").rename(misnamed)  # holds ghost's names under other's file name
+    old = misnamed.stat().st_mtime - 600
+    os.utime(misnamed, (old, old))
+    env.record.unlink()
+    env.cni.gc_network_list(net)
+    assert env.calls() == []  # no DEL of "ghost" on behalf of a file that is not its own
+    assert not misnamed.exists()  # removed, not DELed again at every GC
+
+
 def test_gc_collects_every_error(env: Env) -> None:
     net = env.conflist(
         env.plugin(

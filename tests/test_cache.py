@@ -892,3 +892,32 @@ def test_remove_unreadable_without_results_dir_and_with_hostile_names(tmp_path: 
     assert cache.remove_unreadable("net") == []
     with pytest.raises(ValidationError):
         cache.remove_unreadable("../x")
+
+
+def test_an_entry_under_another_entrys_file_name_is_not_listed_and_gc_removes_it(
+    tmp_path: Path,
+) -> None:
+    cache = ResultCache(tmp_path)
+    cache.write(CacheEntry("c1", "net", "eth0", b"{}"))
+    cache.write(CacheEntry("c2", "net", "eth0", b"{}"))
+    results = tmp_path / "results"
+    # a copy of c2's entry under c1's file name: tampered, or copied by hand
+    (results / "net-c1-eth0").write_bytes((results / "net-c2-eth0").read_bytes())
+    assert [e.container_id for e in cache.entries()] == ["c2"]
+    assert cache.entries("c1") == []
+    _age(results / "net-c1-eth0", 120)
+    assert cache.remove_unreadable("net") == ["net-c1-eth0"]
+    assert sorted(p.name for p in results.iterdir()) == ["net-c2-eth0"]
+
+
+def test_an_entry_without_names_is_named_by_its_file(tmp_path: Path) -> None:
+    cache = ResultCache(tmp_path)
+    results = tmp_path / "results"
+    cache.write(CacheEntry("c1", "net", "eth0", b"{}"))
+    obj = json.loads((results / "net-c1-eth0").read_bytes())
+    del obj["containerId"]
+    (results / "net-c1-eth0").write_text(json.dumps(obj))
+    _age(results / "net-c1-eth0", 120)
+    assert cache.remove_unreadable("net") == []  # usable: a read names it after the file
+    entry = cache.read("net", "c1", "eth0")
+    assert entry is not None and entry.container_id == "c1"

@@ -73,6 +73,19 @@ def _is_candidate(name: str, part: str) -> bool:
     return i > 0 and i + len(part) < len(name)
 
 
+def _named_as(entry: CacheEntry, name: str) -> bool:
+    """Whether the names an entry holds are the ones its file name is made of.
+
+    Both libcni and the Go library name the file after the entry, so a
+    mismatch means the file was tampered with or copied: listed under the
+    names it holds, GC would DEL that other attachment again at every run and
+    never remove the file. An entry lacking a name (the file name supplies
+    it, as on a read) is not a mismatch.
+    """
+    parts = (entry.network_name, entry.container_id, entry.ifname)
+    return not all(parts) or name == "-".join(parts)
+
+
 class ResultCache:
     """The cache of attachments under ``dir`` (the Go library's cache layout).
 
@@ -232,7 +245,8 @@ class ResultCache:
         """Every readable ``cniCacheV1`` entry, of one container if ``container_id``.
 
         Sorted by file name. Entries that cannot be read or decoded, legacy
-        files, entries without a network or interface name, and temporary
+        files, entries without a network or interface name, entries whose
+        names are not the ones their file name is made of, and temporary
         files are skipped. With a container ID only the files whose name holds
         ``-<containerID>-`` are opened, and their ``containerId`` must match.
         A missing results directory gives ``[]``; one that cannot be listed
@@ -305,8 +319,9 @@ class ResultCache:
         """Remove the entries of ``network`` that cannot be read; return their file names.
 
         An entry is unreadable when it is empty, not JSON, not an object, or
-        a ``cniCacheV1`` object with wrongly typed fields (a legacy bare
-        result is readable). Only files not modified for ``older_than``
+        a ``cniCacheV1`` object with wrongly typed fields or with names that
+        are not the ones its file name is made of (a legacy bare result is
+        readable). Only files not modified for ``older_than``
         seconds are removed: a writer that does not write atomically (the Go
         library writes in place) may be filling one right now. Files are
         matched by the ``<network>-`` prefix of their name; whatever else
@@ -355,7 +370,7 @@ class ResultCache:
             if not isinstance(obj, dict):
                 return False
             if obj.get("kind") == CNI_CACHE_V1:
-                CacheEntry.from_dict(obj, source=path)
+                return _named_as(CacheEntry.from_dict(obj, source=path), name)
         except FileNotFoundError:
             return True
         except CacheError:
@@ -372,7 +387,7 @@ class ResultCache:
             entry = CacheEntry.from_dict(obj, source=path)
         except (CacheError, FileNotFoundError):
             return None
-        if not entry.network_name or not entry.ifname:
+        if not entry.network_name or not entry.ifname or not _named_as(entry, name):
             return None
         return entry
 
