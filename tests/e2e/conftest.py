@@ -19,9 +19,9 @@ import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
+from _require import unavailable
 
 from .netns import (
     PLUGIN_DIR,
@@ -39,18 +39,6 @@ from .netns import (
 _subnets = itertools.count(1)
 #: Every bridge these tests create is named ``e2eb<hex><n>``.
 BRIDGE_PREFIX = "e2eb"
-
-
-def required() -> bool:
-    """Whether the environment asks these tests to fail rather than skip (CI)."""
-    return os.environ.get("LIBCNI_REQUIRE_NETNS", "") not in ("", "0")
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip with ``reason``, or fail with it when ``LIBCNI_REQUIRE_NETNS=1``."""
-    if required():
-        pytest.fail(f"{reason} (LIBCNI_REQUIRE_NETNS=1: not skipping)", pytrace=False)
-    pytest.skip(reason)
 
 
 def missing_requirements() -> list[str]:

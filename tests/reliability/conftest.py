@@ -18,9 +18,10 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
+from _require import unavailable
 
 import libcni
 from libcni import CNIConfig, RuntimeConf
@@ -30,18 +31,6 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 TESTPLUGIN = HERE.parent / "plugins" / "testplugin"
 PLUGIN_TYPES = ("p1", "p2", "p3")
-
-
-def required() -> bool:
-    """Whether the environment asks root-only tests to fail rather than skip (CI)."""
-    return os.environ.get("LIBCNI_REQUIRE_NETNS", "") not in ("", "0")
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip with ``reason``, or fail with it when ``LIBCNI_REQUIRE_NETNS=1``."""
-    if required():
-        pytest.fail(f"{reason} (LIBCNI_REQUIRE_NETNS=1: not skipping)", pytrace=False)
-    pytest.skip(reason)
 
 
 def require_root() -> None:
