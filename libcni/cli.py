@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from ._json import strict_loads
 from .api import CNIConfig
 from .conf import NetworkConfigList, load_conf_list
 from .errors import CNIError, PluginError
@@ -115,10 +115,6 @@ def parse_cni_args(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def parse_cap_args(text: str) -> dict[str, Any]:
     """Parse ``CAP_ARGS``, a JSON object of capability arguments (empty text: ``{}``).
 
@@ -128,7 +124,7 @@ def parse_cap_args(text: str) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = strict_loads(text)
     except (ValueError, RecursionError) as e:
         raise CLIError(f"CAP_ARGS is not valid JSON ({e}): {_excerpt(text)}") from None
     if value is None:

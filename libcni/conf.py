@@ -24,13 +24,13 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn, TypeAlias
+from typing import Any, TypeAlias
 
 import attrs
 
+from ._json import strict_loads
 from .errors import ConfigError, NoConfigsFoundError, NotFoundError, VersionError
 from .types.dns import DNS
 from .version import CURRENT, parse_version
@@ -147,17 +147,6 @@ def _type_name(value: Any) -> str:
     return builtins.type(value).__name__
 
 
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:_EXCERPT]} is out of range")
-    return value
-
-
 def _to_bytes(data: Any, what: str) -> builtins.bytes:
     if isinstance(data, builtins.bytes):
         return data
@@ -186,7 +175,7 @@ def _loads(data: builtins.bytes, what: str) -> Any:
             _excerpt(data[max(0, e.start - 20) : e.end + 20]),
         ) from e
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float)
+        return strict_loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError(
             f"error parsing {what}: invalid JSON: {e.msg} at line {e.lineno} column {e.colno}",

@@ -8,11 +8,11 @@ True
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
 
+from ._json import strict_loads
 from .errors import VersionError
 
 __all__ = [
@@ -116,7 +116,7 @@ def plugin_info_from_bytes(data: bytes | str) -> PluginInfo:
     ['0.1.0', '0.2.0']
     """
     try:
-        obj: Any = json.loads(data)
+        obj: Any = strict_loads(data)
     except (ValueError, RecursionError) as e:
         raise VersionError("decoding version info: reply is not JSON", _excerpt(data)) from e
     if not isinstance(obj, dict):

@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from .._json import strict_loads
 from ..errors import CacheError
 
 __all__ = ["CNI_CACHE_V1", "CacheEntry"]
@@ -43,11 +44,6 @@ def _pairs(value: Iterable[Iterable[str]]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _reject_constant(name: str) -> Any:
-    # Go's encoding/json has no NaN / Infinity; neither does a valid cache file.
-    raise ValueError(f"invalid JSON constant {name}")
-
-
 def loads(data: bytes | str, source: str) -> Any:
     """Parse JSON ``data`` (the content of ``source``), raising only ``CacheError``."""
     # Go replaces invalid UTF-8 by U+FFFD instead of failing; so do we.
@@ -55,7 +51,8 @@ def loads(data: bytes | str, source: str) -> Any:
     if not text or text.isspace():
         raise CacheError(f"cache entry {source} is empty")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        # Go's encoding/json has no NaN / Infinity; neither does a valid cache file.
+        return strict_loads(text)
     except RecursionError:
         raise CacheError(f"cache entry {source} is not valid JSON", "nested too deeply") from None
     except ValueError as e:  # json.JSONDecodeError is a ValueError

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import abc
 import json
-import math
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address, IPv6Interface
@@ -18,6 +17,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import attrs
 
+from .._json import strict_loads
 from ..errors import DecodeError, VersionError
 from .dns import DNS
 
@@ -175,22 +175,11 @@ def _ip(value: Any, where: str, name: str) -> IPv4Address | IPv6Address | None:
     return parsed
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number out of range: {text}")
-    return value
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def loads(data: bytes | bytearray | str) -> Any:
     """``json.loads`` that refuses NaN/Infinity (and numbers that overflow to
     them) and turns every failure into :class:`DecodeError`."""
     try:
-        return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+        return strict_loads(data)
     except (ValueError, RecursionError, TypeError) as e:
         # UnicodeDecodeError and json.JSONDecodeError are ValueErrors.
         raise DecodeError(f"result is not valid JSON: {e}", _excerpt(data)) from None
