@@ -127,6 +127,32 @@ class _Chain:
         )
 
 
+def as_list(net: Any, method: str) -> NetworkConfigList:
+    """``net`` if it is a ``NetworkConfigList``; else a ``TypeError`` saying what ``method`` takes."""
+    if isinstance(net, NetworkConfigList):
+        return net
+    hint = ""
+    if isinstance(net, PluginConfig):
+        hint = "; wrap a single plugin configuration with conf_list_from_conf()"
+        if method not in ("gc_network_list", "get_status_network_list"):
+            hint += f" or use {method.replace('_network_list', '_network')}()"
+    raise TypeError(f"{method}() expects a NetworkConfigList, not {type(net).__name__}{hint}")
+
+
+def as_plugin(net: Any, method: str) -> PluginConfig:
+    """``net`` if it is a ``PluginConfig``; else a ``TypeError`` saying what ``method`` takes."""
+    if isinstance(net, PluginConfig):
+        return net
+    hint = (
+        f"; for a whole list use {method.replace('_network', '_network_list', 1)}()"
+        if isinstance(net, NetworkConfigList)
+        else ""
+    )
+    raise TypeError(
+        f"{method}() expects a PluginConfig (one plugin), not {type(net).__name__}{hint}"
+    )
+
+
 class _Deadline:
     """The time left of one operation's timeout, shared by all its plugin calls."""
 
@@ -602,4 +628,4 @@ class Operations:
         ]
 
 
-__all__ = ["CacheIO", "Operations", "RunPlugin", "TakeLock"]
+__all__ = ["CacheIO", "Operations", "RunPlugin", "TakeLock", "as_list", "as_plugin"]

@@ -485,8 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         return 1
-    except Exception as e:  # every error becomes one line, never a traceback
-        log.debug("error details", exc_info=True)
+    except Exception as e:  # every error becomes one line, never a traceback (-v included)
         sys.stderr.write(f"{PROG}: {_one_line(_describe(e))}\n")
         return 1
     finally:

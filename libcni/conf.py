@@ -593,8 +593,16 @@ class _Search:
         return self._needle is None or self._needle in data or b"\\" in data
 
     def _fail(self, path: str, err: ConfigError) -> None:
-        logger.warning("skipping a network configuration that failed to load: %s", err)
+        # Logged only if the network is found in another file (see found());
+        # when it is found nowhere, the NotFoundError names the broken files,
+        # and a warning would repeat the same text.
         self.failures.append((path, str(err)))
+
+    def found(self, value: Any) -> Any:
+        """``value`` (the match), after logging the broken files the search skipped."""
+        for _, reason in self.failures:
+            logger.warning("skipping a network configuration that failed to load: %s", reason)
+        return value
 
     def _try(self, path: str, data: builtins.bytes, is_list: bool) -> Any:
         try:
@@ -621,7 +629,7 @@ class _Search:
                 continue
             found = self._try(path, data, is_list)
             if found is not None:
-                return found
+                return self.found(found)
         return None
 
     def details(self) -> str:
@@ -669,9 +677,9 @@ def load_conf_list(dir: PathInput, name: str) -> NetworkConfigList:
     with :func:`conf_list_from_conf`.
 
     A file that fails to parse does not hide the network in another file: it
-    is logged on the ``libcni`` logger and skipped. When the name is found
-    nowhere, :class:`NotFoundError` says in its details which files failed to
-    parse and why. A missing or empty directory gives
+    is skipped, with a warning on the ``libcni`` logger. When the name is
+    found nowhere, :class:`NotFoundError` says in its details which files
+    failed to parse and why (and nothing is logged: one error, said once). A missing or empty directory gives
     :class:`NoConfigsFoundError`.
     """
     d = _path_str(dir)

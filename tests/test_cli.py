@@ -299,7 +299,7 @@ def test_plugin_error_is_described(env: Env) -> None:
     proc = run("add", "failing", "/var/run/netns/x")
     assert proc.returncode == 1
     assert proc.stdout == ""
-    assert_one_line_error(proc.stderr, "boom", "testplugin", "ADD", "failing")
+    assert_one_line_error(proc.stderr, "boom", 'plugin type="testplugin" failed (add)', "failing")
     assert "in three lines" in proc.stderr
 
 
@@ -496,7 +496,7 @@ def test_status(env: Env) -> None:
     env.network("down", version="1.1.0", test={"STATUS": {"error": {"code": 50, "msg": "no"}}})
     proc = run("status", "down")
     assert proc.returncode == 1
-    assert_one_line_error(proc.stderr, "no", "STATUS")
+    assert_one_line_error(proc.stderr, 'plugin type="testplugin" failed (status): no')
 
 
 def test_verbose_logs_to_stderr(env: Env) -> None:
@@ -520,7 +520,8 @@ def test_failing_plugin_stderr_stays_out_of_the_error_line(env: Env) -> None:
     proc = run("add", "noisy", "/var/run/netns/x", "--verbose")
     assert proc.returncode == 1
     assert "noise 1" in proc.stderr
-    assert proc.stderr.splitlines()[-1].startswith("libcni: bad")
+    assert proc.stderr.splitlines()[-1].startswith('libcni: plugin type="testplugin" failed (add): bad')
+    assert "Traceback" not in proc.stderr
 
 
 def test_python_dash_m_and_console_script_agree() -> None:
