@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from . import request as rq
-from .cache import CacheEntry, ResultCache
+from .cache import CacheEntry, ResultCache, default_cache_dir
 from .conf import NetworkConfigList, PluginConfig
 from .errors import (
     CacheError,
@@ -43,8 +43,6 @@ from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import LEGACY_PLUGIN_INFO, PluginInfo, parse_version, plugin_info_from_bytes
 
 log = logging.getLogger("libcni")
-
-DEFAULT_CACHE_DIR = "/var/lib/cni"
 
 _V040 = (0, 4, 0)
 _V110 = (1, 1, 0)
@@ -216,7 +214,7 @@ class Operations:
         directory = self.cache_dir
         if directory is None and rt is not None and rt.cache_dir is not None:
             directory = os.fspath(rt.cache_dir)
-        directory = directory or DEFAULT_CACHE_DIR
+        directory = directory or default_cache_dir()
         cache = self._caches.get(directory)
         if cache is None:
             cache = self._caches.setdefault(directory, ResultCache(directory))
