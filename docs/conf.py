@@ -20,9 +20,10 @@ copyright = "The libcni authors"
 
 
 def _release() -> str:
-    pyproject = os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")
-    with open(pyproject, encoding="utf-8") as f:
-        match = re.search(r'^version\s*=\s*"([^"]+)"', f.read(), re.MULTILINE)
+    # The version has one source, ``libcni.__version__`` (pyproject.toml reads it too).
+    init = os.path.join(os.path.dirname(__file__), "..", "libcni", "__init__.py")
+    with open(init, encoding="utf-8") as f:
+        match = re.search(r'^__version__\s*=\s*"([^"]+)"', f.read(), re.MULTILINE)
     return match.group(1) if match else ""
 
 
