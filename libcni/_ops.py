@@ -427,7 +427,7 @@ class Operations:
         errors: list[CNIError] = []
         release_net = yield TakeLock(cache, chain.name, exclusive=True)
         try:
-            # Unreadable entries are treated as absent and removed (behaviour.md §7),
+            # Unreadable entries are treated as absent and removed (they must not block GC),
             # and so are the temporary files of writers killed mid-write.
             for name in (yield CacheIO(cache.remove_unreadable, (chain.name,))):
                 log.warning("GC removed unreadable cache entry %s", name)

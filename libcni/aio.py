@@ -1,6 +1,6 @@
 """``AsyncCNIConfig``: every operation of ``CNIConfig`` as a coroutine.
 
-The rules are the same generators as the blocking API's (:mod:`libcni._ops`);
+The rules are the same generators as the blocking API's (``libcni._ops``);
 only the effects are performed differently: a plugin runs without blocking
 the event loop (``RawExec.aexec_plugin``, or a worker thread for an ``Exec``
 that has no coroutine form), and a cache lock is awaited rather than waited

@@ -1,6 +1,6 @@
-"""``CNIConfig``: the operations of a CNI runtime (behaviour.md §4), blocking API.
+"""``CNIConfig``: the operations of a CNI runtime, blocking API.
 
-The rules live in :mod:`libcni._ops` as generators of effects; this module
+The rules live in ``libcni._ops`` as generators of effects; this module
 performs the effects with blocking calls. :class:`libcni.aio.AsyncCNIConfig`
 performs the same effects with ``await``.
 """
@@ -110,7 +110,8 @@ class CNIConfig(Operations):
     """Runs CNI plugins for a container runtime.
 
     ``path`` lists the plugin directories, searched in order; ``cache_dir``
-    is where results are kept (default ``/var/lib/cni``); ``exec`` is how
+    is where results are kept (default :func:`libcni.cache.default_cache_dir`:
+    ``/var/lib/cni`` as root, the per-user state directory otherwise); ``exec`` is how
     plugins are run (default :class:`libcni.invoke.RawExec`); ``timeout`` is
     the default time limit of one operation, in seconds.
 

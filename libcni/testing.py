@@ -1,7 +1,7 @@
 """Test aids for code that uses libcni: run the operations without plugin binaries.
 
 :class:`MockExec` is an executor (the ``exec=`` argument of
-:class:`~libcni.CNIConfig` and :class:`~libcni.AsyncCNIConfig`) that starts no
+:class:`~libcni.CNIConfig` and :class:`~libcni.aio.AsyncCNIConfig`) that starts no
 process: for every plugin run it records a :class:`PluginCall` and asks a
 function of yours what the plugin does. Everything else is the real library:
 the configuration, the order of the plugins, ``prevResult``, the cache, the
@@ -35,7 +35,7 @@ from .types import Result
 
 __all__ = ["MockExec", "PluginCall"]
 
-#: What a handler may return: a result for ADD (a :class:`~libcni.Result`, its
+#: What a handler may return: a result for ADD (a :class:`~libcni.types.Result`, its
 #: JSON object as a ``dict``, or the raw bytes a plugin would print), ``None``
 #: for the other commands (or for ADD: see :class:`MockExec`).
 Reply = Result | Mapping[str, Any] | bytes | str | None
@@ -86,13 +86,13 @@ class MockExec:
     is called with it (a coroutine function works with ``AsyncCNIConfig``).
     The handler returns:
 
-    - for ADD, the plugin's result: a :class:`~libcni.Result`, a ``dict``
+    - for ADD, the plugin's result: a :class:`~libcni.types.Result`, a ``dict``
       (its JSON object) or ``bytes``; ``None`` means "pass the previous
       result on", as a plugin in the middle of a chain does (the first plugin
       then returns an empty result of the configuration's version);
     - ``None`` for CHECK, DEL, GC and STATUS (success);
     - for VERSION, ``None`` (every version is supported) or a reply;
-    - or it raises :class:`~libcni.PluginError`, which the caller receives
+    - or it raises :class:`~libcni.errors.PluginError`, which the caller receives
       with its context filled in as for a real plugin (``plugin``,
       ``command``, ``network``, ``container_id``; ``exit_code`` 1 unless the
       handler set ``exit_code`` or ``signal``).
