@@ -12,5 +12,6 @@ if [ -f docs/conf.py ]; then
     # the build needs no network).
     echo "== docs"; sphinx-build -n -q -W --keep-going -b html docs docs/_build/html
 fi
+echo "== package"; bash scripts/check_package.sh
 echo "== tests"
 python -m pytest "$@"
