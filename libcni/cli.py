@@ -300,7 +300,8 @@ def _add_common(parser: argparse.ArgumentParser, default: Any) -> None:
         "--verbose",
         action="store_true",
         default=default,
-        help="log what the library does (plugin stderr included) to stderr",
+        help="log what the library does to stderr: each plugin run (plugin, command, "
+        "network, container, duration, exit status) and the plugins' stderr",
     )
 
 
