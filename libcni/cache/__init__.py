@@ -14,7 +14,14 @@ from ._entry import CNI_CACHE_V1, CacheEntry
 from ._lock import CacheLock
 from ._store import ResultCache
 
-__all__ = ["CNI_CACHE_V1", "ROOT_CACHE_DIR", "CacheEntry", "CacheLock", "ResultCache", "default_cache_dir"]
+__all__ = [
+    "CNI_CACHE_V1",
+    "ROOT_CACHE_DIR",
+    "CacheEntry",
+    "CacheLock",
+    "ResultCache",
+    "default_cache_dir",
+]
 
 #: The cache directory of a process running as root: the one Go's libcni,
 #: cnitool, containerd and CRI-O use.
