@@ -173,7 +173,7 @@ def test_extraction_finds_the_examples() -> None:
     """Guards the extraction itself: the pages with examples are found and parsed."""
     found = {_id(p): len(python_blocks(p)) for p in doc_files()}
     assert found.get("README.md", 0) >= 2
-    for page in ("index", "concepts", "loading", "operations", "errors", "async"):
+    for page in ("index", "concepts", "loading", "operations", "errors", "async", "testing"):
         assert found.get(f"docs/{page}.rst", 0) >= 1, page
 
 
