@@ -16,6 +16,7 @@ See https://www.cni.dev/ for the specification.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .api import CNIConfig
@@ -56,6 +57,10 @@ from .version import PluginInfo
 
 if TYPE_CHECKING:
     from .aio import AsyncCNIConfig
+
+# A program that configures no logging sees nothing from the library: without
+# this, logging's last-resort handler would print its warnings on stderr.
+logging.getLogger("libcni").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from . import request as rq
-from .cache import CacheEntry, ResultCache
+from .cache import CacheEntry, ResultCache, default_cache_dir
 from .conf import NetworkConfigList, PluginConfig
 from .errors import (
     CacheError,
@@ -43,8 +43,6 @@ from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import LEGACY_PLUGIN_INFO, PluginInfo, parse_version, plugin_info_from_bytes
 
 log = logging.getLogger("libcni")
-
-DEFAULT_CACHE_DIR = "/var/lib/cni"
 
 _V040 = (0, 4, 0)
 _V110 = (1, 1, 0)
@@ -127,6 +125,32 @@ class _Chain:
         )
 
 
+def as_list(net: Any, method: str) -> NetworkConfigList:
+    """``net`` if it is a ``NetworkConfigList``; else a ``TypeError`` saying what ``method`` takes."""
+    if isinstance(net, NetworkConfigList):
+        return net
+    hint = ""
+    if isinstance(net, PluginConfig):
+        hint = "; wrap a single plugin configuration with conf_list_from_conf()"
+        if method not in ("gc_network_list", "get_status_network_list"):
+            hint += f" or use {method.replace('_network_list', '_network')}()"
+    raise TypeError(f"{method}() expects a NetworkConfigList, not {type(net).__name__}{hint}")
+
+
+def as_plugin(net: Any, method: str) -> PluginConfig:
+    """``net`` if it is a ``PluginConfig``; else a ``TypeError`` saying what ``method`` takes."""
+    if isinstance(net, PluginConfig):
+        return net
+    hint = (
+        f"; for a whole list use {method.replace('_network', '_network_list', 1)}()"
+        if isinstance(net, NetworkConfigList)
+        else ""
+    )
+    raise TypeError(
+        f"{method}() expects a PluginConfig (one plugin), not {type(net).__name__}{hint}"
+    )
+
+
 class _Deadline:
     """The time left of one operation's timeout, shared by all its plugin calls."""
 
@@ -190,7 +214,7 @@ class Operations:
         directory = self.cache_dir
         if directory is None and rt is not None and rt.cache_dir is not None:
             directory = os.fspath(rt.cache_dir)
-        directory = directory or DEFAULT_CACHE_DIR
+        directory = directory or default_cache_dir()
         cache = self._caches.get(directory)
         if cache is None:
             cache = self._caches.setdefault(directory, ResultCache(directory))
@@ -403,7 +427,7 @@ class Operations:
         errors: list[CNIError] = []
         release_net = yield TakeLock(cache, chain.name, exclusive=True)
         try:
-            # Unreadable entries are treated as absent and removed (behaviour.md §7),
+            # Unreadable entries are treated as absent and removed (they must not block GC),
             # and so are the temporary files of writers killed mid-write.
             for name in (yield CacheIO(cache.remove_unreadable, (chain.name,))):
                 log.warning("GC removed unreadable cache entry %s", name)
@@ -602,4 +626,4 @@ class Operations:
         ]
 
 
-__all__ = ["CacheIO", "Operations", "RunPlugin", "TakeLock"]
+__all__ = ["CacheIO", "Operations", "RunPlugin", "TakeLock", "as_list", "as_plugin"]

@@ -1,6 +1,6 @@
 """``AsyncCNIConfig``: every operation of ``CNIConfig`` as a coroutine.
 
-The rules are the same generators as the blocking API's (:mod:`libcni._ops`);
+The rules are the same generators as the blocking API's (``libcni._ops``);
 only the effects are performed differently: a plugin runs without blocking
 the event loop (``RawExec.aexec_plugin``, or a worker thread for an ``Exec``
 that has no coroutine form), and a cache lock is awaited rather than waited
@@ -16,10 +16,9 @@ import asyncio
 import functools
 from typing import Any
 
-from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock
-from .api import add_context
+from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin
+from .api import plugin_run
 from .conf import NetworkConfigList, PluginConfig
-from .errors import PluginError
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
@@ -77,15 +76,13 @@ class AsyncCNIConfig(Operations):
 
     async def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
-            try:
+            with plugin_run(effect):
                 run = getattr(self.exec, "aexec_plugin", None)
                 if run is not None:
                     return await run(effect.path, effect.stdin, effect.env, effect.timeout)
                 return await asyncio.to_thread(
                     self.exec.exec_plugin, effect.path, effect.stdin, effect.env, effect.timeout
                 )
-            except PluginError as e:
-                raise add_context(e, effect) from None
         if isinstance(effect, CacheIO):
             return await _in_thread(functools.partial(effect.call, *effect.args))
         return await self._lock(effect)
@@ -110,20 +107,20 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD the container to every network of the list; return the final result (cached)."""
-        result: Result = await self._drive(self.add(net, rt, timeout))
+        result: Result = await self._drive(self.add(as_list(net, "add_network_list"), rt, timeout))
         return result
 
     async def check_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK every plugin of the list against the cached result (version 0.4.0 and later)."""
-        await self._drive(self.check(net, rt, timeout))
+        await self._drive(self.check(as_list(net, "check_network_list"), rt, timeout))
 
     async def del_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL every plugin of the list in reverse order, then remove the cache entry."""
-        await self._drive(self.delete(net, rt, timeout))
+        await self._drive(self.delete(as_list(net, "del_network_list"), rt, timeout))
 
     # -- single plugins --------------------------------------------------
 
@@ -131,20 +128,20 @@ class AsyncCNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD with a single plugin configuration."""
-        result: Result = await self._drive(self.add(net, rt, timeout))
+        result: Result = await self._drive(self.add(as_plugin(net, "add_network"), rt, timeout))
         return result
 
     async def check_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK with a single plugin configuration."""
-        await self._drive(self.check(net, rt, timeout))
+        await self._drive(self.check(as_plugin(net, "check_network"), rt, timeout))
 
     async def del_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL with a single plugin configuration."""
-        await self._drive(self.delete(net, rt, timeout))
+        await self._drive(self.delete(as_plugin(net, "del_network"), rt, timeout))
 
     # -- the cache (local file reads; no plugin runs) --------------------
 
@@ -152,23 +149,23 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
-        return self.cached_result(net, rt)
+        return self.cached_result(as_list(net, "get_network_list_cached_result"), rt)
 
     async def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
         """The cached result of a single-plugin attachment, or ``None``."""
-        return self.cached_result(net, rt)
+        return self.cached_result(as_plugin(net, "get_network_cached_result"), rt)
 
     async def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
-        return self.cached_config(net, rt)
+        return self.cached_config(as_list(net, "get_network_list_cached_config"), rt)
 
     async def get_network_cached_config(
         self, net: PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """As :meth:`get_network_list_cached_config`, for a single plugin."""
-        return self.cached_config(net, rt)
+        return self.cached_config(as_plugin(net, "get_network_cached_config"), rt)
 
     async def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
@@ -180,14 +177,14 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
-        caps: list[str] = await self._drive(self.validate(net, timeout))
+        caps: list[str] = await self._drive(self.validate(as_list(net, "validate_network_list"), timeout))
         return caps
 
     async def validate_network(
         self, net: PluginConfig, *, timeout: float | None = None
     ) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
-        caps: list[str] = await self._drive(self.validate(net, timeout))
+        caps: list[str] = await self._drive(self.validate(as_plugin(net, "validate_network"), timeout))
         return caps
 
     async def get_version_info(
@@ -201,10 +198,10 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
-        await self._drive(self.gc(net, args, timeout))
+        await self._drive(self.gc(as_list(net, "gc_network_list"), args, timeout))
 
     async def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
-        await self._drive(self.status(net, timeout))
+        await self._drive(self.status(as_list(net, "get_status_network_list"), timeout))

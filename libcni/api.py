@@ -1,15 +1,19 @@
-"""``CNIConfig``: the operations of a CNI runtime (behaviour.md §4), blocking API.
+"""``CNIConfig``: the operations of a CNI runtime, blocking API.
 
-The rules live in :mod:`libcni._ops` as generators of effects; this module
+The rules live in ``libcni._ops`` as generators of effects; this module
 performs the effects with blocking calls. :class:`libcni.aio.AsyncCNIConfig`
 performs the same effects with ``await``.
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock
+from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin
 from .conf import NetworkConfigList, PluginConfig
 from .errors import PluginError, PluginTimeoutError
 from .types import Result
@@ -37,11 +41,77 @@ def add_context(error: PluginError, effect: RunPlugin) -> PluginError:
     return error
 
 
+_log = logging.getLogger("libcni")
+
+
+@contextmanager
+def plugin_run(effect: RunPlugin) -> Iterator[None]:
+    """Around one plugin run, for both drivers: the error's context and one DEBUG record.
+
+    The record (on the ``libcni`` logger) carries, as attributes, ``plugin``,
+    ``command``, ``network``, ``container_id``, ``duration`` (seconds),
+    ``exit_code`` and ``signal`` (``None`` when not known: a timeout gives
+    the signal that killed the plugin, a cancellation neither).
+    """
+    started = time.monotonic()
+    outcome: BaseException | None = None
+    try:
+        yield
+    except PluginError as e:
+        outcome = add_context(e, effect)
+        raise outcome from None
+    except BaseException as e:
+        outcome = e
+        raise
+    finally:
+        if _log.isEnabledFor(logging.DEBUG):
+            _log_run(effect, time.monotonic() - started, outcome)
+
+
+def _log_run(effect: RunPlugin, duration: float, outcome: BaseException | None) -> None:
+    exit_code: int | None = 0
+    sig: int | None = None
+    if outcome is None:
+        how = "exit status 0"
+    elif isinstance(outcome, PluginError):
+        exit_code, sig = outcome.exit_code, outcome.signal
+        if isinstance(outcome, PluginTimeoutError):
+            how = "timed out" + (f", killed by signal {sig}" if sig is not None else "")
+        elif sig is not None:
+            how = f"killed by signal {sig}"
+        elif exit_code is not None:
+            how = f"exit status {exit_code}"
+        else:
+            how = "failed to start" if outcome.code == 5 else "failed"
+    else:
+        exit_code = None
+        how = f"interrupted ({type(outcome).__name__})"
+    _log.debug(
+        "plugin %s %s network=%s container=%s: %s after %.3fs",
+        effect.plugin,
+        effect.command,
+        effect.network or "-",
+        effect.container_id or "-",
+        how,
+        duration,
+        extra={
+            "plugin": effect.plugin,
+            "command": effect.command,
+            "network": effect.network,
+            "container_id": effect.container_id,
+            "duration": duration,
+            "exit_code": exit_code,
+            "signal": sig,
+        },
+    )
+
+
 class CNIConfig(Operations):
     """Runs CNI plugins for a container runtime.
 
     ``path`` lists the plugin directories, searched in order; ``cache_dir``
-    is where results are kept (default ``/var/lib/cni``); ``exec`` is how
+    is where results are kept (default :func:`libcni.cache.default_cache_dir`:
+    ``/var/lib/cni`` as root, the per-user state directory otherwise); ``exec`` is how
     plugins are run (default :class:`libcni.invoke.RawExec`); ``timeout`` is
     the default time limit of one operation, in seconds.
 
@@ -65,10 +135,8 @@ class CNIConfig(Operations):
 
     def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
-            try:
+            with plugin_run(effect):
                 return self.exec.exec_plugin(effect.path, effect.stdin, effect.env, effect.timeout)
-            except PluginError as e:
-                raise add_context(e, effect) from None
         if isinstance(effect, CacheIO):
             return effect.call(*effect.args)
         if effect.attachment is not None:
@@ -81,20 +149,20 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD the container to every network of the list; return the final result (cached)."""
-        result: Result = self._drive(self.add(net, rt, timeout))
+        result: Result = self._drive(self.add(as_list(net, "add_network_list"), rt, timeout))
         return result
 
     def check_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK every plugin of the list against the cached result (version 0.4.0 and later)."""
-        self._drive(self.check(net, rt, timeout))
+        self._drive(self.check(as_list(net, "check_network_list"), rt, timeout))
 
     def del_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL every plugin of the list in reverse order, then remove the cache entry."""
-        self._drive(self.delete(net, rt, timeout))
+        self._drive(self.delete(as_list(net, "del_network_list"), rt, timeout))
 
     # -- single plugins --------------------------------------------------
 
@@ -102,20 +170,20 @@ class CNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD with a single plugin configuration."""
-        result: Result = self._drive(self.add(net, rt, timeout))
+        result: Result = self._drive(self.add(as_plugin(net, "add_network"), rt, timeout))
         return result
 
     def check_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK with a single plugin configuration."""
-        self._drive(self.check(net, rt, timeout))
+        self._drive(self.check(as_plugin(net, "check_network"), rt, timeout))
 
     def del_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL with a single plugin configuration."""
-        self._drive(self.delete(net, rt, timeout))
+        self._drive(self.delete(as_plugin(net, "del_network"), rt, timeout))
 
     # -- the cache -------------------------------------------------------
 
@@ -123,23 +191,23 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
-        return self.cached_result(net, rt)
+        return self.cached_result(as_list(net, "get_network_list_cached_result"), rt)
 
     def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
         """The cached result of a single-plugin attachment, or ``None``."""
-        return self.cached_result(net, rt)
+        return self.cached_result(as_plugin(net, "get_network_cached_result"), rt)
 
     def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
-        return self.cached_config(net, rt)
+        return self.cached_config(as_list(net, "get_network_list_cached_config"), rt)
 
     def get_network_cached_config(
         self, net: PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """As :meth:`get_network_list_cached_config`, for a single plugin."""
-        return self.cached_config(net, rt)
+        return self.cached_config(as_plugin(net, "get_network_cached_config"), rt)
 
     def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
@@ -151,12 +219,12 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
-        caps: list[str] = self._drive(self.validate(net, timeout))
+        caps: list[str] = self._drive(self.validate(as_list(net, "validate_network_list"), timeout))
         return caps
 
     def validate_network(self, net: PluginConfig, *, timeout: float | None = None) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
-        caps: list[str] = self._drive(self.validate(net, timeout))
+        caps: list[str] = self._drive(self.validate(as_plugin(net, "validate_network"), timeout))
         return caps
 
     def get_version_info(self, plugin_type: str, *, timeout: float | None = None) -> PluginInfo:
@@ -168,10 +236,10 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
-        self._drive(self.gc(net, args, timeout))
+        self._drive(self.gc(as_list(net, "gc_network_list"), args, timeout))
 
     def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
-        self._drive(self.status(net, timeout))
+        self._drive(self.status(as_list(net, "get_status_network_list"), timeout))

@@ -7,11 +7,13 @@
     libcni version PLUGIN
     libcni cache list [CONTAINER_ID]
     libcni demo
+    libcni --version
 
 The environment is read as ``cnitool`` reads it: ``NETCONFPATH`` (default
 ``/etc/cni/net.d``), ``CNI_PATH`` (``:``-separated, default ``/opt/cni/bin``),
 ``CNI_ARGS`` (``K=V;K2=V2``), ``CAP_ARGS`` (a JSON object), ``CNI_IFNAME``
-(default ``eth0``), plus ``CNI_CACHE_DIR`` (default ``/var/lib/cni``). The
+(default ``eth0`` when unset; set but empty is refused, as ``cnitool``
+refuses it), plus ``CNI_CACHE_DIR`` (default: :func:`libcni.cache.default_cache_dir`). The
 container ID is derived from the network namespace path exactly as ``cnitool``
 derives it, so both tools find the same cache entries.
 
@@ -30,14 +32,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from . import __version__
 from ._json import strict_loads
 from .api import CNIConfig
+from .cache import default_cache_dir
 from .conf import NetworkConfigList, load_conf_list
 from .errors import CNIError, PluginError
 from .values import RuntimeConf
 
 __all__ = [
-    "DEFAULT_CACHE_DIR",
     "DEFAULT_CNI_PATH",
     "DEFAULT_IFNAME",
     "DEFAULT_NETCONFPATH",
@@ -53,7 +56,6 @@ __all__ = [
 PROG = "libcni"
 DEFAULT_NETCONFPATH = "/etc/cni/net.d"
 DEFAULT_CNI_PATH = "/opt/cni/bin"
-DEFAULT_CACHE_DIR = "/var/lib/cni"
 DEFAULT_IFNAME = "eth0"
 
 log = logging.getLogger("libcni")
@@ -148,11 +150,21 @@ def _plugin_path(environ: Mapping[str, str]) -> list[str]:
 
 
 def _cache_dir(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
-    return getattr(args, "cache_dir", None) or environ.get("CNI_CACHE_DIR") or DEFAULT_CACHE_DIR
+    return getattr(args, "cache_dir", None) or environ.get("CNI_CACHE_DIR") or default_cache_dir()
 
 
 def _ifname(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
-    return getattr(args, "ifname", None) or environ.get("CNI_IFNAME") or DEFAULT_IFNAME
+    # As cnitool: CNI_IFNAME unset means eth0; set but empty is an error (Go's
+    # libcni refuses the empty name: "interface name is empty").
+    ifname = getattr(args, "ifname", None)
+    if ifname is None:
+        ifname = environ.get("CNI_IFNAME", DEFAULT_IFNAME)
+        where = "CNI_IFNAME is set but empty; unset it for the default eth0"
+    else:
+        where = "--ifname is empty"
+    if not ifname:
+        raise CLIError(f"interface name is empty ({where})")
+    return ifname
 
 
 def _cni(args: argparse.Namespace, environ: Mapping[str, str]) -> CNIConfig:
@@ -228,6 +240,7 @@ def _cmd_version(args: argparse.Namespace, environ: Mapping[str, str], out: Text
 
 
 def _cmd_cache_list(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    out.write(f"# cache directory: {_cache_dir(args, environ)}\n")
     for att in _cni(args, environ).get_cached_attachments(args.container_id or ""):
         out.write(f"{att.container_id}\t{att.network}\t{att.ifname}\t{att.netns or '-'}\n")
     return 0
@@ -248,8 +261,9 @@ environment (as cnitool):
   CNI_PATH       ':'-separated plugin directories (default /opt/cni/bin)
   CNI_ARGS       arguments for the plugins, KEY=VALUE pairs separated by ';'
   CAP_ARGS       capability arguments, a JSON object (e.g. {"portMappings": [...]})
-  CNI_IFNAME     interface name in the container (default eth0)
-  CNI_CACHE_DIR  cache directory (default /var/lib/cni; --cache-dir wins)
+  CNI_IFNAME     interface name in the container (default eth0; empty is refused)
+  CNI_CACHE_DIR  cache directory (--cache-dir wins; default /var/lib/cni as root,
+                 else the per-user state directory, e.g. ~/.local/state/cni)
 
 The container ID is "cnitool-" and the first 20 hex digits of the SHA-512 of
 the absolute NETNS path, as cnitool derives it.
@@ -271,7 +285,8 @@ def _add_common(parser: argparse.ArgumentParser, default: Any) -> None:
         "--cache-dir",
         metavar="DIR",
         default=default,
-        help="cache directory (default: $CNI_CACHE_DIR or /var/lib/cni)",
+        help="cache directory (default: $CNI_CACHE_DIR, else /var/lib/cni as root and "
+        "the per-user state directory otherwise)",
     )
     parser.add_argument(
         "--timeout",
@@ -285,7 +300,8 @@ def _add_common(parser: argparse.ArgumentParser, default: Any) -> None:
         "--verbose",
         action="store_true",
         default=default,
-        help="log what the library does (plugin stderr included) to stderr",
+        help="log what the library does to stderr: each plugin run (plugin, command, "
+        "network, container, duration, exit status) and the plugins' stderr",
     )
 
 
@@ -300,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=formatter,
     )
     _add_common(parser, None)
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {__version__}", help="print the version"
+    )
     # Options given after the sub-command must not be reset by the sub-parser's
     # defaults, hence SUPPRESS there.
     common = argparse.ArgumentParser(add_help=False)
@@ -393,7 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
         "list",
         help="list the cached attachments",
         description="List the cached attachments (of one container if CONTAINER_ID is "
-        "given), one per line: container ID, network, interface, netns (tab-separated).",
+        "given), one per line: container ID, network, interface, netns (tab-separated), "
+        "after a first line '# cache directory: DIR' naming the directory listed.",
         parents=[common],
     )
     p.add_argument("container_id", metavar="CONTAINER_ID", nargs="?", default="")
@@ -485,8 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         return 1
-    except Exception as e:  # every error becomes one line, never a traceback
-        log.debug("error details", exc_info=True)
+    except Exception as e:  # every error becomes one line, never a traceback (-v included)
         sys.stderr.write(f"{PROG}: {_one_line(_describe(e))}\n")
         return 1
     finally:

@@ -4,7 +4,7 @@ A *plugin configuration* (:class:`PluginConfig`, alias :class:`NetworkConfig`)
 is one JSON object with at least a ``type``; a *network configuration list*
 (:class:`NetworkConfigList`) names a network and chains plugin
 configurations. Both keep the original bytes and the whole parsed JSON object,
-unknown keys included (behaviour.md §2).
+unknown keys included.
 
 >>> conf = conf_from_bytes(b'{"cniVersion": "1.0.0", "name": "net", "type": "bridge"}')
 >>> conf.type, conf.name, conf.cni_version
@@ -283,11 +283,11 @@ def _plugin_from_obj(obj: Any, data: builtins.bytes, what: str) -> PluginConfig:
 
 
 def conf_from_bytes(data: JSONInput) -> PluginConfig:
-    """Parse one plugin configuration (behaviour.md §2.1).
+    """Parse one plugin configuration.
 
     ``data`` is ``bytes`` or ``str`` holding a JSON object with a non-empty
     ``type``. A wrongly typed well-known field (``name``, ``cniVersion``,
-    ``capabilities``, ``ipam``, ``dns``) raises :class:`ConfigError` naming it.
+    ``capabilities``, ``ipam``, ``dns``) raises :class:`~libcni.errors.ConfigError` naming it.
 
     >>> conf_from_bytes('{"type": "bridge", "bridge": "cni0"}').raw["bridge"]
     'cni0'
@@ -432,7 +432,7 @@ def _list_from_obj(obj: Any, data: builtins.bytes) -> NetworkConfigList:
 
 
 def conf_list_from_bytes(data: JSONInput) -> NetworkConfigList:
-    """Parse a network configuration list (behaviour.md §2.2).
+    """Parse a network configuration list.
 
     Only the inline ``plugins`` are parsed; :func:`conf_list_from_file` also
     adds the plugins of the network's drop-in directory. ``cniVersions`` is
@@ -480,7 +480,7 @@ def _in_file(err: ConfigError, path: str) -> ConfigError:
 def conf_from_file(path: PathInput) -> PluginConfig:
     """Read and parse one plugin configuration file.
 
-    Read and parse errors are :class:`ConfigError`\\s naming the file.
+    Read and parse errors are :class:`~libcni.errors.ConfigError`\\s naming the file.
     """
     p = _path_str(path)
     data = _read_file(p)
@@ -520,12 +520,12 @@ def _complete_list(lst: NetworkConfigList, path: str) -> NetworkConfigList:
 
 
 def conf_list_from_file(path: PathInput) -> NetworkConfigList:
-    """Read and parse a network configuration list file (behaviour.md §2.3).
+    """Read and parse a network configuration list file.
 
     Unless ``loadOnlyInlinedPlugins`` is true, the plugin configurations in
     ``<dir of the file>/<network name>/*.conf`` (sorted by file name) are
     appended after the inline plugins. A list that ends with no plugin at all
-    is a :class:`ConfigError` ("no plugin configs found"). Every error names
+    is a :class:`~libcni.errors.ConfigError` ("no plugin configs found"). Every error names
     the file.
     """
     p = _path_str(path)
@@ -543,7 +543,7 @@ def conf_files(dir: PathInput, extensions: Sequence[str]) -> list[str]:
     The extension is what follows the last dot of the file name, compared
     case-sensitively; ``extensions`` may be given with or without the dot
     (``".conf"`` or ``"conf"``). Symbolic links to regular files count. A
-    missing directory gives ``[]``; an unreadable one is a :class:`ConfigError`.
+    missing directory gives ``[]``; an unreadable one is a :class:`~libcni.errors.ConfigError`.
 
     >>> conf_files("/nonexistent", [".conf"])
     []
@@ -593,8 +593,16 @@ class _Search:
         return self._needle is None or self._needle in data or b"\\" in data
 
     def _fail(self, path: str, err: ConfigError) -> None:
-        logger.warning("skipping a network configuration that failed to load: %s", err)
+        # Logged only if the network is found in another file (see found());
+        # when it is found nowhere, the NotFoundError names the broken files,
+        # and a warning would repeat the same text.
         self.failures.append((path, str(err)))
+
+    def found(self, value: Any) -> Any:
+        """``value`` (the match), after logging the broken files the search skipped."""
+        for _, reason in self.failures:
+            logger.warning("skipping a network configuration that failed to load: %s", reason)
+        return value
 
     def _try(self, path: str, data: builtins.bytes, is_list: bool) -> Any:
         try:
@@ -621,7 +629,7 @@ class _Search:
                 continue
             found = self._try(path, data, is_list)
             if found is not None:
-                return found
+                return self.found(found)
         return None
 
     def details(self) -> str:
@@ -645,7 +653,7 @@ def load_conf(dir: PathInput, name: str) -> PluginConfig:
     """The first ``*.conf``/``*.json`` plugin configuration in ``dir`` named ``name``.
 
     Files are tried in sorted order. No such files (or no directory):
-    :class:`NoConfigsFoundError`. No match: :class:`NotFoundError`, whose
+    :class:`~libcni.errors.NoConfigsFoundError`. No match: :class:`~libcni.errors.NotFoundError`, whose
     details name every file that failed to parse. A broken file does not hide
     a valid configuration in a later file (the failure is logged).
     """
@@ -669,10 +677,10 @@ def load_conf_list(dir: PathInput, name: str) -> NetworkConfigList:
     with :func:`conf_list_from_conf`.
 
     A file that fails to parse does not hide the network in another file: it
-    is logged on the ``libcni`` logger and skipped. When the name is found
-    nowhere, :class:`NotFoundError` says in its details which files failed to
-    parse and why. A missing or empty directory gives
-    :class:`NoConfigsFoundError`.
+    is skipped, with a warning on the ``libcni`` logger. When the name is
+    found nowhere, :class:`~libcni.errors.NotFoundError` says in its details which files
+    failed to parse and why (and nothing is logged: one error, said once). A missing or empty directory gives
+    :class:`~libcni.errors.NoConfigsFoundError`.
     """
     d = _path_str(dir)
     list_files = conf_files(d, _LIST_EXTENSIONS)
@@ -724,7 +732,7 @@ def inject_conf(conf: PluginConfig, values: Mapping[str, Any]) -> PluginConfig:
 
     ``bytes`` of the result is the re-serialised JSON object. An empty key, a
     ``None`` value or a value that JSON cannot represent is a
-    :class:`ConfigError`.
+    :class:`~libcni.errors.ConfigError`.
 
     >>> conf = conf_from_bytes('{"type": "a", "keep": 1}')
     >>> new = inject_conf(conf, {"name": "n", "runtimeConfig": {"mac": "x"}})

@@ -177,6 +177,15 @@ class PluginNotFoundError(CNIError):
 class PluginError(CNIError):
     """A plugin failed. ``code``, ``msg`` and ``details`` are what the plugin reported.
 
+    ``str(e)`` names the plugin and the command first, as Go's libcni does
+    (the command in lower case); an error not attributed to any plugin yet
+    (no ``plugin`` and no ``command``) reads like any :class:`CNIError`:
+
+    >>> str(PluginError("no IP addresses available", "net1", plugin="bridge", command="ADD"))
+    'plugin type="bridge" failed (add): no IP addresses available; net1'
+    >>> str(PluginError("boom"))
+    'boom'
+
     The context attributes say which plugin failed and how: ``plugin`` (type),
     ``command`` (ADD, DEL...), ``network``, ``container_id``, ``exit_code`` or
     ``signal`` (how the process ended, when it ended on its own) and ``stderr``
@@ -206,13 +215,21 @@ class PluginError(CNIError):
         self.signal = signal
         self.stderr = stderr
 
+    def __str__(self) -> str:
+        # Named first, as Go's libcni wraps a plugin's error:
+        # 'plugin type="bridge" failed (add): <msg>[; <details>]'.
+        text = super().__str__()
+        if not self.plugin and not self.command:
+            return text  # not attributed yet (e.g. raised by a test double's handler)
+        who = f' type="{self.plugin}"' if self.plugin else ""
+        what = f" ({self.command.lower()})" if self.command else ""
+        return f"plugin{who} failed{what}: {text}"
+
     def describe(self) -> str:
-        """``str(self)`` followed by which plugin, command, network and container failed."""
+        """``str(self)`` followed by the network and the container the failure concerns."""
         where = " ".join(
             part
             for part in (
-                f"plugin {self.plugin!r}" if self.plugin else "",
-                self.command,
                 f"network {self.network!r}" if self.network else "",
                 f"container {self.container_id!r}" if self.container_id else "",
             )
@@ -244,7 +261,14 @@ class CacheError(CNIError):
 
 
 class GCError(CNIError):
-    """One garbage collection met one or more failures; ``errors`` holds all of them."""
+    """One garbage collection met one or more failures; ``errors`` holds all of them.
+
+    ``str(e)`` includes ``str()`` of every failure, each naming its plugin:
+
+    >>> e = PluginError("missing containerID", plugin="bridge", command="GC")
+    >>> str(GCError([e]))
+    'garbage collection failed with 1 error(s); plugin type="bridge" failed (gc): missing containerID'
+    """
 
     def __init__(self, errors: Sequence[CNIError]) -> None:
         errs = list(errors)

@@ -1,8 +1,8 @@
 """What a plugin receives: its stdin JSON and its environment (pure functions).
 
 Nothing here starts a process or touches a file; everything is a function of
-its arguments, so the rules of behaviour.md §3, §6.2 and §8 are tested without
-running anything.
+its arguments, so the rules of the request, of the environment and of the
+checks before ADD are tested without running anything.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def encode_cni_args(args: Sequence[tuple[str, str]]) -> str:
 
     A pair that cannot be represented (an empty key, or ``;`` or ``=`` in a
     key or value; or anything but two strings) is refused with
-    :class:`ConfigError` naming it, before any plugin runs.
+    :class:`~libcni.errors.ConfigError` naming it, before any plugin runs.
 
     >>> encode_cni_args([("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web")])
     'IgnoreUnknown=1;K8S_POD_NAME=web'
@@ -251,7 +251,7 @@ def validate_interface_name(ifname: str) -> None:
 
 
 def validate_attachment(container_id: str, network: str, ifname: str) -> None:
-    """The checks ADD makes before running a plugin (behaviour.md §8)."""
+    """The checks ADD makes before running a plugin: container ID, network and interface names."""
     validate_container_id(container_id)
     validate_network_name(network)
     validate_interface_name(ifname)

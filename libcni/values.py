@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -12,6 +12,11 @@ __all__ = ["GCArgs", "GCAttachment", "NetworkAttachment", "RuntimeConf"]
 
 
 def _pairs(args: Sequence[Sequence[str]]) -> tuple[tuple[str, str], ...]:
+    if isinstance(args, (str, bytes, bytearray, Mapping)) or not isinstance(args, Iterable):
+        raise TypeError(
+            "RuntimeConf args must be a sequence of (key, value) pairs of strings, "
+            f'e.g. [("IgnoreUnknown", "1")], not {type(args).__name__}: {args!r:.80}'
+        )
     # Keep odd shapes as they are (a 3-tuple, a non-string) so that the request
     # layer refuses them with a ConfigError naming the pair, before any plugin runs.
     return tuple(tuple(pair) if isinstance(pair, (list, tuple)) else pair for pair in args)  # type: ignore[misc]

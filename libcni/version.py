@@ -40,7 +40,7 @@ def parse_version(version: str) -> tuple[int, int, int]:
     """Parse a CNI version string into ``(major, minor, micro)``.
 
     Up to three dot-separated non-negative integers; missing parts are 0 and
-    the empty string means ``0.1.0``. Anything else raises :class:`VersionError`.
+    the empty string means ``0.1.0``. Anything else raises :class:`~libcni.errors.VersionError`.
 
     >>> parse_version("")
     (0, 1, 0)
@@ -71,12 +71,12 @@ def parse_version(version: str) -> tuple[int, int, int]:
 
 
 def greater_than(version: str, other: str) -> bool:
-    """``version > other``, compared numerically. Raises :class:`VersionError` if either is invalid."""
+    """``version > other``, compared numerically. Raises :class:`~libcni.errors.VersionError` if either is invalid."""
     return parse_version(version) > parse_version(other)
 
 
 def greater_than_or_equal_to(version: str, other: str) -> bool:
-    """``version >= other``, compared numerically. Raises :class:`VersionError` if either is invalid."""
+    """``version >= other``, compared numerically. Raises :class:`~libcni.errors.VersionError` if either is invalid."""
     return parse_version(version) >= parse_version(other)
 
 
@@ -110,7 +110,7 @@ def plugin_info_from_bytes(data: bytes | str) -> PluginInfo:
 
     A reply with ``cniVersion`` "0.2.0" and no ``supportedVersions`` means
     ``["0.1.0", "0.2.0"]`` (the legacy rule). Anything malformed raises
-    :class:`VersionError`.
+    :class:`~libcni.errors.VersionError`.
 
     >>> plugin_info_from_bytes(b'{"cniVersion":"0.2.0"}').supported_versions
     ['0.1.0', '0.2.0']

@@ -236,10 +236,10 @@ def test_ifname_from_env_and_option(env: Env, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("CNI_IFNAME", "net1")
     assert main(["add", "tnet", "/var/run/netns/ctr4"]) == 0
     assert env.entry("tnet", cid, "net1").is_file()
-    # --ifname (or -i) wins over CNI_IFNAME; an empty CNI_IFNAME means eth0.
+    # --ifname (or -i) wins over CNI_IFNAME; an unset CNI_IFNAME means eth0.
     assert main(["add", "tnet", "/var/run/netns/ctr4", "--ifname", "net2"]) == 0
     assert main(["add", "-i", "net3", "tnet", "/var/run/netns/ctr4"]) == 0
-    monkeypatch.setenv("CNI_IFNAME", "")
+    monkeypatch.delenv("CNI_IFNAME")
     assert main(["add", "tnet", "/var/run/netns/ctr4"]) == 0
     assert [c["env"]["CNI_IFNAME"] for c in env.calls()] == ["net1", "net2", "net3", "eth0"]
     for ifname in ("net1", "net2", "net3", "eth0"):
@@ -299,7 +299,7 @@ def test_plugin_error_is_described(env: Env) -> None:
     proc = run("add", "failing", "/var/run/netns/x")
     assert proc.returncode == 1
     assert proc.stdout == ""
-    assert_one_line_error(proc.stderr, "boom", "testplugin", "ADD", "failing")
+    assert_one_line_error(proc.stderr, "boom", 'plugin type="testplugin" failed (add)', "failing")
     assert "in three lines" in proc.stderr
 
 
@@ -430,7 +430,7 @@ def test_version_prints_the_supported_versions(env: Env) -> None:
 
 def test_cache_list(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cache", "list"]) == 0
-    assert capsys.readouterr() == ("", "")
+    assert capsys.readouterr() == (f"# cache directory: {env.cache}\n", "")
 
     env.network("other")
     for network, netns in (("tnet", "/var/run/netns/a"), ("other", "/var/run/netns/b")):
@@ -440,7 +440,8 @@ def test_cache_list(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cache", "list"]) == 0
     out, err = capsys.readouterr()
     assert err == ""
-    rows = sorted(line.split("\t") for line in out.splitlines())
+    assert out.splitlines()[0] == f"# cache directory: {env.cache}"
+    rows = sorted(line.split("\t") for line in out.splitlines()[1:])
     assert rows == sorted(
         [
             [hand_container_id("/var/run/netns/a"), "tnet", "eth0", "/var/run/netns/a"],
@@ -451,10 +452,10 @@ def test_cache_list(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     cid = hand_container_id("/var/run/netns/b")
     proc = run("cache", "list", cid)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [f"{cid}\tother\teth0\t/var/run/netns/b"]
+    assert proc.stdout.splitlines()[1:] == [f"{cid}\tother\teth0\t/var/run/netns/b"]
 
     proc = run("cache", "list", "--cache-dir", str(env.tmp / "empty"))
-    assert (proc.returncode, proc.stdout) == (0, "")
+    assert (proc.returncode, proc.stdout) == (0, f"# cache directory: {env.tmp / 'empty'}\n")
 
 
 def test_cache_list_reads_what_go_libcni_wrote(env: Env, tmp_path: Path) -> None:
@@ -468,7 +469,7 @@ def test_cache_list_reads_what_go_libcni_wrote(env: Env, tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     # The Go-written entry is listed; the legacy bare result (no names) is not.
-    assert proc.stdout.splitlines() == [
+    assert proc.stdout.splitlines()[1:] == [
         "4f3c2a1b9d8e7f60\tpodman\teth0\t/var/run/netns/cni-8a1e2f3d"
     ]
 
@@ -496,7 +497,7 @@ def test_status(env: Env) -> None:
     env.network("down", version="1.1.0", test={"STATUS": {"error": {"code": 50, "msg": "no"}}})
     proc = run("status", "down")
     assert proc.returncode == 1
-    assert_one_line_error(proc.stderr, "no", "STATUS")
+    assert_one_line_error(proc.stderr, 'plugin type="testplugin" failed (status): no')
 
 
 def test_verbose_logs_to_stderr(env: Env) -> None:
@@ -520,7 +521,8 @@ def test_failing_plugin_stderr_stays_out_of_the_error_line(env: Env) -> None:
     proc = run("add", "noisy", "/var/run/netns/x", "--verbose")
     assert proc.returncode == 1
     assert "noise 1" in proc.stderr
-    assert proc.stderr.splitlines()[-1].startswith("libcni: bad")
+    assert proc.stderr.splitlines()[-1].startswith('libcni: plugin type="testplugin" failed (add): bad')
+    assert "Traceback" not in proc.stderr
 
 
 def test_python_dash_m_and_console_script_agree() -> None:

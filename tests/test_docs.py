@@ -173,7 +173,7 @@ def test_extraction_finds_the_examples() -> None:
     """Guards the extraction itself: the pages with examples are found and parsed."""
     found = {_id(p): len(python_blocks(p)) for p in doc_files()}
     assert found.get("README.md", 0) >= 2
-    for page in ("index", "concepts", "loading", "operations", "errors", "async"):
+    for page in ("index", "concepts", "loading", "operations", "errors", "async", "testing"):
         assert found.get(f"docs/{page}.rst", 0) >= 1, page
 
 
@@ -203,6 +203,7 @@ def test_docs_build(tmp_path: Path) -> None:
             sys.executable,
             "-m",
             "sphinx",
+            "-n",
             "-W",
             "--keep-going",
             "-q",
@@ -219,6 +220,57 @@ def test_docs_build(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert (tmp_path / "html" / "index.html").exists()
+    # The API reference never shows a private base class (CNIConfig's is libcni._ops).
+    api = (tmp_path / "html" / "api.html").read_text(encoding="utf-8")
+    bases = re.findall(r"Bases: (.*?)</p>", api, re.S)
+    assert bases, "no 'Bases:' line in the API reference"
+    shown = [re.sub(r"<[^>]+>", "", b) for b in bases]
+    assert not [b for b in shown if "Operations" in b or re.search(r"(^|[\s.,])_", b)], shown
+
+
+def test_intersphinx_is_offline() -> None:
+    """CI has no network: the Python inventory is shipped in the repository."""
+    conf = (DOCS / "conf.py").read_text(encoding="utf-8")
+    assert "sphinx.ext.intersphinx" in conf
+    m = re.search(r'"python": \("https://docs.python.org/3", os.path.join\(([^)]*)\)\)', conf)
+    assert m, "intersphinx must map python to a local inventory"
+    parts = [p.strip().strip('"') for p in m.group(1).split(",")]
+    inventory = DOCS.joinpath(*parts)
+    assert inventory.read_bytes().startswith(b"# Sphinx inventory version 2")
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    assert re.search(r"sphinx-build -n ", script), "scripts/test.sh must build nitpicky (-n)"
+
+
+#: What a page or a docstring must not cite: files that are not in the repository.
+OUTSIDE = re.compile(r"behaviou?r\.md|api\.md|architecture\.md|\bshared/|\.\./spec\b|HACKING\.md")
+
+
+def test_no_page_or_docstring_points_outside_the_repository() -> None:
+    """The published docs stand alone: they state the rules instead of citing design files."""
+    sources = doc_files() + sorted((ROOT / "libcni").rglob("*.py")) + [DOCS / "conf.py"]
+    hits = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sources
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert hits == []
+
+
+def test_errors_page_lists_every_error_class() -> None:
+    import libcni.errors
+
+    page = (DOCS / "errors.rst").read_text(encoding="utf-8")
+    classes = [
+        name
+        for name in libcni.errors.__all__
+        if isinstance(getattr(libcni.errors, name), type)
+    ]
+    assert len(classes) >= 14
+    tree = page.split("The hierarchy", 1)[1].split("==========", 1)[0]
+    missing_tree = [c for c in classes if not re.search(rf"\b{c}\b", tree)]
+    missing_table = [c for c in classes if f"``{c}``" not in page]
+    assert (missing_tree, missing_table) == ([], [])
 
 
 def test_every_test_named_in_reliability_md_exists() -> None:

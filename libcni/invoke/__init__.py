@@ -1,4 +1,4 @@
-"""Running plugins: the only part of libcni that starts processes (behaviour.md §6).
+"""Running plugins: the only part of libcni that starts processes.
 
 - :class:`Exec`: the protocol the operations use to run plugins.
 - :class:`RawExec`: the default implementation (``vfork``/``exec``, one process

@@ -1,4 +1,4 @@
-"""Finding a plugin binary in the plugin directories (behaviour.md §6.1)."""
+"""Finding a plugin binary in the plugin directories."""
 
 from __future__ import annotations
 

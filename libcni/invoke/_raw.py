@@ -1,4 +1,4 @@
-"""Running a plugin binary as a child process (behaviour.md §6.3).
+"""Running a plugin binary as a child process.
 
 One call is one :class:`_Run`: a small state machine over the child's three
 pipes and its pidfd. It does no waiting of its own; the synchronous driver

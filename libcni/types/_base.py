@@ -48,7 +48,7 @@ class Result(abc.ABC):
     VERSIONS: tuple[str, ...] = ()
 
     def as_version(self, version: str) -> Result:
-        """The result converted to ``version`` (rules: behaviour.md section 5).
+        """The result converted to ``version``, as the Go library converts results.
 
         The empty string means 0.1.0. An unknown version, or a conversion that
         cannot be done (no IP address for a 0.1.0/0.2.0 result), raises
@@ -177,7 +177,7 @@ def _ip(value: Any, where: str, name: str) -> IPv4Address | IPv6Address | None:
 
 def loads(data: bytes | bytearray | str) -> Any:
     """``json.loads`` that refuses NaN/Infinity (and numbers that overflow to
-    them) and turns every failure into :class:`DecodeError`."""
+    them) and turns every failure into :class:`~libcni.errors.DecodeError`."""
     try:
         return strict_loads(data)
     except (ValueError, RecursionError, TypeError) as e:
@@ -311,7 +311,7 @@ class Route:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "route") -> Route:
-        """Parse a JSON route object; a malformed field raises :class:`DecodeError` naming it."""
+        """Parse a JSON route object; a malformed field raises :class:`~libcni.errors.DecodeError` naming it."""
         obj = _object(obj, where)
         get = obj.get
         return cls(

@@ -1,4 +1,4 @@
-"""Conversion of results between specification versions (behaviour.md section 5).
+"""Conversion of results between specification versions (the Go library's rules).
 
 - within a family: relabel;
 - 0.1.0/0.2.0 to 0.3.x/0.4.0: ``ip4`` then ``ip6`` become IPs with version

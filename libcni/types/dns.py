@@ -44,7 +44,7 @@ class DNS:
         """Parse a JSON ``dns`` object; a wrongly typed field raises ``error`` naming it.
 
         With ``keep_unknown``, members other than the four known ones are kept
-        in :attr:`extra`.
+        in ``extra``.
         """
         if not isinstance(obj, Mapping):
             raise error("invalid dns: must be an object", repr(obj)[:200])
@@ -65,7 +65,7 @@ class DNS:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, empty fields omitted (as the Go library's ``omitempty``),
-        plus any unknown members kept in :attr:`extra`."""
+        plus any unknown members kept in ``extra``."""
         out: dict[str, Any] = {}
         if self.nameservers:
             out["nameservers"] = list(self.nameservers)
@@ -81,5 +81,5 @@ class DNS:
         return out
 
     def is_empty(self) -> bool:
-        """Whether no known field is set (unknown members in :attr:`extra` do not count)."""
+        """Whether no known field is set (unknown members in ``extra`` do not count)."""
         return not (self.nameservers or self.domain or self.search or self.options)

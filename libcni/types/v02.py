@@ -46,7 +46,7 @@ class Route020:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "route") -> Route020:
-        """Parse a JSON route object; a malformed field raises :class:`DecodeError` naming it."""
+        """Parse a JSON route object; a malformed field raises :class:`~libcni.errors.DecodeError` naming it."""
         obj = _object(obj, where)
         get = obj.get
         return cls(
@@ -82,7 +82,7 @@ class IPConfig020:
     @classmethod
     def from_dict(cls, obj: Any, where: str = "ip4") -> IPConfig020:
         """Parse a JSON ``ip4``/``ip6`` object; a malformed field raises
-        :class:`DecodeError` naming it."""
+        :class:`~libcni.errors.DecodeError` naming it."""
         obj = _object(obj, where)
         get = obj.get
         return cls(
@@ -135,7 +135,7 @@ class Result020(Result):
     def from_dict(cls, obj: Mapping[str, Any] | None, cni_version: str = "") -> Result020:
         """Parse a decoded JSON result as ``cni_version`` (default: the object's
         ``cniVersion``, empty meaning 0.1.0). Malformed fields raise
-        :class:`DecodeError` naming them; ``ip4`` must hold an IPv4 address and
+        :class:`~libcni.errors.DecodeError` naming them; ``ip4`` must hold an IPv4 address and
         ``ip6`` an IPv6 one."""
         obj = {} if obj is None else _object(obj, "result")
         if not cni_version:

@@ -53,7 +53,7 @@ class Interface040:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "interface") -> Interface040:
-        """Parse a JSON interface object; a malformed field raises :class:`DecodeError`."""
+        """Parse a JSON interface object; a malformed field raises :class:`~libcni.errors.DecodeError`."""
         obj = _object(obj, where)
         get = obj.get
         return cls(
@@ -106,7 +106,7 @@ class IPConfig040:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "ip") -> IPConfig040:
-        """Parse a JSON IP object; a malformed field raises :class:`DecodeError` naming it."""
+        """Parse a JSON IP object; a malformed field raises :class:`~libcni.errors.DecodeError` naming it."""
         obj = _object(obj, where)
         get = obj.get
         address = _cidr(get("address"), where, "address")
@@ -162,7 +162,7 @@ class Result040(Result):
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any] | None, cni_version: str = "") -> Result040:
         """Parse a decoded JSON result as ``cni_version`` (default: the object's
-        ``cniVersion``). Malformed fields raise :class:`DecodeError` naming them."""
+        ``cniVersion``). Malformed fields raise :class:`~libcni.errors.DecodeError` naming them."""
         obj = {} if obj is None else _object(obj, "result")
         if not cni_version:
             cni_version = _str(obj.get("cniVersion"), "", "cniVersion")

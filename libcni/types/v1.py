@@ -58,7 +58,7 @@ class Interface100:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "interface") -> Interface100:
-        """Parse a JSON interface object; a malformed field raises :class:`DecodeError`."""
+        """Parse a JSON interface object; a malformed field raises :class:`~libcni.errors.DecodeError`."""
         obj = _object(obj, where)
         get = obj.get
         return cls(
@@ -110,7 +110,7 @@ class IPConfig100:
 
     @classmethod
     def from_dict(cls, obj: Any, where: str = "ip") -> IPConfig100:
-        """Parse a JSON IP object; a malformed field raises :class:`DecodeError` naming it."""
+        """Parse a JSON IP object; a malformed field raises :class:`~libcni.errors.DecodeError` naming it."""
         obj = _object(obj, where)
         get = obj.get
         return cls(
@@ -155,7 +155,7 @@ class Result100(Result):
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any] | None, cni_version: str = "") -> Result100:
         """Parse a decoded JSON result as ``cni_version`` (default: the object's
-        ``cniVersion``). Malformed fields raise :class:`DecodeError` naming them."""
+        ``cniVersion``). Malformed fields raise :class:`~libcni.errors.DecodeError` naming them."""
         obj = {} if obj is None else _object(obj, "result")
         if not cni_version:
             cni_version = _str(obj.get("cniVersion"), "", "cniVersion")

@@ -5,40 +5,30 @@ Usage (one worker process)::
     python busy_worker.py PLUGIN_DIR CACHE_DIR SECONDS SEED
 
 The test also imports :func:`work` to run the same loop in threads. Plugins
-are answered in process (:class:`InstantExec`), so that the time goes to the
+are answered in process (a ``libcni.testing.MockExec`` playing :func:`instant`), so that the time goes to the
 locks and the cache.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from typing import Any
 
 import libcni
 from libcni import CNIConfig, GCArgs, GCAttachment, RuntimeConf
-from libcni.invoke import find_in_path
+from libcni.testing import MockExec, PluginCall
 
 NETWORK = "busy"
 ATTACHMENTS = [("ctr0", "eth0"), ("ctr1", "eth0"), ("ctr1", "net1")]
 
 
-class InstantExec:
-    """An ``Exec`` that answers at once: ADD prints a result naming its container."""
-
-    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
-        return find_in_path(plugin, paths)
-
-    def exec_plugin(
-        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
-    ) -> bytes:
-        if env.get("CNI_COMMAND") != "ADD":
-            return b""
-        owner = env["CNI_CONTAINERID"]
-        result = {"cniVersion": "1.1.0", "ips": [{"address": "10.0.0.1/8"}], "owner": owner}
-        return json.dumps(result).encode()
+def instant(call: PluginCall) -> dict[str, Any] | None:
+    """The plugins answered at once (a MockExec handler): ADD's result names its container."""
+    if call.command != "ADD":
+        return None
+    return {"cniVersion": "1.1.0", "ips": [{"address": "10.0.0.1/8"}], "owner": call.container_id}
 
 
 def network() -> libcni.NetworkConfigList:
@@ -52,6 +42,8 @@ def work(cni: CNIConfig, seed: int, until: float) -> None:
     rng = random.Random(seed)
     net = network()
     while time.monotonic() < until:
+        if isinstance(cni.exec, MockExec):
+            cni.exec.calls.clear()  # thousands of operations: keep no history
         cid, ifname = rng.choice(ATTACHMENTS)
         rt = RuntimeConf(cid, f"/var/run/netns/{cid}", ifname)
         op = rng.random()
@@ -68,7 +60,7 @@ def work(cni: CNIConfig, seed: int, until: float) -> None:
 
 def main(argv: list[str]) -> int:
     plugins, cache, seconds, seed = argv[0], argv[1], float(argv[2]), int(argv[3])
-    cni = CNIConfig([plugins], cache_dir=cache, exec=InstantExec())
+    cni = CNIConfig([plugins], cache_dir=cache, exec=MockExec(instant))
     work(cni, seed, time.monotonic() + seconds)
     return 0
 

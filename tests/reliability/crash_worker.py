@@ -14,7 +14,7 @@ own configuration bytes and result (the result is embedded in the
 configuration, which the test plugin prints), and a large capability argument
 (cached, not sent to the plugin), so that an entry whose parts come from
 different ADDs, or a partly written one, is detected. ``MODE`` is ``real``
-(the test plugin runs as a process) or ``fast`` (an in-process ``Exec``
+(the test plugin runs as a process) or ``fast`` (a ``libcni.testing.MockExec``
 answers at once, so that most of the time is spent in the cache code). It
 prints ``ready`` once libcni is imported.
 
@@ -29,12 +29,11 @@ import json
 import os
 import random
 import sys
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import libcni
 from libcni import CNIConfig, RuntimeConf
-from libcni.invoke import find_in_path
+from libcni.testing import MockExec, PluginCall
 
 NETWORK = "crashnet"
 CONTAINERS = [f"ctr{i}" for i in range(6)]
@@ -62,19 +61,9 @@ def conflist_bytes(variant: int) -> bytes:
     return json.dumps(obj).encode()
 
 
-class InstantExec:
-    """An ``Exec`` that answers like the test plugin, without starting a process."""
-
-    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
-        return find_in_path(plugin, paths)
-
-    def exec_plugin(
-        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
-    ) -> bytes:
-        if env.get("CNI_COMMAND") != "ADD":
-            return b""
-        request: Any = json.loads(stdin)
-        return json.dumps(request["test"]["ADD"]["result"]).encode()
+def instant(call: PluginCall) -> Any:
+    """The plugin answered in process (a MockExec handler): ADD prints the embedded result."""
+    return call.stdin["test"]["ADD"]["result"] if call.command == "ADD" else None
 
 
 def journal(fd: int, line: str) -> None:
@@ -83,7 +72,7 @@ def journal(fd: int, line: str) -> None:
 
 def work(plugin_dir: str, cache_dir: str, journal_path: str, seed: int, mode: str) -> None:
     rng = random.Random(seed)
-    exec_ = InstantExec() if mode == "fast" else None
+    exec_ = MockExec(instant) if mode == "fast" else None
     cni = CNIConfig([plugin_dir], cache_dir=cache_dir, exec=exec_)
     fd = os.open(journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     sys.stdout.write("ready\n")
@@ -91,6 +80,8 @@ def work(plugin_dir: str, cache_dir: str, journal_path: str, seed: int, mode: st
     n = 0
     while True:
         n += 1
+        if exec_ is not None:
+            exec_.calls.clear()  # runs until killed: keep no history
         cid = rng.choice(CONTAINERS)
         ifname = rng.choice(IFNAMES)
         variant = seed * 1000 + n

@@ -16,8 +16,9 @@ import threading
 import time
 
 from libcni import CNIConfig, RuntimeConf
+from libcni.testing import MockExec
 
-from .busy_worker import ATTACHMENTS, NETWORK, InstantExec, network, work
+from .busy_worker import ATTACHMENTS, NETWORK, instant, network, work
 from .conftest import HERE, Env, python_env
 
 DURATION = 3.0
@@ -34,7 +35,7 @@ def test_threads_and_processes_share_attachments_without_deadlock(env: Env) -> N
         )
         for seed in (101, 102)
     ]
-    cni = CNIConfig([env.plugins], cache_dir=env.cache, exec=InstantExec())
+    cni = CNIConfig([env.plugins], cache_dir=env.cache, exec=MockExec(instant))
     errors: list[BaseException] = []
 
     def run(seed: int) -> None:

@@ -8,7 +8,7 @@ command line's own parsers) — never ``RecursionError``, ``KeyError``,
 ``TypeError``, ``ValueError``, ``UnicodeDecodeError``... (HACKING.md).
 
 The cache-file properties run the real operations with an in-process ``Exec``
-(:class:`FakeExec`), so that hundreds of examples take seconds; whatever the
+(:class:`libcni.testing.MockExec`), so that hundreds of examples take seconds; whatever the
 file holds, DEL succeeds and removes it.
 """
 
@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from libcni import (
     load_conf_list,
     result_from_bytes,
 )
-from libcni.invoke import find_in_path
+from libcni.testing import MockExec, PluginCall
 from libcni.version import ALL as VERSIONS
 
 from .conftest import TESTPLUGIN, Env
@@ -176,29 +176,16 @@ def _json_bytes(objects: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes]:
 # -- an in-process Exec ----------------------------------------------------------------------
 
 
-class FakeExec:
-    """Runs no process: ADD answers a fixed result, VERSION the default reply, others nothing."""
+_ADD_RESULT = b'{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.3/24"}]}'
 
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, bytes]] = []
 
-    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
-        return find_in_path(plugin, paths)
-
-    def exec_plugin(
-        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
-    ) -> bytes:
-        command = env.get("CNI_COMMAND", "")
-        self.calls.append((command, stdin))
-        if command == "ADD":
-            return b'{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.3/24"}]}'
-        if command == "VERSION":
-            return b'{"cniVersion":"1.1.0","supportedVersions":["0.3.1","0.4.0","1.0.0","1.1.0"]}'
-        return b""
+def _plugin(call: PluginCall) -> bytes | None:
+    """ADD answers a fixed result; every other command succeeds (VERSION: every version)."""
+    return _ADD_RESULT if call.command == "ADD" else None
 
 
 class Sandbox:
-    """A plugin directory with ``p1``, a cache, and a CNIConfig running a FakeExec."""
+    """A plugin directory with ``p1``, a cache, and a CNIConfig running a MockExec."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -206,7 +193,7 @@ class Sandbox:
         self.plugins.mkdir()
         shutil.copy2(TESTPLUGIN, self.plugins / "p1")
         self.cache = root / "cache"
-        self.exec = FakeExec()
+        self.exec = MockExec(_plugin)
         self.cni = CNIConfig([self.plugins], cache_dir=self.cache, exec=self.exec)
 
     def entry(self, net: str = "testnet", cid: str = "ctr1", ifname: str = "eth0") -> Path:
@@ -357,19 +344,9 @@ version_replies = st.fixed_dictionaries(
 )
 
 
-class ReplyExec(FakeExec):
-    """Answers VERSION with a given reply."""
-
-    def __init__(self, reply: bytes) -> None:
-        super().__init__()
-        self.reply = reply
-
-    def exec_plugin(
-        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
-    ) -> bytes:
-        if env.get("CNI_COMMAND") == "VERSION":
-            return self.reply
-        return super().exec_plugin(path, stdin, env, timeout)
+def _replying(reply: bytes) -> MockExec:
+    """Answers VERSION with ``reply``, the rest as :func:`_plugin`."""
+    return MockExec(lambda call: reply if call.command == "VERSION" else _plugin(call))
 
 
 @FAST
@@ -377,7 +354,7 @@ class ReplyExec(FakeExec):
 @example(reply=b"[" * DEEP, version="1.0.0")
 def test_fuzz_version_replies(reply: bytes, version: str) -> None:
     with sandbox() as sb:
-        cni = CNIConfig([sb.plugins], cache_dir=sb.cache, exec=ReplyExec(reply))
+        cni = CNIConfig([sb.plugins], cache_dir=sb.cache, exec=_replying(reply))
         info = only_cni_errors(lambda: cni.get_version_info("p1"))
         if not isinstance(info, CNIError):
             for v in VERSIONS:
