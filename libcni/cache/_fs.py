@@ -33,8 +33,9 @@ def check_name(value: object, what: str) -> str:
     """``value`` if it is usable as one part of a cache file name, else ``ValidationError``.
 
     A part must be a non-empty string without ``/`` or NUL, encodable as
-    UTF-8 (no lone surrogate), other than ``.`` and ``..``. A network name must also not start with ``.``: names starting
-    with a dot are the cache's own temporary files.
+    UTF-8 (no lone surrogate), other than ``.`` and ``..``. A network name
+    must also not start with ``.``: names starting with a dot are the cache's
+    own temporary files.
     """
     if not isinstance(value, str):
         raise ValidationError(

@@ -542,6 +542,15 @@ class ResultCache:
             cutoff = time.time() - older_than
             for name in sorted(broken):
                 try:
+                    # An ADD of another network sharing the file name may be writing it:
+                    # every attachment of this file name takes this one lock.
+                    lk = self._try_lock_file(network, name)
+                except CacheError as e:
+                    errors.append(e)
+                    continue
+                if lk is None and _splits(name[len(prefix) :]):
+                    continue  # busy: an operation works on it right now
+                try:
                     if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
                         continue
                     os.unlink(name, dir_fd=dfd)
@@ -556,10 +565,26 @@ class ResultCache:
                         )
                     )
                     continue
+                finally:
+                    if lk is not None:
+                        lk.release()
                 removed.append(name)
             return removed, errors
         finally:
             os.close(dfd)
+
+    def _try_lock_file(self, network: str, name: str) -> CacheLock | None:
+        """The attachment lock of the entry file ``name`` of ``network``, without waiting.
+
+        ``None`` if it is busy, or if no attachment can have that file name
+        (then no one can be writing it).
+        """
+        rest = name[len(network) + 1 :]
+        i = rest.find("-", 1, len(rest) - 1)
+        if i <= 0:
+            return None
+        # Any split gives the same lock file: the one of every attachment named so.
+        return self.try_lock(network, rest[:i], rest[i + 1 :])
 
     @staticmethod
     def _usable(obj: dict[str, Any], name: str, path: str) -> bool:

@@ -310,6 +310,27 @@ def test_gc_does_not_reach_entries_of_a_network_whose_name_starts_with_its_own(e
     assert sorted(os.listdir(results)) == ["a-b-c1-eth0"]
 
 
+def test_gc_leaves_a_broken_entry_that_an_operation_holds(env: Env) -> None:
+    """GC of ``a`` never removes ``a-b-c3-eth0`` while an ADD of network ``a-b`` may write it.
+
+    The broken file names nothing and no other network is known, so it is
+    network ``a``'s to collect; but the attachment lock of its file name (the
+    same for every attachment named so) is held, here by this test as an ADD
+    of ``a-b``/``c3`` would hold it: GC leaves the file for a later run.
+    """
+    net_a = env.conflist(env.plugin("p1"), name="a", version="1.1.0")
+    path = env.results_dir() / "a-b-c3-eth0"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    _age(path)
+    cache = ResultCache(env.cache)
+    with cache.lock("a-b", "c3", "eth0"):
+        env.cni.gc_network_list(net_a)
+        assert path.exists()
+    env.cni.gc_network_list(net_a)
+    assert not path.exists()
+
+
 # -- 12. a directory at an entry's path --------------------------------------------------
 
 
