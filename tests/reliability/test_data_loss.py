@@ -62,7 +62,7 @@ def _dels(env: Env, cid: str = "ctr1") -> list[dict[str, Any]]:
 
 _UNREADABLE = r"""
 import json, os, sys
-import libcni
+import libcni, libcni.cache
 from libcni import CNIConfig, GCArgs, GCAttachment, RuntimeConf
 plugins, cache, record, entry = sys.argv[1:5]
 cni = CNIConfig([plugins], cache_dir=cache)
@@ -82,6 +82,9 @@ rt = RuntimeConf("ctr1", "", "eth0")
 attempt("del", lambda: cni.del_network_list(net, rt))
 attempt("gc", lambda: cni.gc_network_list(net, GCArgs([GCAttachment("other", "eth0")])))
 attempt("gc-valid", lambda: cni.gc_network_list(net, GCArgs([GCAttachment("ctr1", "eth0")])))
+cache = libcni.cache.ResultCache(cache)
+attempt("remove", lambda: cache.remove("testnet", "ctr1", "eth0"))
+attempt("check_owner", lambda: cache.check_owner("testnet", "ctr1", "eth0"))
 print(json.dumps(out))
 """
 
@@ -126,6 +129,11 @@ def test_an_entry_that_cannot_be_read_is_kept_by_del_and_gc(env: Env) -> None:
     # Listed as valid: not even opened.
     assert out["gc-valid"][0] in ("ok", "GCError"), out
     assert not any("Permission denied" in m for _, m in out["gc-valid"][1]), out
+    # The cache itself: cannot tell whose it is, so neither removes nor replaces it.
+    for method in ("remove", "check_owner"):
+        kind, msg = out[method]
+        assert kind == "CacheError" and "Permission denied" in msg, out
+        assert out[f"{method}-kept"], out
     assert entry.read_bytes() == before
     # Readable again: DEL gets the cached result and forgets the entry.
     env.cni.del_network_list(net, env.rt)
