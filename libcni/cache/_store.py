@@ -482,7 +482,9 @@ class ResultCache:
           collecting ``a``);
         - a file modified less than ``older_than`` seconds ago: a writer that
           does not write atomically (the Go library writes in place) may be
-          filling it right now.
+          filling it right now;
+        - a file whose attachment lock is held (the lock of every attachment
+          with that file name): an operation may be writing it right now.
         """
         prefix = f"{check_name(network, 'network name')}-"
         action = f"clean up unreadable entries of network {network}"
