@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from . import request as rq
-from .cache import CacheEntry, ResultCache, default_cache_dir
+from .cache import CacheEntry, CorruptEntryError, ResultCache, default_cache_dir
 from .conf import NetworkConfigList, PluginConfig
 from .errors import (
     CacheError,
@@ -241,22 +241,39 @@ class Operations:
         return result.as_version(version).to_dict()
 
     def _read_for_del(
-        self, cache: ResultCache, chain: _Chain, rt: RuntimeConf
+        self, cache: ResultCache, chain: _Chain, rt: RuntimeConf, with_prev: bool
     ) -> dict[str, Any] | None:
-        """DEL's prevResult: a missing entry gives none; a bad one is removed and gives none."""
+        """DEL's prevResult (``with_prev``), read before any plugin runs.
+
+        A missing entry, or another attachment's, gives none. So does one
+        whose content is unusable (empty, corrupt, unconvertible): a warning
+        is logged and DEL goes on; the entry is removed only once every
+        plugin has succeeded. An entry that cannot be *read* (an I/O error)
+        raises ``CacheError``: nothing runs and the entry stays.
+        """
         try:
-            return self._cached_prev(
-                cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
-            )
-        except (CacheError, VersionError) as e:
+            entry = cache.read(chain.name, rt.container_id, rt.ifname)
+        except CorruptEntryError as e:
             log.warning(
-                "removing unusable cache entry %s-%s-%s before DEL: %s",
+                "DEL of %s-%s-%s goes on without prevResult: unusable cache entry: %s",
                 chain.name,
                 rt.container_id,
                 rt.ifname,
                 e,
             )
-            cache.remove(chain.name, rt.container_id, rt.ifname)
+            return None
+        if not with_prev:
+            return None
+        try:
+            return self._cached_prev(entry, chain.cni_version)
+        except (CacheError, VersionError) as e:
+            log.warning(
+                "DEL of %s-%s-%s goes on without prevResult: the cached result is unusable: %s",
+                chain.name,
+                rt.container_id,
+                rt.ifname,
+                e,
+            )
             return None
 
     @staticmethod
@@ -333,6 +350,8 @@ class Operations:
         try:
             release = yield TakeLock(cache, chain.name, (rt.container_id, rt.ifname))
             try:
+                # Another attachment's entry under the same file name: refuse before running.
+                cache.check_owner(chain.name, rt.container_id, rt.ifname)
                 prev: dict[str, Any] | None = None
                 result: Result | None = None
                 for plugin, path in zip(chain.plugins, paths, strict=True):
@@ -402,7 +421,7 @@ class Operations:
         try:
             release = yield TakeLock(cache, chain.name, (rt.container_id, rt.ifname))
             try:
-                prev = self._read_for_del(cache, chain, rt) if with_prev else None
+                prev = self._read_for_del(cache, chain, rt, with_prev)
                 for plugin in reversed(chain.plugins):
                     yield call(plugin, self._find(plugin.type), prev)
                 yield CacheIO(cache.remove, (chain.name, rt.container_id, rt.ifname))
@@ -427,10 +446,13 @@ class Operations:
         errors: list[CNIError] = []
         release_net = yield TakeLock(cache, chain.name, exclusive=True)
         try:
-            # Unreadable entries are treated as absent and removed (they must not block GC),
-            # and so are the temporary files of writers killed mid-write.
-            for name in (yield CacheIO(cache.remove_unreadable, (chain.name,))):
+            # Entries whose content is unusable are treated as absent and removed
+            # and so are the temporary files of writers killed
+            # mid-write; entries that cannot be read are kept, and the errors collected.
+            removed, failures = yield CacheIO(cache.remove_unreadable, (chain.name, valid_set))
+            for name in removed:
                 log.warning("GC removed unreadable cache entry %s", name)
+            errors.extend(failures)
             for name in (yield CacheIO(cache.remove_stale_temporaries, ())):
                 log.warning("GC removed stale temporary cache file %s", name)
             for entry in cache.entries():

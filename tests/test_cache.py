@@ -881,15 +881,15 @@ def test_remove_unreadable_removes_only_old_broken_entries_of_the_network(tmp_pa
     (results / "other-old-eth0").write_bytes(b"")
     _age(results / "other-old-eth0", 120)
 
-    assert cache.remove_unreadable("net") == sorted(broken)
+    assert cache.remove_unreadable("net") == (sorted(broken), [])
     left = sorted(p.name for p in results.iterdir())
     assert left == ["net-fresh-eth0", "net-good-eth0", "net-legacy-eth0", "other-old-eth0"]
-    assert cache.remove_unreadable("net", older_than=0) == ["net-fresh-eth0"]
+    assert cache.remove_unreadable("net", older_than=0) == (["net-fresh-eth0"], [])
 
 
 def test_remove_unreadable_without_results_dir_and_with_hostile_names(tmp_path: Path) -> None:
     cache = ResultCache(tmp_path)
-    assert cache.remove_unreadable("net") == []
+    assert cache.remove_unreadable("net") == ([], [])
     with pytest.raises(ValidationError):
         cache.remove_unreadable("../x")
 
@@ -906,7 +906,7 @@ def test_an_entry_under_another_entrys_file_name_is_not_listed_and_gc_removes_it
     assert [e.container_id for e in cache.entries()] == ["c2"]
     assert cache.entries("c1") == []
     _age(results / "net-c1-eth0", 120)
-    assert cache.remove_unreadable("net") == ["net-c1-eth0"]
+    assert cache.remove_unreadable("net") == (["net-c1-eth0"], [])
     assert sorted(p.name for p in results.iterdir()) == ["net-c2-eth0"]
 
 
@@ -918,6 +918,6 @@ def test_an_entry_without_names_is_named_by_its_file(tmp_path: Path) -> None:
     del obj["containerId"]
     (results / "net-c1-eth0").write_text(json.dumps(obj))
     _age(results / "net-c1-eth0", 120)
-    assert cache.remove_unreadable("net") == []  # usable: a read names it after the file
+    assert cache.remove_unreadable("net") == ([], [])  # usable: a read names it after the file
     entry = cache.read("net", "c1", "eth0")
     assert entry is not None and entry.container_id == "c1"

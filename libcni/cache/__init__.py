@@ -3,14 +3,15 @@
 :class:`ResultCache` reads and writes ``<dir>/results/<network>-<containerID>-<ifname>``
 files in the Go library's ``cniCacheV1`` format (:class:`CacheEntry`), atomically
 and durably, and hands out per-attachment and per-network locks
-(:class:`CacheLock`).
+(:class:`CacheLock`). :class:`CorruptEntryError` (a ``CacheError``) tells an
+entry whose content is unusable from one that could not be read.
 """
 
 from __future__ import annotations
 
 import os
 
-from ._entry import CNI_CACHE_V1, CacheEntry
+from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError
 from ._lock import CacheLock
 from ._store import ResultCache
 
@@ -19,6 +20,7 @@ __all__ = [
     "ROOT_CACHE_DIR",
     "CacheEntry",
     "CacheLock",
+    "CorruptEntryError",
     "ResultCache",
     "default_cache_dir",
 ]

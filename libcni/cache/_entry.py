@@ -11,8 +11,8 @@ The encoding is the one of the Go library's ``cachedInfo`` struct
 
 Decoding follows Go's ``encoding/json`` where it matters for files written by
 other runtimes: a JSON ``null`` leaves a field at its zero value, and a field
-of the wrong type is an error (here a :class:`~libcni.errors.CacheError`
-naming the field).
+of the wrong type is an error (here a :class:`CorruptEntryError`, a
+:class:`~libcni.errors.CacheError`, naming the field).
 """
 
 from __future__ import annotations
@@ -28,9 +28,19 @@ import attrs
 from .._json import strict_loads
 from ..errors import CacheError
 
-__all__ = ["CNI_CACHE_V1", "CacheEntry"]
+__all__ = ["CNI_CACHE_V1", "CacheEntry", "CorruptEntryError"]
 
 CNI_CACHE_V1 = "cniCacheV1"
+
+
+class CorruptEntryError(CacheError):
+    """A cache entry whose *content* is unusable: empty, not JSON, wrongly typed, too large.
+
+    Internal to libcni (callers see a :class:`~libcni.errors.CacheError`): it
+    tells an entry that is broken, which DEL goes past and GC may remove, from
+    one that could not be read (too many open files, EIO, permission denied),
+    which nothing removes.
+    """
 
 
 def _pairs(value: Iterable[Iterable[str]]) -> tuple[tuple[str, str], ...]:
@@ -45,22 +55,22 @@ def _pairs(value: Iterable[Iterable[str]]) -> tuple[tuple[str, str], ...]:
 
 
 def loads(data: bytes | str, source: str) -> Any:
-    """Parse JSON ``data`` (the content of ``source``), raising only ``CacheError``."""
+    """Parse JSON ``data`` (the content of ``source``), raising only ``CorruptEntryError``."""
     # Go replaces invalid UTF-8 by U+FFFD instead of failing; so do we.
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     if not text or text.isspace():
-        raise CacheError(f"cache entry {source} is empty")
+        raise CorruptEntryError(f"cache entry {source} is empty")
     try:
         # Go's encoding/json has no NaN / Infinity; neither does a valid cache file.
         return strict_loads(text)
     except RecursionError:
-        raise CacheError(f"cache entry {source} is not valid JSON", "nested too deeply") from None
+        raise CorruptEntryError(f"cache entry {source} is not valid JSON", "nested too deeply") from None
     except ValueError as e:  # json.JSONDecodeError is a ValueError
-        raise CacheError(f"cache entry {source} is not valid JSON", str(e)) from None
+        raise CorruptEntryError(f"cache entry {source} is not valid JSON", str(e)) from None
 
 
-def _field_error(source: str, key: str, what: str, value: Any) -> CacheError:
-    return CacheError(
+def _field_error(source: str, key: str, what: str, value: Any) -> CorruptEntryError:
+    return CorruptEntryError(
         f"cache entry {source}: field {key!r} must be {what}, not {type(value).__name__}",
         repr(value)[:200],
     )
@@ -86,7 +96,7 @@ def _decode_config(obj: dict[str, Any], source: str) -> bytes:
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as e:
-        raise CacheError(
+        raise CorruptEntryError(
             f"cache entry {source}: field 'config' is not valid standard base64", str(e)
         ) from None
 
@@ -105,7 +115,7 @@ def _decode_args(obj: dict[str, Any], source: str) -> tuple[tuple[str, str], ...
             or not isinstance(pair[0], str)
             or not isinstance(pair[1], str)
         ):
-            raise CacheError(
+            raise CorruptEntryError(
                 f"cache entry {source}: field 'cniArgs' must hold [key, value] string pairs",
                 repr(pair)[:200],
             )
@@ -184,18 +194,18 @@ class CacheEntry:
 
     @classmethod
     def from_dict(cls, obj: Any, *, source: str = "<cache entry>") -> CacheEntry:
-        """Decode a ``cniCacheV1`` object; ``CacheError`` naming ``source`` and the bad field.
+        """Decode a ``cniCacheV1`` object; ``CorruptEntryError`` naming ``source`` and the bad field.
 
         Missing and ``null`` fields take their zero value (``""``, ``b""``,
         ``()``, ``{}``, ``None``), as the Go decoder leaves them.
         """
         if not isinstance(obj, dict):
-            raise CacheError(
+            raise CorruptEntryError(
                 f"cache entry {source} is not a JSON object", type(obj).__name__
             )
         kind = obj.get("kind")
         if kind != CNI_CACHE_V1:
-            raise CacheError(
+            raise CorruptEntryError(
                 f"cache entry {source} has kind {kind!r}, not {CNI_CACHE_V1!r}"
             )
         return cls(
@@ -226,11 +236,29 @@ class CacheEntry:
         from the arguments. Any other JSON object is a legacy bare result:
         ``kind=""``, ``config=b""`` and the names from the arguments. Empty
         content, invalid JSON, a non-object or a wrongly typed ``cniCacheV1``
-        field raise ``CacheError`` naming ``source``.
+        field raise ``CorruptEntryError`` naming ``source``.
         """
-        obj = loads(data, source)
+        return cls.from_object(
+            loads(data, source),
+            network_name=network_name,
+            container_id=container_id,
+            ifname=ifname,
+            source=source,
+        )
+
+    @classmethod
+    def from_object(
+        cls,
+        obj: Any,
+        *,
+        network_name: str = "",
+        container_id: str = "",
+        ifname: str = "",
+        source: str = "<cache entry>",
+    ) -> CacheEntry:
+        """:meth:`from_json` of an already decoded JSON value (no second parse)."""
         if not isinstance(obj, dict):
-            raise CacheError(
+            raise CorruptEntryError(
                 f"cache entry {source} is not a JSON object", type(obj).__name__
             )
         if obj.get("kind") != CNI_CACHE_V1:

@@ -32,9 +32,10 @@ _CODES = {
 def check_name(value: object, what: str) -> str:
     """``value`` if it is usable as one part of a cache file name, else ``ValidationError``.
 
-    A part must be a non-empty string without ``/`` or NUL, other than ``.``
-    and ``..``. A network name must also not start with ``.``: names starting
-    with a dot are the cache's own temporary files.
+    A part must be a non-empty string without ``/`` or NUL, encodable as
+    UTF-8 (no lone surrogate), other than ``.`` and ``..``. A network name
+    must also not start with ``.``: names starting with a dot are the cache's
+    own temporary files.
     """
     if not isinstance(value, str):
         raise ValidationError(
@@ -45,6 +46,16 @@ def check_name(value: object, what: str) -> str:
             f"invalid {what} for the cache: must not be empty", "",
             code=_CODES.get(what, CODE_INVALID_ENV),
         )
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate ("x\ud800"): no file name, no environment variable.
+            raise ValidationError(
+                f"invalid {what} for the cache: not encodable as UTF-8 (a lone surrogate)",
+                repr(value)[:300],
+                code=_CODES.get(what, CODE_INVALID_ENV),
+            ) from None
     if "/" in value or "\0" in value or value in (".", ".."):
         raise ValidationError(
             f"invalid {what} for the cache: must not be '.', '..' or contain '/' or NUL",

@@ -7,10 +7,11 @@ import errno
 import os
 import stat
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import CacheError
-from ._entry import CNI_CACHE_V1, CacheEntry, loads
+from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
 from ._fs import attachment_name, check_name, fit_name, open_dir
 from ._lock import CacheLock, acquire
 
@@ -20,6 +21,9 @@ FILE_MODE = 0o600
 TEMP_PREFIX = "."  # no entry name starts with a dot (see check_name)
 TEMP_STALE_AFTER = 600.0
 """Seconds after which a temporary file is one a killed writer left (a write takes far less)."""
+
+MAX_ENTRY_SIZE = 16 << 20
+"""Bytes: a larger entry is corrupt and never read into memory (behaviour.md §7)."""
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -32,8 +36,11 @@ def _strerror(e: OSError) -> str:
 def _read_at(dfd: int, name: str, path: str) -> bytes:
     """The content of the regular file ``name`` in ``dfd``; ``FileNotFoundError`` if absent.
 
-    Never follows a symlink and never blocks on a FIFO; any other failure is
-    a ``CacheError`` naming ``path``.
+    Never follows a symlink, never blocks on a FIFO and never reads more than
+    ``MAX_ENTRY_SIZE`` bytes: a symlink, a non-regular file or a larger file
+    is a ``CorruptEntryError``. A failure to open or read (too many open
+    files, EIO, permission denied) is a plain ``CacheError`` naming ``path``:
+    the entry may be fine.
     """
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
@@ -41,26 +48,86 @@ def _read_at(dfd: int, name: str, path: str) -> bytes:
         raise
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise CacheError(
+            raise CorruptEntryError(
                 f"cache entry {path} is a symbolic link; refusing to follow it"
             ) from None
         raise CacheError(f"cannot read cache entry {path}", _strerror(e)) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise CacheError(f"cache entry {path} is not a regular file")
+            raise CorruptEntryError(f"cache entry {path} is not a regular file")
+        if st.st_size > MAX_ENTRY_SIZE:
+            raise _too_large(path, st.st_size)
         chunks: list[bytes] = []
+        total = 0
         size = max(st.st_size + 1, 4096)
         while True:
-            chunk = os.read(fd, size)
+            # Bounded even if the file grows meanwhile.
+            chunk = os.read(fd, min(size, MAX_ENTRY_SIZE + 1 - total))
             if not chunk:
                 break
             chunks.append(chunk)
+            total += len(chunk)
+            if total > MAX_ENTRY_SIZE:
+                raise _too_large(path, total)
         return b"".join(chunks)
     except OSError as e:
         raise CacheError(f"cannot read cache entry {path}", _strerror(e)) from None
     finally:
         os.close(fd)
+
+
+def _too_large(path: str, size: int) -> CorruptEntryError:
+    return CorruptEntryError(
+        f"cache entry {path} is larger than {MAX_ENTRY_SIZE >> 20} MiB; not reading it",
+        f"{size} bytes",
+    )
+
+
+def _names_held(obj: Any) -> tuple[str, str, str]:
+    """The (network, container ID, interface name) a decoded file holds; ``""`` where none.
+
+    Only a ``cniCacheV1`` object holds names (a legacy bare result holds
+    none); a wrongly typed name counts as none.
+    """
+    if not isinstance(obj, dict) or obj.get("kind") != CNI_CACHE_V1:
+        return "", "", ""
+    names = (obj.get("networkName"), obj.get("containerId"), obj.get("ifName"))
+    return tuple(n if isinstance(n, str) else "" for n in names)  # type: ignore[return-value]
+
+
+def _held_by_other(obj: Any, network: str, container_id: str, ifname: str) -> bool:
+    """Whether the decoded file ``obj`` names another attachment than the one given.
+
+    Two attachments can share a file name (network ``a-b`` with container
+    ``c``, network ``a`` with container ``b-c``): the names inside tell them
+    apart. A name the file lacks is taken from the file name, as a read does.
+    """
+    held = _names_held(obj)
+    return any(h and h != w for h, w in zip(held, (network, container_id, ifname), strict=True))
+
+
+def _describe(network: str, container_id: str, ifname: str) -> str:
+    return f"network {network!r}, container {container_id!r}, interface {ifname!r}"
+
+
+def _splits(rest: str) -> bool:
+    """Whether ``rest`` can be ``<containerID>-<ifname>`` (two non-empty parts)."""
+    return rest.find("-", 1, len(rest) - 1) > 0
+
+
+def _only_of(name: str, network: str, networks: set[str]) -> bool:
+    """Whether the file ``name``, whose content names no network, is one of ``network``'s.
+
+    It must be ``<network>-<containerID>-<ifname>``, and not also
+    ``<other>-<containerID>-<ifname>`` for another of the known ``networks``.
+    """
+    if not name.startswith(f"{network}-") or not _splits(name[len(network) + 1 :]):
+        return False
+    return not any(
+        other != network and name.startswith(f"{other}-") and _splits(name[len(other) + 1 :])
+        for other in networks
+    )
 
 
 def _is_candidate(name: str, part: str) -> bool:
@@ -130,6 +197,11 @@ class ResultCache:
         temporary file is removed, the previous entry is left as it was
         (unless only the final directory fsync failed) and ``CacheError`` is
         raised naming the path.
+
+        An entry of *another* attachment at the same path (two attachments
+        can share a file name) is never replaced: ``CacheError`` naming both
+        (see :meth:`check_owner`). Call it holding the attachment's
+        :meth:`lock`, which is the same for both.
         """
         name = attachment_name(entry.network_name, entry.container_id, entry.ifname)
         data = entry.to_json()
@@ -138,6 +210,9 @@ class ResultCache:
         if dfd is None:  # pragma: no cover - open_dir(create=True) never returns None
             raise CacheError(f"cannot write cache entry {path}: no results directory")
         try:
+            self._check_owner_at(
+                dfd, name, path, entry.network_name, entry.container_id, entry.ifname
+            )
             tmp = self._write_temp(dfd, data, path)
             try:
                 os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
@@ -196,12 +271,57 @@ class ResultCache:
             raise
         return tmp
 
+    def check_owner(self, network: str, container_id: str, ifname: str) -> None:
+        """Raise ``CacheError`` if the attachment's entry path holds another attachment's entry.
+
+        What :meth:`write` checks, for a caller that wants to know before
+        doing anything (ADD, before its plugins run). An absent, corrupt or
+        legacy entry is fine; one that cannot be read (an I/O error) raises,
+        since it cannot be told apart.
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.results_dir, name)
+        dfd = open_dir(self.results_dir, create=False, action=f"write cache entry {path}")
+        if dfd is None:
+            return
+        try:
+            self._check_owner_at(dfd, name, path, network, container_id, ifname)
+        finally:
+            os.close(dfd)
+
+    @staticmethod
+    def _check_owner_at(
+        dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
+    ) -> None:
+        try:
+            obj: Any = loads(_read_at(dfd, name, path), path)
+        except (FileNotFoundError, CorruptEntryError):
+            return
+        except CacheError as e:
+            raise CacheError(
+                f"cannot write cache entry {path}: cannot read the entry there to check "
+                "whose it is",
+                e.details,
+            ) from None
+        if _held_by_other(obj, network, container_id, ifname):
+            held = _names_held(obj)
+            raise CacheError(
+                f"cannot write cache entry {path} for {_describe(network, container_id, ifname)}: "
+                f"it holds the entry of another attachment, {_describe(*held)}",
+                "two attachments share this file name; DEL the other one first",
+            )
+
     def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
         """The entry of one attachment, or ``None`` when there is none.
 
         A legacy file holding a bare result gives ``kind=""``, ``config=b""``
-        and the names from the arguments. An empty or corrupt file, a
-        symlink, or a non-regular file raises ``CacheError`` naming it.
+        and the names from the arguments. A file holding another attachment's
+        entry (two attachments can share a file name: network ``a-b`` with
+        container ``c``, network ``a`` with container ``b-c``) gives
+        ``None``. An empty or corrupt file, one larger than
+        ``MAX_ENTRY_SIZE``, a symlink, or a non-regular file raises
+        :class:`CorruptEntryError`; a file that cannot be read (too many open
+        files, EIO, permission denied) a plain ``CacheError``; both name it.
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
@@ -214,32 +334,53 @@ class ResultCache:
             return None
         finally:
             os.close(dfd)
-        return CacheEntry.from_json(
-            data,
+        obj: Any = loads(data, path)
+        if _held_by_other(obj, network, container_id, ifname):
+            return None
+        return CacheEntry.from_object(
+            obj,
             network_name=network,
             container_id=container_id,
             ifname=ifname,
             source=path,
         )
 
-    def remove(self, network: str, container_id: str, ifname: str) -> None:
-        """Remove the entry of one attachment; an absent one is fine.
+    def remove(self, network: str, container_id: str, ifname: str) -> bool:
+        """Remove the entry of one attachment; return whether a file was removed.
 
-        A symlink at the entry path is removed itself (never its target).
+        An absent entry is fine, and so is one holding another attachment's
+        entry, which is left alone (see :meth:`read`). A corrupt entry is
+        removed; one that cannot be read (an I/O error) cannot be told apart
+        and raises ``CacheError``, removing nothing. A symlink at the entry
+        path is removed itself (never its target).
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
         dfd = open_dir(self.results_dir, create=False, action=f"remove cache entry {path}")
         if dfd is None:
-            return
+            return False
         try:
+            try:
+                obj: Any = loads(_read_at(dfd, name, path), path)
+                if _held_by_other(obj, network, container_id, ifname):
+                    return False
+            except FileNotFoundError:
+                return False
+            except CorruptEntryError:
+                pass
+            except CacheError as e:
+                raise CacheError(
+                    f"cannot remove cache entry {path}: cannot read it to check whose it is",
+                    e.details,
+                ) from None
             os.unlink(name, dir_fd=dfd)
         except FileNotFoundError:
-            pass
+            return False
         except OSError as e:
             raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         finally:
             os.close(dfd)
+        return True
 
     def entries(self, container_id: str = "") -> list[CacheEntry]:
         """Every readable ``cniCacheV1`` entry, of one container if ``container_id``.
@@ -315,37 +456,102 @@ class ResultCache:
             os.close(dfd)
         return sorted(removed)
 
-    def remove_unreadable(self, network: str, older_than: float = 30.0) -> list[str]:
-        """Remove the entries of ``network`` that cannot be read; return their file names.
+    def remove_unreadable(
+        self,
+        network: str,
+        valid: Iterable[tuple[str, str]] = (),
+        older_than: float = 30.0,
+    ) -> tuple[list[str], list[CacheError]]:
+        """Remove the entries of ``network`` whose content is unusable; GC's clean-up.
 
-        An entry is unreadable when it is empty, not JSON, not an object, or
-        a ``cniCacheV1`` object with wrongly typed fields or with names that
-        are not the ones its file name is made of (a legacy bare result is
-        readable). Only files not modified for ``older_than``
-        seconds are removed: a writer that does not write atomically (the Go
-        library writes in place) may be filling one right now. Files are
-        matched by the ``<network>-`` prefix of their name; whatever else
-        they may belong to, an unreadable entry is of use to nobody.
+        Returns the file names removed and the errors met (GC collects them;
+        none stops the clean-up). An entry is unusable when it is empty, not
+        JSON, not an object, larger than ``MAX_ENTRY_SIZE``, a symlink or
+        not a regular file, or a ``cniCacheV1`` object with wrongly typed
+        fields or with names that are not the ones its file name is made of
+        (a legacy bare result is usable). Never removed:
+
+        - an entry that cannot be *read* (too many open files, EIO,
+          permission denied): its content may be fine; the error is returned;
+        - an entry named in ``valid`` (``(container ID, interface name)``
+          pairs), by its file name or by the names inside;
+        - an entry of another network: one whose ``networkName`` is another,
+          or, for content that names no network, one whose file name can also
+          be ``<other>-<containerID>-<ifname>`` for a network ``<other>``
+          met in this scan (``a-b-c-eth0`` can be network ``a-b``'s when
+          collecting ``a``);
+        - a file modified less than ``older_than`` seconds ago: a writer that
+          does not write atomically (the Go library writes in place) may be
+          filling it right now;
+        - a file whose attachment lock is held (the lock of every attachment
+          with that file name): an operation may be writing it right now.
         """
         prefix = f"{check_name(network, 'network name')}-"
         action = f"clean up unreadable entries of network {network}"
+        valid_pairs = set(valid)
+        valid_names = {f"{prefix}{cid}-{ifname}" for cid, ifname in valid_pairs}
         dfd = open_dir(self.results_dir, create=False, action=action)
         if dfd is None:
-            return []
+            return [], []
         removed: list[str] = []
+        errors: list[CacheError] = []
         try:
             try:
                 names = sorted(os.listdir(dfd))
             except OSError as e:
-                raise CacheError(
-                    f"cannot {action}: cannot list {self.results_dir}", _strerror(e)
-                ) from None
-            cutoff = time.time() - older_than
+                errors.append(
+                    CacheError(f"cannot {action}: cannot list {self.results_dir}", _strerror(e))
+                )
+                return removed, errors
+            # First the verdict on each file of the network, and the networks met.
+            networks = {network}
+            unnamed: list[tuple[str, CacheError | None]] = []  # (name, I/O error or None)
+            broken: list[str] = []
             for name in names:
-                if not name.startswith(prefix) or name.startswith(TEMP_PREFIX):
+                if not name.startswith(prefix) or name in valid_names:
                     continue
-                if self._readable(dfd, name):
+                path = os.path.join(self.results_dir, name)
+                try:
+                    obj: Any = loads(_read_at(dfd, name, path), path)
+                except FileNotFoundError:
                     continue
+                except CorruptEntryError:
+                    unnamed.append((name, None))
+                    continue
+                except CacheError as e:
+                    unnamed.append((name, e))
+                    continue
+                held = _names_held(obj)
+                if held[0]:
+                    networks.add(held[0])
+                if held[0] not in ("", network) or (held[1], held[2]) in valid_pairs:
+                    continue
+                if not held[0]:
+                    if isinstance(obj, dict) and obj.get("kind") != CNI_CACHE_V1:
+                        continue  # a legacy bare result: usable
+                    if not isinstance(obj, dict) or not self._usable(obj, name, path):
+                        unnamed.append((name, None))
+                    continue
+                if not self._usable(obj, name, path):
+                    broken.append(name)
+            for name, err in unnamed:
+                if not _only_of(name, network, networks):
+                    continue
+                if err is not None:
+                    errors.append(err)
+                else:
+                    broken.append(name)
+            cutoff = time.time() - older_than
+            for name in sorted(broken):
+                try:
+                    # An ADD of another network sharing the file name may be writing it:
+                    # every attachment of this file name takes this one lock.
+                    lk = self._try_lock_file(network, name)
+                except CacheError as e:
+                    errors.append(e)
+                    continue
+                if lk is None and _splits(name[len(prefix) :]):
+                    continue  # busy: an operation works on it right now
                 try:
                     if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
                         continue
@@ -353,29 +559,44 @@ class ResultCache:
                 except FileNotFoundError:
                     continue
                 except OSError as e:
-                    raise CacheError(
-                        f"cannot {action}: cannot remove {os.path.join(self.results_dir, name)}",
-                        _strerror(e),
-                    ) from None
+                    errors.append(
+                        CacheError(
+                            f"cannot {action}: cannot remove "
+                            f"{os.path.join(self.results_dir, name)}",
+                            _strerror(e),
+                        )
+                    )
+                    continue
+                finally:
+                    if lk is not None:
+                        lk.release()
                 removed.append(name)
-            return removed
+            return removed, errors
         finally:
             os.close(dfd)
 
-    def _readable(self, dfd: int, name: str) -> bool:
-        """Whether the listed file ``name`` holds a usable entry (a vanished file counts as one)."""
-        path = os.path.join(self.results_dir, name)
-        try:
-            obj: Any = loads(_read_at(dfd, name, path), path)
-            if not isinstance(obj, dict):
-                return False
-            if obj.get("kind") == CNI_CACHE_V1:
-                return _named_as(CacheEntry.from_dict(obj, source=path), name)
-        except FileNotFoundError:
+    def _try_lock_file(self, network: str, name: str) -> CacheLock | None:
+        """The attachment lock of the entry file ``name`` of ``network``, without waiting.
+
+        ``None`` if it is busy, or if no attachment can have that file name
+        (then no one can be writing it).
+        """
+        rest = name[len(network) + 1 :]
+        i = rest.find("-", 1, len(rest) - 1)
+        if i <= 0:
+            return None
+        # Any split gives the same lock file: the one of every attachment named so.
+        return self.try_lock(network, rest[:i], rest[i + 1 :])
+
+    @staticmethod
+    def _usable(obj: dict[str, Any], name: str, path: str) -> bool:
+        """Whether the decoded listed file ``name`` is a usable entry (or a legacy result)."""
+        if obj.get("kind") != CNI_CACHE_V1:
             return True
+        try:
+            return _named_as(CacheEntry.from_dict(obj, source=path), name)
         except CacheError:
             return False
-        return True
 
     def _load_listed(self, dfd: int, name: str) -> CacheEntry | None:
         """The ``cniCacheV1`` entry in the listed file ``name``, or ``None`` to skip it."""
