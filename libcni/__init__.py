@@ -34,6 +34,7 @@ from .conf import (
     load_conf_list,
 )
 from .errors import (
+    AlreadyAttachedError,
     CacheError,
     CheckNotSupportedError,
     CNIError,
@@ -41,11 +42,15 @@ from .errors import (
     DecodeError,
     GCError,
     InvalidNetworkError,
+    LockTimeoutError,
     NoConfigsFoundError,
     NotFoundError,
+    NotReadyError,
     PluginError,
     PluginNotFoundError,
     PluginTimeoutError,
+    SetupError,
+    TeardownError,
     ValidationError,
     VersionError,
 )
@@ -56,27 +61,46 @@ from .version import PluginInfo
 
 if TYPE_CHECKING:
     from .aio import AsyncCNIConfig
+    from .manager import (
+        AsyncNetworkManager,
+        AttachmentResult,
+        ContainerInterface,
+        ContainerNetworks,
+        LoadedNetworks,
+        NetworkManager,
+        NetworkRequest,
+    )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DNS",
+    "AlreadyAttachedError",
     "AsyncCNIConfig",
+    "AsyncNetworkManager",
+    "AttachmentResult",
     "CNIConfig",
     "CNIError",
     "CacheError",
     "CheckNotSupportedError",
     "ConfigError",
+    "ContainerInterface",
+    "ContainerNetworks",
     "DecodeError",
     "GCArgs",
     "GCAttachment",
     "GCError",
     "InvalidNetworkError",
+    "LoadedNetworks",
+    "LockTimeoutError",
     "NetworkAttachment",
     "NetworkConfig",
     "NetworkConfigList",
+    "NetworkManager",
+    "NetworkRequest",
     "NoConfigsFoundError",
     "NotFoundError",
+    "NotReadyError",
     "PluginConfig",
     "PluginError",
     "PluginInfo",
@@ -84,6 +108,8 @@ __all__ = [
     "PluginTimeoutError",
     "Result",
     "RuntimeConf",
+    "SetupError",
+    "TeardownError",
     "ValidationError",
     "VersionError",
     "conf_files",
@@ -100,6 +126,19 @@ __all__ = [
 ]
 
 
+_MANAGER_NAMES = frozenset(
+    {
+        "AsyncNetworkManager",
+        "AttachmentResult",
+        "ContainerInterface",
+        "ContainerNetworks",
+        "LoadedNetworks",
+        "NetworkManager",
+        "NetworkRequest",
+    }
+)
+
+
 def __getattr__(name: str) -> Any:
     # The async API pulls in asyncio (~20 ms); load it only when asked for.
     if name == "AsyncCNIConfig":
@@ -107,4 +146,11 @@ def __getattr__(name: str) -> Any:
 
         globals()[name] = AsyncCNIConfig
         return AsyncCNIConfig
+    # The network manager (libcni.manager) is loaded on first use too.
+    if name in _MANAGER_NAMES:
+        from . import manager
+
+        value = getattr(manager, name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'libcni' has no attribute {name!r}")
