@@ -695,3 +695,27 @@ def test_new_errors_pickle_and_keep_their_fields() -> None:
     back = pickle.loads(pickle.dumps(e))
     assert back.cause.msg == "x" and back.rollback_errors[0].msg == "y" and back.code == 11
     assert NotReadyError("m").code == 50
+
+
+def test_same_size_rewrite_within_the_timestamp_granularity_is_seen(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite that leaves size, inode, mtime and ctime as they were is still seen.
+
+    Fault injection, because no real file system here can produce it on
+    demand: this kernel gives a fine-grained timestamp to any write after a
+    stat (multigrain timestamps), so two real writes never look alike. Other
+    kernels and file systems (coarse ticks, 1 s or 2 s granularity) do it
+    all the time. We freeze what stat says about the file.
+    """
+    from libcni.manager import _config
+
+    m = env.manager()
+    a = env.write("10-a.conflist", "a")
+    assert list(m.networks().networks) == ["a"]
+    assert list(m.networks().networks) == ["a"]  # now watching a's drop-in directory too
+    frozen = _config._stat(str(a))
+    real = _config._stat
+    monkeypatch.setattr(_config, "_stat", lambda p: frozen if p == str(a) else real(p))
+    a.write_text(a.read_text().replace('"a"', '"b"'))
+    assert list(m.networks().networks) == ["b"]

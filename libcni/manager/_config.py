@@ -147,8 +147,10 @@ class ConfigWatcher:
                 continue
             networks[net.name] = net
             files[net.name] = path
+        before = self._state.loaded.skipped if self._state is not None else {}
         for path, why in skipped.items():
-            log.warning("network configuration %s skipped: %s", path, why)
+            if before.get(path) != why:  # once per reason, not at every reload
+                log.warning("network configuration %s skipped: %s", path, why)
         if self.default_networks is not None:
             defaults = self.default_networks
         elif self.max_networks > 0:
