@@ -111,6 +111,27 @@ class ContainerNetworks:
                 return address
         return None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The view as a JSON object (results in their own version, as cached)."""
+        return {
+            "containerId": self.container_id,
+            "attachments": [
+                {"network": a.network, "ifname": a.ifname, "result": a.result.to_dict()}
+                for a in self.attachments
+            ],
+            "interfaces": {
+                name: {
+                    "network": i.network,
+                    "mac": i.mac,
+                    "sandbox": i.sandbox,
+                    "ips": [str(ip) for ip in i.ips],
+                }
+                for name, i in self.interfaces.items()
+            },
+            "ips": [str(ip) for ip in self.ips],
+            "dns": [d.to_dict() for d in self.dns],
+        }
+
     @classmethod
     def merge(cls, container_id: str, attachments: Sequence[AttachmentResult]) -> ContainerNetworks:
         """The merged view of ``attachments``; each result is read through its 1.x form.
