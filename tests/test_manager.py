@@ -452,7 +452,10 @@ def test_merged_view_assigns_ips_within_their_own_attachment(env: Env) -> None:
     env.write("30-c.conflist", "c", {"type": "testplugin", "test": {"ADD": {"result": rc}}})
     m = env.manager()
     view = m.setup("c1", "ns")
-    assert set(view.interfaces) == {"eth0", "eth1", "eth2"}  # host-side ones excluded
+    # Host-side ones excluded; "lo" (the test plugin's loopback result names it, without
+    # a sandbox) counts because it is named as its attachment.
+    assert set(view.interfaces) == {"lo", "eth0", "eth1", "eth2"}
+    assert [str(i) for i in view.interfaces["lo"].ips] == ["10.1.2.3/24"]
     eth0, eth1, eth2 = (view.interfaces[n] for n in ("eth0", "eth1", "eth2"))
     assert (eth0.network, eth0.mac, eth0.sandbox) == ("a", "02:00", "/ns")
     assert [str(i) for i in eth0.ips] == ["10.0.0.2/24"]

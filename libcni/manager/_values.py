@@ -136,10 +136,12 @@ class ContainerNetworks:
     def merge(cls, container_id: str, attachments: Sequence[AttachmentResult]) -> ContainerNetworks:
         """The merged view of ``attachments``; each result is read through its 1.x form.
 
-        An IP belongs to the interface its ``interface`` index points to
-        within its own attachment's result; an IP without a valid index
-        belongs to the attachment's own interface (the one named like the
-        attachment, made up without MAC and sandbox when the result lists none).
+        The container-side interfaces are those with a ``sandbox`` and the one
+        named like the attachment. An IP belongs to the interface its
+        ``interface`` index points to within its own attachment's result; an
+        IP without a valid index belongs to the attachment's own interface
+        (the one named like the attachment, made up without MAC and sandbox
+        when the result lists none).
         """
         interfaces: dict[str, ContainerInterface] = {}
         ips: list[IP] = []
@@ -151,7 +153,9 @@ class ContainerNetworks:
             names: list[str | None] = []
             own: str | None = None
             for iface in r.interfaces:
-                if iface.sandbox:
+                # Container-side: with a sandbox, or named as the attachment (a plugin
+                # that leaves out the sandbox still reports the container's interface).
+                if iface.sandbox or iface.name == att.ifname:
                     if iface.name not in interfaces:
                         interfaces[iface.name] = ContainerInterface(
                             iface.name, att.network, iface.mac, iface.sandbox
