@@ -2,8 +2,9 @@
 
 The rules are the same generators (:mod:`libcni.manager._core`); the effects
 are awaited: operations of an :class:`~libcni.aio.AsyncCNIConfig`, parallel
-ADDs as tasks, the container lock polled without blocking the loop, file
-checks and cache reads in a worker thread. A cancelled setup rolls back (the
+ADDs as tasks, the container lock polled without blocking the loop; the
+configuration check and cache reads (stats and small files) inline, as
+``AsyncCNIConfig`` reads its cache. A cancelled setup rolls back (the
 rollback DELs finish even if cancelled again) before ``CancelledError``
 propagates.
 """
@@ -92,7 +93,9 @@ class AsyncNetworkManager(_ManagerBase):
         if isinstance(effect, LockContainer):
             return await self._lock(effect)
         assert isinstance(effect, Blocking)
-        return await asyncio.to_thread(effect.call, *effect.args)
+        # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
+        # cache: a worker thread would queue them behind other operations' fsyncs.
+        return effect.call(*effect.args)
 
     async def _together(self, calls: Sequence[Call]) -> list[Outcome]:
         tasks = [asyncio.ensure_future(self._perform(c)) for c in calls]

@@ -11,8 +11,9 @@ operation of ``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`).
 - :class:`Together`: run several calls at the same time; the outcome is one
   ``(value, error)`` pair per call, in order. A failure cancels nothing.
 - :class:`LockContainer`: hold the per-container lock; the outcome releases it.
-- :class:`Blocking`: a short local call that may touch the disk (the
-  configuration check, cache reads); run in a worker thread in async.
+- :class:`Blocking`: a short local call that reads the disk (the
+  configuration check, cache reads); inline in both drivers, as the
+  operations read the cache.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class LockContainer:
 
 @attrs.frozen
 class Blocking:
-    """Effect: ``call(*args)``, a short local call that may wait for the disk."""
+    """Effect: ``call(*args)``, a short local read (stats, small files)."""
 
     call: Callable[..., Any]
     args: tuple[Any, ...] = ()
