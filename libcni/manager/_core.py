@@ -344,11 +344,9 @@ class Core:
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
-            cached: list[NetworkAttachment] = yield Call("get_cached_attachments", (container_id,))
-            have = {(a.network, a.ifname) for a in cached}
-            for item in items:
-                if (item.network, item.ifname) in have:
-                    raise AlreadyAttachedError(item.network, container_id, item.ifname)
+            attached = yield Blocking(self._still_cached, (items,))
+            if attached is not None:
+                raise AlreadyAttachedError(attached.network, container_id, attached.ifname)
             deadline = _Deadline(timeout)
             attempted: list[_Item] = []
             done: dict[int, AttachmentResult] = {}
@@ -401,6 +399,14 @@ class Core:
         finally:
             release()
 
+    def _still_cached(self, items: Sequence[_Item]) -> _Item | None:
+        """The first planned attachment that has a cache entry (readable or not), if any."""
+        for item in items:
+            path = self.cache.entry_path(item.network, item.rt.container_id, item.ifname)
+            if os.path.lexists(path):
+                return item
+        return None
+
     def _rollback(self, attempted: Sequence[_Item], timeout: float | None) -> Op:
         """DEL every attempted network in reverse order, each with a full timeout; all of them."""
         errors: list[CNIError] = []
@@ -426,24 +432,29 @@ class Core:
         atts: list[NetworkAttachment] = yield Call("get_cached_attachments", (container_id,))
         return sorted(atts, key=lambda a: attachment_order(a.ifname, a.network))
 
-    def _cached_net(self, att: NetworkAttachment, rt: RuntimeConf, loaded: LoadedNetworks) -> Op:
-        """The list and runtime configuration cached at ADD (the current file as a fallback)."""
+    def _cached_net(
+        self, att: NetworkAttachment, rt: RuntimeConf, loaded: LoadedNetworks
+    ) -> tuple[NetworkConfigList, RuntimeConf]:
+        """The list, args and capability args cached at ADD (the current file as a fallback).
+
+        ``att`` comes from ``get_cached_attachments``: the same cache entry
+        ``get_network_list_cached_config`` reads, without reading it again.
+        """
+        rt = attrs.evolve(
+            rt,
+            args=att.cni_args if att.cni_args else rt.args,
+            capability_args=att.capability_args,
+        )
+        try:
+            net = conf_list_from_bytes(att.config)
+            if net.plugins and net.name == att.network:
+                return net, rt
+            problem = "the cached configuration has no plugins"
+        except ConfigError as e:
+            problem = f"the cached configuration cannot be read: {e}"
         current = loaded.networks.get(att.network)
         if att.network == LOOPBACK_NETWORK and current is None:
             current = self.loopback_net
-        stub = current if current is not None else _name_only(att.network)
-        cached = yield Call("get_network_list_cached_config", (stub, rt))
-        problem = "nothing usable is cached"
-        if cached is not None:
-            config, cached_rt = cached
-            try:
-                net = conf_list_from_bytes(config)
-                if net.plugins and net.name == att.network:
-                    return net, cached_rt
-                problem = "the cached configuration has no plugins"
-            except ConfigError as e:
-                problem = f"the cached configuration cannot be read: {e}"
-            rt = cached_rt
         if current is not None:
             log.warning(
                 "network %r of container %r: %s; using the current configuration",
@@ -479,7 +490,7 @@ class Core:
             for att in reversed(atts):
                 rt = RuntimeConf(container_id, netns, att.ifname)
                 try:
-                    net, rt = yield from self._cached_net(att, rt, loaded)
+                    net, rt = self._cached_net(att, rt, loaded)
                     yield Call("del_network_list", (net, rt), {"timeout": timeout})
                 except CNIError as e:
                     log.warning(
@@ -504,7 +515,7 @@ class Core:
         try:
             for att in (yield from self._cached(container_id)):
                 rt = RuntimeConf(container_id, netns, att.ifname)
-                net, rt = yield from self._cached_net(att, rt, loaded)
+                net, rt = self._cached_net(att, rt, loaded)
                 yield Call("check_network_list", (net, rt), {"timeout": timeout})
         finally:
             release()
@@ -563,7 +574,7 @@ class Core:
                 if net is None:
                     if not mine:
                         continue
-                    net = yield from self._cache_only_net(mine[0], loaded)
+                    net = self._cache_only_net(mine[0], loaded)
                 args = GCArgs(
                     [
                         GCAttachment(a.container_id, a.ifname)
@@ -580,7 +591,6 @@ class Core:
             raise GCError(errors)
         return None
 
-    def _cache_only_net(self, att: NetworkAttachment, loaded: LoadedNetworks) -> Op:
+    def _cache_only_net(self, att: NetworkAttachment, loaded: LoadedNetworks) -> NetworkConfigList:
         rt = RuntimeConf(att.container_id, att.netns, att.ifname)
-        net, _ = yield from self._cached_net(att, rt, loaded)
-        return net
+        return self._cached_net(att, rt, loaded)[0]
