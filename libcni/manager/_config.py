@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 
@@ -53,6 +54,32 @@ def _stat(path: str) -> _Stat:
     except OSError:
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _files(directory: str, extensions: Sequence[str]) -> list[tuple[str, _Stat]]:
+    """The files of ``directory`` that ``conf_files`` lists, with their (followed) stat."""
+    wanted = tuple(extensions)
+    out: list[tuple[str, _Stat]] = []
+    try:
+        with os.scandir(directory) as it:
+            for entry in it:
+                if not entry.name.endswith(wanted):
+                    continue
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out.append(
+                        (
+                            entry.path,
+                            (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns),
+                        )
+                    )
+    except OSError:
+        return out
+    out.sort()
+    return out
 
 
 @attrs.frozen
@@ -97,20 +124,16 @@ class ConfigWatcher:
         return loaded
 
     def _signature(self, drop_in_names: Sequence[str]) -> tuple[tuple[str, _Stat], ...]:
-        out: list[tuple[str, _Stat]] = [(self.conf_dir, _stat(self.conf_dir))]
-        try:
-            files = conf_files(self.conf_dir, EXTENSIONS)
-        except CNIError:
-            files = []
-        out.extend((f, _stat(f)) for f in files)
-        for name in drop_in_names:
-            d = os.path.join(self.conf_dir, name)
-            out.append((d, _stat(d)))
-            try:
-                extra = conf_files(d, _DROP_IN_EXTENSIONS)
-            except CNIError:
-                extra = []
-            out.extend((f, _stat(f)) for f in extra)
+        conf_dir = _stat(self.conf_dir)
+        out: list[tuple[str, _Stat]] = [(self.conf_dir, conf_dir)]
+        if conf_dir is not None:
+            out.extend(_files(self.conf_dir, EXTENSIONS))
+            for name in drop_in_names:
+                d = os.path.join(self.conf_dir, name)
+                st = _stat(d)
+                out.append((d, st))
+                if st is not None:
+                    out.extend(_files(d, _DROP_IN_EXTENSIONS))
         out.extend((d, _stat(d)) for d in self.plugin_dirs)
         return tuple(out)
 

@@ -433,7 +433,7 @@ class Core:
         return sorted(atts, key=lambda a: attachment_order(a.ifname, a.network))
 
     def _cached_net(
-        self, att: NetworkAttachment, rt: RuntimeConf, loaded: LoadedNetworks
+        self, att: NetworkAttachment, rt: RuntimeConf, loaded: LoadedNetworks | None = None
     ) -> tuple[NetworkConfigList, RuntimeConf]:
         """The list, args and capability args cached at ADD (the current file as a fallback).
 
@@ -452,6 +452,8 @@ class Core:
             problem = "the cached configuration has no plugins"
         except ConfigError as e:
             problem = f"the cached configuration cannot be read: {e}"
+        if loaded is None:  # needed only now: the configuration as it is now
+            loaded = self.watcher.current()
         current = loaded.networks.get(att.network)
         if att.network == LOOPBACK_NETWORK and current is None:
             current = self.loopback_net
@@ -476,7 +478,7 @@ class Core:
         timeout: float | None,
     ) -> Op:
         """DEL every cached attachment (or those of ``networks``), last one first (§11.3)."""
-        loaded = yield from self.current()
+        # The configuration on disk is read only if a cached one cannot be used.
         timeout = self._timeout(timeout)
         if isinstance(networks, str):
             networks = [networks]
@@ -490,7 +492,7 @@ class Core:
             for att in reversed(atts):
                 rt = RuntimeConf(container_id, netns, att.ifname)
                 try:
-                    net, rt = self._cached_net(att, rt, loaded)
+                    net, rt = self._cached_net(att, rt)
                     yield Call("del_network_list", (net, rt), {"timeout": timeout})
                 except CNIError as e:
                     log.warning(
@@ -509,13 +511,12 @@ class Core:
 
     def check(self, container_id: str, netns: str, timeout: float | None) -> Op:
         """CHECK every cached attachment of the container in order; the first failure is raised."""
-        loaded = yield from self.current()
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
             for att in (yield from self._cached(container_id)):
                 rt = RuntimeConf(container_id, netns, att.ifname)
-                net, rt = self._cached_net(att, rt, loaded)
+                net, rt = self._cached_net(att, rt)
                 yield Call("check_network_list", (net, rt), {"timeout": timeout})
         finally:
             release()
