@@ -722,3 +722,28 @@ def test_same_size_rewrite_within_the_timestamp_granularity_is_seen(
     monkeypatch.setattr(_config, "_stat", lambda p: frozen if p == str(a) else real(p))
     a.write_text(a.read_text().replace('"a"', '"b"'))
     assert list(m.networks().networks) == ["b"]
+
+
+def test_teardown_runs_the_drop_in_plugins_add_ran(env: Env) -> None:
+    """A network whose plugin comes from its drop-in directory: DEL runs that plugin,
+    also once the list file is gone (never a DEL that runs nothing)."""
+    (env.conf / "10-d.conflist").write_text(json.dumps({"cniVersion": "1.0.0", "name": "d"}))
+    (env.conf / "d").mkdir()
+    (env.conf / "d" / "10-p.conf").write_text(json.dumps({"type": "testplugin", "k": "drop"}))
+    m = env.manager(loopback=False)
+    m.setup("c1", "ns")
+    m.setup("c2", "ns")
+    env.record.unlink()
+    m.teardown("c1")
+    assert [(r["command"], r["stdin"].get("k")) for r in env.runs()] == [("DEL", "drop")]
+    (env.conf / "10-d.conflist").unlink()
+    env.record.unlink()
+    try:
+        m.teardown("c2")
+    except TeardownError as e:  # the cache holds no plugin and no file names d any more
+        assert "no plugins" in str(e) or "no configuration" in str(e)
+        assert env.cached() == ["d-c2-eth0"]
+        assert env.runs() == []
+    else:  # the configuration cached at ADD holds the drop-in plugin (behaviour.md §7)
+        assert [(r["command"], r["stdin"].get("k")) for r in env.runs()] == [("DEL", "drop")]
+        assert env.cached() == []

@@ -266,3 +266,18 @@ def test_records_are_json(env: Env) -> None:
     env.manager().setup("c1", "ns")
     assert all(json.loads(line) for line in env.record.read_text().splitlines())
     assert Path(env.record).exists()
+
+
+def test_gc_waits_for_a_valid_container_being_set_up(env: Env) -> None:
+    """Without waiting, GC would list a's attachments before the running ADD cached
+    its entry, then take the network lock after it, and delete it as stale."""
+    env.write("10-a.conflist", "a", SLOW_ADD)
+    env.write("20-b.conflist", "b", SLOW_ADD)
+    m = env.manager()
+    t = threading.Thread(target=m.setup, args=("c1", "ns"))
+    t.start()
+    time.sleep(0.15)
+    m.gc(["c1"])
+    t.join()
+    assert env.cached() == ["a-c1-eth0", "b-c1-eth1", "cni-loopback-c1-lo"]
+    assert "DEL" not in commands(env)

@@ -41,6 +41,7 @@ from ..errors import (
     PluginTimeoutError,
     SetupError,
     TeardownError,
+    ValidationError,
 )
 from ..types import result_from_dict
 from ..values import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
@@ -560,12 +561,23 @@ class Core:
         valid = set(valid_containers)
         loaded = yield from self.current()
         timeout = self._timeout(timeout)
+        errors: list[CNIError] = []
+        # A valid container being set up right now holds its lock: wait until that setup
+        # is over, so that what it attached is listed below, and kept.
+        for cid in sorted(valid):
+            try:
+                release = yield LockContainer(self.cache, cid, timeout)
+            except ValidationError:
+                continue  # a name no cache entry can have
+            except CNIError as e:
+                errors.append(e)
+                continue
+            release()
         everything: list[NetworkAttachment] = yield Call("get_cached_attachments", ("",))
         names = list(loaded.networks)
         names += [
             n for n in dict.fromkeys(a.network for a in everything) if n not in loaded.networks
         ]
-        errors: list[CNIError] = []
         for name in names:
             try:
                 net = loaded.networks.get(name)
