@@ -747,3 +747,9 @@ def test_teardown_runs_the_drop_in_plugins_add_ran(env: Env) -> None:
     else:  # the configuration cached at ADD holds the drop-in plugin (behaviour.md §7)
         assert [(r["command"], r["stdin"].get("k")) for r in env.runs()] == [("DEL", "drop")]
         assert env.cached() == []
+
+
+def test_setup_sends_no_status(env: Env) -> None:
+    env.write("10-a.conflist", "a", fail("STATUS", 50, "not ready"), version="1.1.0")
+    env.manager().setup("c1", "ns")
+    assert [c[0] for c in env.calls()] == ["ADD", "ADD"]
