@@ -147,17 +147,6 @@ def attachment_order(ifname: str, network: str) -> tuple[Any, ...]:
     return (ifname != LOOPBACK_IFNAME, _natural(ifname), network)
 
 
-def _name_only(name: str) -> NetworkConfigList:
-    """A list that carries only a network name (to look up the cache by name)."""
-    return conf_list_from_bytes(b'{"name": ' + _json_str(name) + b"}")
-
-
-def _json_str(s: str) -> bytes:
-    import json
-
-    return json.dumps(s).encode()
-
-
 class Core:
     """The state and the rule generators shared by the sync and async managers."""
 
