@@ -30,6 +30,11 @@ a floor or baseline measured in the same run:
 ``import``    ``import libcni`` in a fresh interpreter, minus a bare start.
 ``cache``     ``get_cached_attachments(cid)`` among 10,000 cache entries.
 ``load``      ``load_conf_list`` in a directory of 1,000 configuration lists.
+``manager``   ``NetworkManager`` setup + teardown of a container on loopback and
+              two networks of the no-op plugin, serial and parallel, 1 and 8
+              containers at once (threads, and asyncio tasks with
+              ``AsyncNetworkManager``), against the same work written by hand
+              with ``CNIConfig``/``AsyncCNIConfig`` calls (interleaved).
 
 and prints a table: measurement, libcni, floor/baseline, ratio, target, met?
 """
@@ -546,6 +551,133 @@ def bench_tasks(
         )
 
 
+# --------------------------------------------------------------------------- manager
+
+
+def bench_manager(table: Table, plugin_dir: str, rounds: int, counts: Sequence[int]) -> None:
+    """NetworkManager setup+teardown (lo + 2 networks) against the same CNIConfig calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from libcni.manager._core import LOOPBACK_CONFIG
+
+    # The cache on tmpfs when there is one: the manager adds no cache write, and the
+    # disk's fsync times (the same for both) would only bury its own cost in noise.
+    shm = tmpfs_dir() if os.fsync is REAL_FSYNC else None
+    where = " (cache on tmpfs)" if shm else ""
+    with tempfile.TemporaryDirectory(dir=shm) as tmp:
+        bindir, conf = Path(tmp, "bin"), Path(tmp, "net.d")
+        bindir.mkdir()
+        conf.mkdir()
+        for name in (PLUGIN, "loopback"):
+            (bindir / name).symlink_to(Path(plugin_dir, PLUGIN))
+        for i in (1, 2):
+            (conf / f"{i}0-net{i}.conflist").write_text(json.dumps(conflist(f"net{i}", 1)))
+        # The steady state of a runtime: the configuration was written a while ago.
+        past = time.time() - 60
+        for path in (*conf.iterdir(), conf, bindir):
+            os.utime(path, (past, past), follow_symlinks=False)
+        cache = str(Path(tmp, "cache"))
+        m = libcni.NetworkManager(conf, [bindir], cache_dir=cache, max_networks=0)
+        am = libcni.AsyncNetworkManager(conf, [bindir], cache_dir=cache, max_networks=0)
+        cni = libcni.CNIConfig([bindir], cache_dir=cache)
+        acni = libcni.AsyncCNIConfig([bindir], cache_dir=cache)
+        lo = libcni.conf_list_from_bytes(LOOPBACK_CONFIG)
+        nets = [libcni.load_conf_list(conf, f"net{i}") for i in (1, 2)]
+
+        def rts(cid: str) -> list[libcni.RuntimeConf]:
+            return [libcni.RuntimeConf(cid, NETNS, ifname) for ifname in ("lo", "eth0", "eth1")]
+
+        def hand(cid: str, parallel: bool) -> None:
+            r = rts(cid)
+            cni.add_network_list(lo, r[0])
+            if parallel:
+                with ThreadPoolExecutor(2) as pool:
+                    list(pool.map(cni.add_network_list, nets, r[1:]))
+            else:
+                for net, rc in zip(nets, r[1:], strict=True):
+                    cni.add_network_list(net, rc)
+            for net, rc in reversed(list(zip([lo, *nets], r, strict=True))):
+                cni.del_network_list(net, rc)
+
+        def managed(cid: str, parallel: bool) -> None:
+            m.setup(cid, NETNS, parallel=parallel)
+            m.teardown(cid, NETNS)
+
+        async def ahand(cid: str, parallel: bool) -> None:
+            r = rts(cid)
+            await acni.add_network_list(lo, r[0])
+            if parallel:
+                await asyncio.gather(*map(acni.add_network_list, nets, r[1:]))
+            else:
+                for net, rc in zip(nets, r[1:], strict=True):
+                    await acni.add_network_list(net, rc)
+            for net, rc in reversed(list(zip([lo, *nets], r, strict=True))):
+                await acni.del_network_list(net, rc)
+
+        async def amanaged(cid: str, parallel: bool) -> None:
+            await am.setup(cid, NETNS, parallel=parallel)
+            await am.teardown(cid, NETNS)
+
+        # Wall time, and this process's CPU time (the plugins' own is not counted):
+        # the manager's own cost, and the measure least disturbed by a loaded machine.
+        def threads(
+            body: Callable[[str, bool], None], k: int, parallel: bool, tag: str
+        ) -> tuple[float, float]:
+            t0, c0 = time.perf_counter(), time.process_time()
+            if k == 1:
+                body(f"{tag}-0", parallel)
+            else:
+                with ThreadPoolExecutor(k) as pool:
+                    list(pool.map(lambda w: body(f"{tag}-{w}", parallel), range(k)))
+            return time.perf_counter() - t0, time.process_time() - c0
+
+        def tasks(
+            body: Callable[[str, bool], Any], k: int, parallel: bool, tag: str
+        ) -> tuple[float, float]:
+            async def go() -> tuple[float, float]:
+                t0, c0 = time.perf_counter(), time.process_time()
+                await asyncio.gather(*(body(f"{tag}-{w}", parallel) for w in range(k)))
+                return time.perf_counter() - t0, time.process_time() - c0
+
+            return asyncio.run(go())
+
+        results: dict[str, dict[str, list[float]]] = {}
+        variants = [
+            (api, k, parallel)
+            for api in ("threads", "tasks")
+            for k in counts
+            for parallel in (False, True)
+        ]
+        for api, k, parallel in variants:
+            runner = threads if api == "threads" else tasks
+            pair = {
+                "manager": managed if api == "threads" else amanaged,
+                "hand": hand if api == "threads" else ahand,
+            }
+            times: dict[str, list[float]] = {"manager": [], "hand": []}
+            cpu: dict[str, list[float]] = {"manager": [], "hand": []}
+            for i in range(-2, rounds):  # two warm-up rounds
+                order = ["manager", "hand"] if i % 2 else ["hand", "manager"]
+                for name in order:
+                    t, c = runner(pair[name], k, parallel, f"{name}{api}{k}{parallel}{i}")  # type: ignore[arg-type]
+                    if i >= 0:
+                        times[name].append(t)
+                        cpu[name].append(c)
+            key = f"{api} x{k} {'parallel' if parallel else 'serial'}"
+            results[key] = {"wall": times, "cpu": cpu}  # type: ignore[assignment]
+            mine, base = statistics.median(times["manager"]), statistics.median(times["hand"])
+            cmine, cbase = statistics.median(cpu["manager"]), statistics.median(cpu["hand"])
+            table.add(
+                f"manager setup+teardown, lo + 2 networks, {key}{where}: wall (CPU)",
+                f"{mine * 1000:.1f} ms ({cmine * 1000:.1f})",
+                f"{base * 1000:.1f} ms ({cbase * 1000:.1f}) by hand",
+                f"{mine / base:.2f}x ({cmine / cbase:.2f}x)",
+                "<= 1.10x",
+                mine / base <= 1.10,
+            )
+        table.data["manager"] = results
+
+
 # --------------------------------------------------------------------------- import time
 
 
@@ -744,13 +876,16 @@ def slow_fsync(delay: float) -> None:
     os.fsync = fsync
 
 
+ALL_BENCHMARKS = "addel,chain,threads,tasks,spawn,import,cache,load,manager"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations (a smoke test)")
     ap.add_argument(
         "--only",
-        default="addel,chain,threads,tasks,spawn,import,cache,load",
-        help="comma-separated subset of: addel,chain,threads,tasks,spawn,import,cache,load",
+        default=ALL_BENCHMARKS,
+        help=f"comma-separated subset of: {ALL_BENCHMARKS}",
     )
     ap.add_argument("--json", help="also write the raw figures to this file")
     ap.add_argument(
@@ -797,6 +932,8 @@ def main() -> None:
         bench_cache(table, 10_000, 10 if q else 50)
     if "load" in only:
         bench_load(table, 1000, 10 if q else 50)
+    if "manager" in only:
+        bench_manager(table, plugin_dir, 5 if q else 30, (1, 8))
     table.print()
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
     if args.json:

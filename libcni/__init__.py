@@ -35,6 +35,7 @@ from .conf import (
     load_conf_list,
 )
 from .errors import (
+    AlreadyAttachedError,
     CacheError,
     CheckNotSupportedError,
     CNIError,
@@ -42,11 +43,15 @@ from .errors import (
     DecodeError,
     GCError,
     InvalidNetworkError,
+    LockTimeoutError,
     NoConfigsFoundError,
     NotFoundError,
+    NotReadyError,
     PluginError,
     PluginNotFoundError,
     PluginTimeoutError,
+    SetupError,
+    TeardownError,
     ValidationError,
     VersionError,
 )
@@ -57,6 +62,15 @@ from .version import PluginInfo
 
 if TYPE_CHECKING:
     from .aio import AsyncCNIConfig
+    from .manager import (
+        AsyncNetworkManager,
+        AttachmentResult,
+        ContainerInterface,
+        ContainerNetworks,
+        LoadedNetworks,
+        NetworkManager,
+        NetworkRequest,
+    )
 
 # A program that configures no logging sees nothing from the library: without
 # this, logging's last-resort handler would print its warnings on stderr.
@@ -66,22 +80,32 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DNS",
+    "AlreadyAttachedError",
     "AsyncCNIConfig",
+    "AsyncNetworkManager",
+    "AttachmentResult",
     "CNIConfig",
     "CNIError",
     "CacheError",
     "CheckNotSupportedError",
     "ConfigError",
+    "ContainerInterface",
+    "ContainerNetworks",
     "DecodeError",
     "GCArgs",
     "GCAttachment",
     "GCError",
     "InvalidNetworkError",
+    "LoadedNetworks",
+    "LockTimeoutError",
     "NetworkAttachment",
     "NetworkConfig",
     "NetworkConfigList",
+    "NetworkManager",
+    "NetworkRequest",
     "NoConfigsFoundError",
     "NotFoundError",
+    "NotReadyError",
     "PluginConfig",
     "PluginError",
     "PluginInfo",
@@ -89,6 +113,8 @@ __all__ = [
     "PluginTimeoutError",
     "Result",
     "RuntimeConf",
+    "SetupError",
+    "TeardownError",
     "ValidationError",
     "VersionError",
     "conf_files",
@@ -105,6 +131,19 @@ __all__ = [
 ]
 
 
+_MANAGER_NAMES = frozenset(
+    {
+        "AsyncNetworkManager",
+        "AttachmentResult",
+        "ContainerInterface",
+        "ContainerNetworks",
+        "LoadedNetworks",
+        "NetworkManager",
+        "NetworkRequest",
+    }
+)
+
+
 def __getattr__(name: str) -> Any:
     # The async API pulls in asyncio (~20 ms); load it only when asked for.
     if name == "AsyncCNIConfig":
@@ -112,4 +151,11 @@ def __getattr__(name: str) -> Any:
 
         globals()[name] = AsyncCNIConfig
         return AsyncCNIConfig
+    # The network manager (libcni.manager) is loaded on first use too.
+    if name in _MANAGER_NAMES:
+        from . import manager
+
+        value = getattr(manager, name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'libcni' has no attribute {name!r}")

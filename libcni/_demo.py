@@ -5,7 +5,10 @@ The demo never touches the machine's own network namespace. The outer part
 "host" one and a "container" one, and re-runs itself inside the host one
 (``ip netns exec <host> python -m libcni demo --inside ...``). The inner part
 (:func:`run_inside`) does the library calls: ADD (bridge + host-local + portmap
-+ tuning), CHECK, a look at the cache entry, DEL. Whatever happens (success,
++ tuning), CHECK, a look at the cache entry, DEL; then what a runtime does with
+the :class:`~libcni.NetworkManager`: loopback plus two networks (the bridge
+chain and ptp), the merged and the kernel's view, teardown, and a setup whose
+third network fails and is rolled back. Whatever happens (success,
 failure, Ctrl-C, SIGTERM) the outer part then deletes both namespaces, which
 takes the bridge, the veth pair and the port-mapping rules with them, and the
 temporary directory (plugin data, cache).
@@ -55,6 +58,8 @@ __all__ = [
 DEMO_NETWORK = "libcni-demo"
 DEMO_SUBNET = "10.88.77.0/24"
 DEMO_GATEWAY = "10.88.77.1"
+DEMO_PTP_SUBNET = "10.88.78.0/24"
+DEMO_BROKEN_SUBNET = "10.88.79.0/24"
 DEMO_PLUGINS = ("bridge", "host-local", "portmap", "tuning")
 DEFAULT_PLUGIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 INSTALL_COMMAND = "apt-get install -y containernetworking-plugins iproute2 iptables"
@@ -606,7 +611,100 @@ def run_inside(args: argparse.Namespace, out: TextIO) -> int:
         gone.append("address released")
     out.write(f"DEL    ok ({_ms(start)}): {', '.join(gone) or 'done'}\n")
     out.flush()
+    _run_manager(args, out, workdir, data_dir, tuning_dir, cap_args)
     return 0
+
+
+def _ptp_conflist(name: str, subnet: str, data_dir: str, *extra: dict[str, Any]) -> str:
+    ipam = {"type": "host-local", "ranges": [[{"subnet": subnet}]], "dataDir": data_dir}
+    plugins = [{"type": "ptp", "ipMasq": False, "ipam": ipam}, *extra]
+    return json.dumps({"cniVersion": "1.0.0", "name": name, "plugins": plugins})
+
+
+def _run_manager(
+    args: argparse.Namespace,
+    out: TextIO,
+    workdir: str,
+    data_dir: str,
+    tuning_dir: str,
+    cap_args: Mapping[str, Any],
+) -> None:
+    """What a runtime does: attach loopback and two networks with the NetworkManager,
+    show the merged and the kernel's view, tear down, then a setup that fails and rolls back."""
+    from .errors import SetupError
+    from .manager import NetworkManager
+
+    conf_dir = os.path.join(workdir, "net.d")
+    os.makedirs(conf_dir)
+    files = {
+        "10-demo.conflist": demo_conflist(args.bridge, data_dir, tuning_dir).decode(),
+        "20-ptp.conflist": _ptp_conflist(f"{DEMO_NETWORK}-ptp", DEMO_PTP_SUBNET, data_dir),
+        # ptp takes an address and makes an interface, then tuning refuses the MAC.
+        "30-broken.conflist": _ptp_conflist(
+            f"{DEMO_NETWORK}-broken",
+            DEMO_BROKEN_SUBNET,
+            data_dir,
+            {"type": "tuning", "mac": "not-a-mac", "dataDir": tuning_dir},
+        ),
+    }
+    for name, text in files.items():
+        with open(os.path.join(conf_dir, name), "w") as f:
+            f.write(text)
+    manager = NetworkManager(
+        conf_dir,
+        [d for d in args.cni_path.split(":") if d],
+        cache_dir=os.path.join(workdir, "cache"),
+        timeout=getattr(args, "timeout", None) or 60.0,
+    )
+    cid = f"{args.container_id}-m"
+    nets = [DEMO_NETWORK, f"{DEMO_NETWORK}-ptp"]
+    out.write(f"\nNetworkManager: container {cid} on loopback, {nets[0]} and {nets[1]}\n")
+    start = time.monotonic()
+    view = manager.setup(cid, args.netns, networks=nets, capability_args=cap_args)
+    out.write(f"SETUP  ok ({_ms(start)}): " + ", ".join(
+        f"{a.ifname} ({a.network})" for a in view.attachments) + "\n")  # fmt: skip
+    lines: list[tuple[str, str]] = []
+    for name, iface in view.interfaces.items():
+        ips = ", ".join(str(ip) for ip in iface.ips) or "-"
+        lines.append((name, f"{ips} from {iface.network}"))
+        seen = _kernel_view(args.netns, name)
+        if seen:
+            lines.append(("kernel sees", seen))
+    lines.append(("all IPs", ", ".join(str(ip) for ip in view.ips)))
+    _print_lines(out, lines)
+    out.flush()
+
+    start = time.monotonic()
+    manager.teardown(cid, args.netns)
+    out.write(f"TEARDOWN ok ({_ms(start)}): last attached first, from the cache\n")
+    out.flush()
+
+    broken = f"{DEMO_NETWORK}-broken"
+    start = time.monotonic()
+    try:
+        manager.setup(cid, args.netns, networks=[*nets, broken], capability_args=cap_args)
+    except SetupError as e:
+        out.write(
+            f"ROLLBACK ok ({_ms(start)}): {broken} failed ({e.cause.msg}); "
+            f"{len(e.partial)} attached network(s) and the failed one were undone\n"
+        )
+    else:  # pragma: no cover - the broken network cannot attach
+        raise DemoError(f"the setup with {broken} did not fail")
+    left = [n for n in ("eth0", "eth1", "eth2") if _kernel_view(args.netns, n) is not None]
+    leases = [
+        name
+        for net in (*nets, broken)
+        if os.path.isdir(os.path.join(data_dir, net))
+        for name in os.listdir(os.path.join(data_dir, net))
+        if name[0].isdigit()
+    ]
+    cached = manager.inspect(cid).attachments
+    out.write(
+        "         left behind: "
+        + (", ".join([*left, *leases, *(a.network for a in cached)]) or "nothing")
+        + "\n"
+    )
+    out.flush()
 
 
 def main(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:

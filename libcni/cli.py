@@ -6,6 +6,10 @@
     libcni validate NETWORK
     libcni version PLUGIN
     libcni cache list [CONTAINER_ID]
+    libcni up CONTAINER_ID NETNS [--network NAME[=IFNAME]]... [--parallel]
+    libcni down CONTAINER_ID [NETNS]
+    libcni show CONTAINER_ID
+    libcni ready
     libcni demo
     libcni --version
 
@@ -246,6 +250,72 @@ def _cmd_cache_list(args: argparse.Namespace, environ: Mapping[str, str], out: T
     return 0
 
 
+# -- the networks of a container (NetworkManager) -----------------------------
+
+
+def _manager(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
+    from .manager import NetworkManager
+
+    return NetworkManager(
+        environ.get("NETCONFPATH") or DEFAULT_NETCONFPATH,
+        _plugin_path(environ),
+        cache_dir=_cache_dir(args, environ),
+        timeout=getattr(args, "timeout", None),
+    )
+
+
+def _network_requests(values: Sequence[str]) -> list[Any] | None:
+    from .manager import NetworkRequest
+
+    if not values:
+        return None
+    out = []
+    for value in values:
+        name, eq, ifname = value.partition("=")
+        if not name or (eq and not ifname):
+            raise CLIError(f"invalid --network {value!r}: expected NAME or NAME=IFNAME")
+        out.append(NetworkRequest(name, ifname or None))
+    return out
+
+
+def _print_view(view: Any, out: TextIO) -> None:
+    import json
+
+    out.write(json.dumps(view.to_dict(), indent=4) + "\n")
+
+
+def _cmd_up(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    cap_args = parse_cap_args(environ.get("CAP_ARGS", ""))
+    cni_args = parse_cni_args(environ.get("CNI_ARGS", ""))
+    view = _manager(args, environ).setup(
+        args.container_id,
+        netns_path(args.netns),
+        networks=_network_requests(args.networks),
+        args=cni_args,
+        capability_args=cap_args,
+        parallel=args.parallel,
+    )
+    _print_view(view, out)
+    return 0
+
+
+def _cmd_down(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    netns = netns_path(args.netns) if args.netns else ""
+    _manager(args, environ).teardown(args.container_id, netns)
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    _print_view(_manager(args, environ).inspect(args.container_id), out)
+    return 0
+
+
+def _cmd_ready(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    _manager(args, environ).status()
+    out.write("ready\n")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
     from . import _demo
 
@@ -418,6 +488,67 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("container_id", metavar="CONTAINER_ID", nargs="?", default="")
     p.set_defaults(func=_cmd_cache_list)
+
+    p = sub.add_parser(
+        "up",
+        help="attach a container to loopback and its networks (NetworkManager.setup); "
+        "print the merged view",
+        description="Attach CONTAINER_ID in NETNS to the loopback network and to the "
+        "networks given with --network (default: the first usable network of "
+        "$NETCONFPATH), rolling everything back on failure; print the merged view as JSON.",
+        epilog=_ENVIRONMENT,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    p.add_argument("container_id", metavar="CONTAINER_ID")
+    p.add_argument("netns", metavar="NETNS", help="network namespace path")
+    p.add_argument(
+        "-n",
+        "--network",
+        dest="networks",
+        metavar="NAME[=IFNAME]",
+        action="append",
+        default=[],
+        help="a network to attach, optionally with its interface name (repeatable)",
+    )
+    p.add_argument("--parallel", action="store_true", help="attach the networks at the same time")
+    p.set_defaults(func=_cmd_up)
+
+    p = sub.add_parser(
+        "down",
+        help="detach a container from every cached network (NetworkManager.teardown)",
+        description="Detach CONTAINER_ID from every network it is cached on, with the "
+        "configuration cached at attach time, last attached first.",
+        epilog=_ENVIRONMENT,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    p.add_argument("container_id", metavar="CONTAINER_ID")
+    p.add_argument("netns", metavar="NETNS", nargs="?", default="", help="network namespace path")
+    p.set_defaults(func=_cmd_down)
+
+    p = sub.add_parser(
+        "show",
+        help="print the merged view of a container's networks, from the cache",
+        description="Print the networks of CONTAINER_ID as JSON (attachments, interfaces, "
+        "IPs, DNS), read from the cache; nothing runs.",
+        epilog=_ENVIRONMENT,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    p.add_argument("container_id", metavar="CONTAINER_ID")
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser(
+        "ready",
+        help="say whether containers can be attached now (NetworkManager.status)",
+        description="Print 'ready' if the default network of $NETCONFPATH is usable and its "
+        "plugins are ready; otherwise say why and exit 1.",
+        epilog=_ENVIRONMENT,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    p.set_defaults(func=_cmd_ready)
 
     demo_text = (
         "attach a throwaway network namespace to a demo network with the reference plugins "

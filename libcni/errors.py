@@ -278,3 +278,88 @@ class GCError(CNIError):
             code=errs[0].code if len(errs) == 1 else CODE_INTERNAL,
         )
         self.errors: list[CNIError] = errs
+
+
+# -- the networks of a container (libcni.manager) ----------------------------
+
+
+class LockTimeoutError(CacheError, TimeoutError):
+    """A cache lock was not obtained within the timeout. Code 11 (try again later)."""
+
+    default_code = CODE_TRY_AGAIN
+
+
+class SetupError(CNIError):
+    """``NetworkManager.setup`` failed and what it had attached was rolled back.
+
+    ``cause`` is the first failure, ``partial`` the attachments that had
+    succeeded (all of them DELeted by the rollback), ``rollback_errors`` the
+    rollback DELs that failed (their cache entries stay, so that a teardown
+    can retry them). The code is the cause's.
+    """
+
+    def __init__(
+        self,
+        container_id: str,
+        cause: CNIError,
+        partial: Sequence[Any] = (),
+        rollback_errors: Sequence[CNIError] = (),
+    ) -> None:
+        errs = list(rollback_errors)
+        rolled = "rolled back" if not errs else f"rollback failed for {len(errs)} network(s)"
+        details = str(cause)
+        if errs:
+            details += " | rollback errors: " + "; ".join(str(e) for e in errs)
+        super().__init__(
+            f"setup of container {container_id!r} failed ({rolled})", details, code=cause.code
+        )
+        self.container_id = container_id
+        self.cause: CNIError = cause
+        self.partial: tuple[Any, ...] = tuple(partial)
+        self.rollback_errors: list[CNIError] = errs
+
+
+class TeardownError(CNIError):
+    """One teardown met failed DELs; ``errors`` holds every one (their cache entries stay)."""
+
+    def __init__(self, container_id: str, errors: Sequence[CNIError]) -> None:
+        errs = list(errors)
+        super().__init__(
+            f"teardown of container {container_id!r} failed for {len(errs)} network(s)",
+            "; ".join(str(e) for e in errs),
+            code=errs[0].code if len(errs) == 1 else CODE_INTERNAL,
+        )
+        self.container_id = container_id
+        self.errors: list[CNIError] = errs
+
+
+class AlreadyAttachedError(CNIError):
+    """Setup of a ``(network, container, ifname)`` that is still cached: tear it down first."""
+
+    def __init__(self, network: str, container_id: str, ifname: str) -> None:
+        super().__init__(
+            f"container {container_id!r} is already attached to network {network!r} "
+            f"as {ifname!r}; tear it down first",
+        )
+        self.network = network
+        self.container_id = container_id
+        self.ifname = ifname
+
+
+class NotReadyError(CNIError):
+    """The manager cannot attach containers now (code 50); ``msg`` says why, ``cause`` the error."""
+
+    default_code = CODE_NOT_AVAILABLE
+
+    def __init__(self, msg: str, details: str = "", *, cause: CNIError | None = None) -> None:
+        super().__init__(msg, details)
+        self.cause: CNIError | None = cause
+
+
+__all__ += [
+    "AlreadyAttachedError",
+    "LockTimeoutError",
+    "NotReadyError",
+    "SetupError",
+    "TeardownError",
+]

@@ -123,6 +123,16 @@ def test_demo_runs_and_cleans_up(netns_ok: None) -> None:
     assert re.search(r"^DEL\s+ok .*cache entry removed", out, re.M), out
     assert "eth0 gone from the container" in out
     assert "address released" in out
+    # The NetworkManager part: loopback + two networks, the kernel agrees, rollback leaves nothing.
+    assert re.search(r"^SETUP\s+ok .*lo \(cni-loopback\), eth0 \(libcni-demo\), eth1 "
+                     r"\(libcni-demo-ptp\)", out, re.M), out  # fmt: skip
+    assert re.search(r"kernel sees\s+lo \S+ 127\.0\.0\.1/8", out), out
+    for ifname, net in (("eth0", r"10\.88\.77\."), ("eth1", r"10\.88\.78\.")):
+        [reported] = re.findall(rf"^\s+{ifname}\s+({net}\d+/24) from", out, re.M)
+        assert re.search(rf"kernel sees\s+{ifname}\S* UP {re.escape(reported)}", out), out
+    assert re.search(r"^TEARDOWN ok", out, re.M), out
+    assert re.search(r"^ROLLBACK ok .*libcni-demo-broken failed", out, re.M), out
+    assert "left behind: nothing" in out
     assert "Cleaned up:" in out
 
     # Nothing is left behind (other demo runs may be going on: look at this one's).

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import CacheError
+from ..errors import CacheError, LockTimeoutError
 from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
 from ._fs import attachment_name, check_name, fit_name, open_dir
 from ._lock import CacheLock, acquire
@@ -23,7 +23,7 @@ TEMP_STALE_AFTER = 600.0
 """Seconds after which a temporary file is one a killed writer left (a write takes far less)."""
 
 MAX_ENTRY_SIZE = 16 << 20
-"""Bytes: a larger entry is corrupt and never read into memory (behaviour.md §7)."""
+"""Bytes: a larger entry is corrupt and never read into memory."""
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -653,3 +653,56 @@ class ResultCache:
     @staticmethod
     def _network_lock_name(network: str) -> str:
         return fit_name(check_name(network, "network name"), "network name")
+
+    # -- per-container locks (libcni.manager) ------------------------------
+
+    def container_lock(self, container_id: str, timeout: float | None = None) -> CacheLock:
+        """Take the exclusive lock of a whole container, waiting at most ``timeout`` seconds.
+
+        The network manager holds it across a setup, teardown or check so
+        that those of one container never interleave, across threads and
+        processes. The lock file is ``<dir>/locks/containers/<containerID>``,
+        which no attachment lock (always ``<network>-<id>-<ifname>``, directly
+        in ``locks/``) nor network lock can be. Not obtained in time:
+        :class:`~libcni.errors.LockTimeoutError`.
+        """
+        if timeout is None:
+            lk = acquire(
+                self.locks_dir,
+                self._container_lock_name(container_id),
+                subdir="containers",
+                exclusive=True,
+                blocking=True,
+            )
+            if lk is None:  # pragma: no cover - a blocking acquire never gives None
+                raise CacheError(f"cannot lock container {container_id!r}")
+            return lk
+        end = time.monotonic() + timeout
+        pause = 0.001
+        while True:
+            lk = self.try_container_lock(container_id)
+            if lk is not None:
+                return lk
+            left = end - time.monotonic()
+            if left <= 0:
+                raise LockTimeoutError(
+                    f"container {container_id!r} is busy: its lock was not obtained "
+                    f"within {timeout:.3g}s",
+                    os.path.join(self.locks_dir, "containers", container_id),
+                )
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+    def try_container_lock(self, container_id: str) -> CacheLock | None:
+        """:meth:`container_lock` without waiting: ``None`` if it is busy (for async callers)."""
+        return acquire(
+            self.locks_dir,
+            self._container_lock_name(container_id),
+            subdir="containers",
+            exclusive=True,
+            blocking=False,
+        )
+
+    @staticmethod
+    def _container_lock_name(container_id: str) -> str:
+        return fit_name(check_name(container_id, "container ID"), "container ID")

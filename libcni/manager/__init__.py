@@ -1,0 +1,229 @@
+"""The networks of a container: :class:`NetworkManager` and :class:`AsyncNetworkManager`.
+
+What a container runtime needs on top of the operations of ``CNIConfig``
+: attach a container to the loopback network and to its
+networks with interface names, roll back a setup that failed half-way, tear
+down from the cache (with the configuration cached at ADD), check, inspect
+the merged view, report readiness and collect garbage across every network.
+The configuration is always the one on disk now, and setup, teardown and
+check of one container never interleave (across threads, tasks and
+processes). The rules live in :mod:`libcni.manager._core`; this module
+performs them with blocking calls, :class:`AsyncNetworkManager` with ``await``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ..api import CNIConfig
+from ..invoke import Exec
+from ._core import Blocking, Call, Core, Effect, LockContainer, Op, Outcome, Together
+from ._values import (
+    LOOPBACK_NETWORK,
+    AttachmentResult,
+    ContainerInterface,
+    ContainerNetworks,
+    LoadedNetworks,
+    NetworkRequest,
+)
+
+if TYPE_CHECKING:
+    from ._async import AsyncNetworkManager
+
+__all__ = [
+    "LOOPBACK_NETWORK",
+    "AsyncNetworkManager",
+    "AttachmentResult",
+    "ContainerInterface",
+    "ContainerNetworks",
+    "LoadedNetworks",
+    "NetworkManager",
+    "NetworkRequest",
+]
+
+_NO_CAPS: Mapping[str, Any] = {}
+
+
+class _ManagerBase:
+    """The constructor and the properties shared by the sync and async managers."""
+
+    def __init__(
+        self,
+        conf_dir: str | os.PathLike[str] = "/etc/cni/net.d",
+        plugin_dirs: Sequence[str | os.PathLike[str]] = ("/opt/cni/bin",),
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        default_networks: Sequence[str] | None = None,
+        max_networks: int = 1,
+        loopback: bool = True,
+        interface_prefix: str = "eth",
+        timeout: float | None = None,
+        exec: Exec | None = None,
+    ) -> None:
+        self._core = Core(
+            conf_dir,
+            plugin_dirs,
+            cni=self._make_cni(plugin_dirs, cache_dir, exec, timeout),
+            default_networks=default_networks,
+            max_networks=max_networks,
+            loopback=loopback,
+            interface_prefix=interface_prefix,
+            timeout=timeout,
+        )
+
+    @staticmethod
+    def _make_cni(
+        plugin_dirs: Sequence[str | os.PathLike[str]],
+        cache_dir: str | os.PathLike[str] | None,
+        exec: Exec | None,
+        timeout: float | None,
+    ) -> Any:
+        return CNIConfig(plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout)
+
+    def __repr__(self) -> str:
+        core = self._core
+        return (
+            f"{type(self).__name__}(conf_dir={core.conf_dir!r}, "
+            f"plugin_dirs={list(core.plugin_dirs)!r}, cache_dir={core.cache.dir!r})"
+        )
+
+    @property
+    def conf_dir(self) -> str:
+        """The configuration directory."""
+        return self._core.conf_dir
+
+    @property
+    def plugin_dirs(self) -> tuple[str, ...]:
+        """The plugin directories, searched in order."""
+        return self._core.plugin_dirs
+
+    @property
+    def cache_dir(self) -> str:
+        """The cache directory."""
+        return self._core.cache.dir
+
+
+class NetworkManager(_ManagerBase):
+    """Attaches containers to their networks and detaches them.
+
+    ``conf_dir`` holds the network configuration files, ``plugin_dirs`` the
+    plugin binaries; ``cache_dir``, ``exec`` and ``timeout`` are as for
+    :class:`~libcni.CNIConfig`. Without ``default_networks`` a setup given no
+    networks attaches the first ``max_networks`` usable networks in file
+    order (``0``: all). With ``loopback`` every setup first attaches the
+    ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; other
+    interfaces are named ``<interface_prefix><n>`` unless a request names them.
+
+    Safe to share between threads; nothing runs in the background.
+    """
+
+    # -- the driver ------------------------------------------------------
+
+    def _drive(self, op: Op) -> Any:
+        outcome: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = op.send(outcome) if error is None else op.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            outcome, error = None, None
+            try:
+                outcome = self._perform(effect)
+            except BaseException as e:  # handed to the rule, which may handle it
+                error = e
+
+    def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, Call):
+            return getattr(self._core.cni, effect.method)(*effect.args, **effect.kwargs)
+        if isinstance(effect, Together):
+            return self._together(effect.calls)
+        if isinstance(effect, LockContainer):
+            return effect.cache.container_lock(effect.container_id, effect.timeout).release
+        assert isinstance(effect, Blocking)
+        return effect.call(*effect.args)
+
+    def _together(self, calls: Sequence[Call]) -> list[Outcome]:
+        def one(call: Call) -> Outcome:
+            try:
+                return self._perform(call), None
+            except Exception as e:
+                return None, e
+
+        if len(calls) == 1:
+            return [one(calls[0])]
+        with ThreadPoolExecutor(len(calls), thread_name_prefix="libcni-setup") as pool:
+            return list(pool.map(one, calls))
+
+    # -- the operations ----------------------------------------------------
+
+    def networks(self) -> LoadedNetworks:
+        """The configuration as of now (re-read if anything changed on disk)."""
+        loaded: LoadedNetworks = self._drive(self._core.current())
+        return loaded
+
+    def setup(
+        self,
+        container_id: str,
+        netns: str,
+        *,
+        networks: Sequence[str | NetworkRequest] | None = None,
+        args: Sequence[tuple[str, str]] = (),
+        capability_args: Mapping[str, Any] = _NO_CAPS,
+        parallel: bool = False,
+        timeout: float | None = None,
+    ) -> ContainerNetworks:
+        """Attach the container to the loopback network and to ``networks`` (default networks
+        when ``None``); on failure roll everything back and raise :class:`~libcni.errors.SetupError`.
+
+        ``timeout`` bounds all the ADDs together; each rollback DEL has its own.
+        """
+        view: ContainerNetworks = self._drive(
+            self._core.setup(
+                container_id, netns, networks, args, capability_args, parallel, timeout
+            )
+        )
+        return view
+
+    def teardown(
+        self,
+        container_id: str,
+        netns: str = "",
+        *,
+        networks: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """DEL every cached attachment of the container (or of ``networks``), last first,
+        with the configuration cached at ADD; every DEL runs, failures raise together
+        as :class:`~libcni.errors.TeardownError`."""
+        self._drive(self._core.teardown(container_id, netns, networks, timeout))
+
+    def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
+        """CHECK every cached attachment of the container; the first failure is raised."""
+        self._drive(self._core.check(container_id, netns, timeout))
+
+    def inspect(self, container_id: str) -> ContainerNetworks:
+        """The merged view of the container's attachments, from the cache (runs nothing)."""
+        view: ContainerNetworks = self._drive(self._core.inspect(container_id))
+        return view
+
+    def status(self, *, timeout: float | None = None) -> None:
+        """Return when containers can be attached, else raise :class:`~libcni.errors.NotReadyError`."""
+        self._drive(self._core.status(timeout))
+
+    def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
+        """Collect every attachment of containers not in ``valid_containers``, on every
+        configured or cached network; failures raise together as :class:`~libcni.errors.GCError`."""
+        self._drive(self._core.gc(valid_containers, timeout))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AsyncNetworkManager":
+        from ._async import AsyncNetworkManager
+
+        globals()[name] = AsyncNetworkManager
+        return AsyncNetworkManager
+    raise AttributeError(f"module 'libcni.manager' has no attribute {name!r}")

@@ -1,0 +1,191 @@
+"""``AsyncNetworkManager``: every operation of ``NetworkManager`` as a coroutine.
+
+The rules are the same generators (:mod:`libcni.manager._core`); the effects
+are awaited: operations of an :class:`~libcni.aio.AsyncCNIConfig`, parallel
+ADDs as tasks, the container lock polled without blocking the loop; the
+configuration check and cache reads (stats and small files) inline, as
+``AsyncCNIConfig`` reads its cache. A cancelled setup rolls back (the
+rollback DELs finish even if cancelled again) before ``CancelledError``
+propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..aio import AsyncCNIConfig
+from ..errors import LockTimeoutError
+from ..invoke import Exec
+from . import _ManagerBase
+from ._core import Blocking, Call, Effect, LockContainer, Op, Outcome, Together
+from ._values import ContainerNetworks, LoadedNetworks, NetworkRequest
+
+__all__ = ["AsyncNetworkManager"]
+
+_NO_CAPS: Mapping[str, Any] = {}
+_LOCK_POLL_FIRST = 0.001
+_LOCK_POLL_MAX = 0.05
+
+
+async def _finish(task: asyncio.Future[Any]) -> bool:
+    """Wait for ``task`` to finish whatever happens; return whether we were cancelled meanwhile."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
+
+
+class AsyncNetworkManager(_ManagerBase):
+    """The asyncio form of :class:`~libcni.NetworkManager`: same constructor, same rules.
+
+    Safe to share between tasks: setups of different containers run
+    concurrently; setup, teardown and check of one container one after the
+    other (also across threads and processes).
+    """
+
+    @staticmethod
+    def _make_cni(
+        plugin_dirs: Sequence[str | os.PathLike[str]],
+        cache_dir: str | os.PathLike[str] | None,
+        exec: Exec | None,
+        timeout: float | None,
+    ) -> Any:
+        return AsyncCNIConfig(plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout)
+
+    async def _drive(self, op: Op) -> Any:
+        outcome: Any = None
+        error: BaseException | None = None
+        cancelled_meanwhile = False
+        while True:
+            try:
+                effect = op.send(outcome) if error is None else op.throw(error)
+            except StopIteration as stop:
+                if cancelled_meanwhile:
+                    raise asyncio.CancelledError() from None
+                return stop.value
+            except BaseException as e:
+                if cancelled_meanwhile and not isinstance(e, asyncio.CancelledError):
+                    raise asyncio.CancelledError() from e
+                raise
+            outcome, error = None, None
+            try:
+                if isinstance(effect, Call) and effect.protected:
+                    task = asyncio.ensure_future(self._perform(effect))
+                    cancelled_meanwhile = await _finish(task) or cancelled_meanwhile
+                    outcome = task.result()
+                else:
+                    outcome = await self._perform(effect)
+            except BaseException as e:  # handed to the rule, which may handle it
+                error = e
+
+    async def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, Call):
+            return await getattr(self._core.cni, effect.method)(*effect.args, **effect.kwargs)
+        if isinstance(effect, Together):
+            return await self._together(effect.calls)
+        if isinstance(effect, LockContainer):
+            return await self._lock(effect)
+        assert isinstance(effect, Blocking)
+        # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
+        # cache: a worker thread would queue them behind other operations' fsyncs.
+        return effect.call(*effect.args)
+
+    async def _together(self, calls: Sequence[Call]) -> list[Outcome]:
+        tasks = [asyncio.ensure_future(self._perform(c)) for c in calls]
+        try:
+            await asyncio.wait(tasks)
+        except asyncio.CancelledError:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                await _finish(t)
+            for t in tasks:  # retrieved: asyncio would log them as never retrieved
+                if not t.cancelled():
+                    t.exception()
+            raise
+        out: list[Outcome] = []
+        for t in tasks:
+            if t.cancelled():
+                out.append((None, asyncio.CancelledError()))
+            elif t.exception() is not None:
+                out.append((None, t.exception()))
+            else:
+                out.append((t.result(), None))
+        return out
+
+    @staticmethod
+    async def _lock(effect: LockContainer) -> Any:
+        end = None if effect.timeout is None else time.monotonic() + effect.timeout
+        pause = _LOCK_POLL_FIRST
+        while True:
+            lock = effect.cache.try_container_lock(effect.container_id)
+            if lock is not None:
+                return lock.release
+            if end is not None and time.monotonic() >= end:
+                raise LockTimeoutError(
+                    f"container {effect.container_id!r} is busy: its lock was not obtained "
+                    f"within {effect.timeout:.3g}s"
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _LOCK_POLL_MAX)
+
+    # -- the operations ----------------------------------------------------
+
+    async def networks(self) -> LoadedNetworks:
+        """The configuration as of now (re-read if anything changed on disk)."""
+        loaded: LoadedNetworks = await self._drive(self._core.current())
+        return loaded
+
+    async def setup(
+        self,
+        container_id: str,
+        netns: str,
+        *,
+        networks: Sequence[str | NetworkRequest] | None = None,
+        args: Sequence[tuple[str, str]] = (),
+        capability_args: Mapping[str, Any] = _NO_CAPS,
+        parallel: bool = False,
+        timeout: float | None = None,
+    ) -> ContainerNetworks:
+        """As :meth:`NetworkManager.setup`; a cancelled setup rolls back, then re-raises."""
+        view: ContainerNetworks = await self._drive(
+            self._core.setup(
+                container_id, netns, networks, args, capability_args, parallel, timeout
+            )
+        )
+        return view
+
+    async def teardown(
+        self,
+        container_id: str,
+        netns: str = "",
+        *,
+        networks: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """As :meth:`NetworkManager.teardown`."""
+        await self._drive(self._core.teardown(container_id, netns, networks, timeout))
+
+    async def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
+        """As :meth:`NetworkManager.check`."""
+        await self._drive(self._core.check(container_id, netns, timeout))
+
+    async def inspect(self, container_id: str) -> ContainerNetworks:
+        """As :meth:`NetworkManager.inspect`."""
+        view: ContainerNetworks = await self._drive(self._core.inspect(container_id))
+        return view
+
+    async def status(self, *, timeout: float | None = None) -> None:
+        """As :meth:`NetworkManager.status`."""
+        await self._drive(self._core.status(timeout))
+
+    async def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
+        """As :meth:`NetworkManager.gc`."""
+        await self._drive(self._core.gc(valid_containers, timeout))

@@ -1,0 +1,598 @@
+"""The rules of the network manager, written once for sync and async.
+
+As in :mod:`libcni._ops`, every operation is a generator that decides what to
+do and yields effects; :class:`~libcni.manager.NetworkManager` performs them
+with blocking calls and :class:`~libcni.manager.AsyncNetworkManager` with
+``await``. The manager never runs a plugin itself: every plugin run is an
+operation of ``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`).
+
+- :class:`Call`: call one method of the ``CNIConfig`` (awaited in async);
+  ``protected`` calls (rollback DELs) finish even if the caller is cancelled.
+- :class:`Together`: run several calls at the same time; the outcome is one
+  ``(value, error)`` pair per call, in order. A failure cancels nothing.
+- :class:`LockContainer`: hold the per-container lock; the outcome releases it.
+- :class:`Blocking`: a short local call that reads the disk (the
+  configuration check, cache reads); inline in both drivers, as the
+  operations read the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .. import request as rq
+from ..cache import ResultCache
+from ..conf import NetworkConfigList, conf_list_from_bytes
+from ..errors import (
+    CODE_LIMITED_CONNECTIVITY,
+    AlreadyAttachedError,
+    CNIError,
+    ConfigError,
+    GCError,
+    NotReadyError,
+    PluginError,
+    PluginTimeoutError,
+    SetupError,
+    TeardownError,
+    ValidationError,
+)
+from ..types import result_from_dict
+from ..values import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
+from ._config import ConfigWatcher
+from ._values import (
+    LOOPBACK_IFNAME,
+    LOOPBACK_NETWORK,
+    AttachmentResult,
+    ContainerNetworks,
+    LoadedNetworks,
+    NetworkRequest,
+)
+
+__all__ = ["Blocking", "Call", "Core", "LockContainer", "Together"]
+
+log = logging.getLogger("libcni")
+
+LOOPBACK_CONFIG = (
+    b'{"cniVersion": "1.0.0", "name": "cni-loopback", "plugins": [{"type": "loopback"}]}'
+)
+
+
+@attrs.frozen
+class Call:
+    """Effect: ``cni.<method>(*args, **kwargs)``; the outcome is its value."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
+    protected: bool = False
+
+
+@attrs.frozen
+class Together:
+    """Effect: run ``calls`` at the same time; the outcome is ``[(value, error), ...]``."""
+
+    calls: tuple[Call, ...]
+
+
+@attrs.frozen
+class LockContainer:
+    """Effect: hold the lock of one container; the outcome is a function releasing it."""
+
+    cache: ResultCache
+    container_id: str
+    timeout: float | None
+
+
+@attrs.frozen
+class Blocking:
+    """Effect: ``call(*args)``, a short local read (stats, small files)."""
+
+    call: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+Effect = Call | Together | LockContainer | Blocking
+Op = Generator[Effect, Any, Any]
+Outcome = tuple[Any, BaseException | None]
+
+
+@attrs.frozen
+class _Item:
+    """One network of a setup, ready to run."""
+
+    network: str
+    ifname: str
+    net: NetworkConfigList
+    rt: RuntimeConf
+
+
+class _Deadline:
+    """The time left of a setup's timeout, shared by all its ADDs."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self._end = None if timeout is None else time.monotonic() + timeout
+
+    def left(self, network: str, container_id: str) -> float | None:
+        if self._end is None:
+            return None
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise PluginTimeoutError(
+                f"setup timed out after {self.timeout:.3g}s before network {network!r} "
+                "could be added",
+                command="ADD",
+                network=network,
+                container_id=container_id,
+            )
+        return left
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _natural(ifname: str) -> list[Any]:
+    return [int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(ifname))]
+
+
+def attachment_order(ifname: str, network: str) -> tuple[Any, ...]:
+    """The order of what is read back from the cache: ``lo`` first, then natural ifname order."""
+    return (ifname != LOOPBACK_IFNAME, _natural(ifname), network)
+
+
+class Core:
+    """The state and the rule generators shared by the sync and async managers."""
+
+    def __init__(
+        self,
+        conf_dir: str | os.PathLike[str],
+        plugin_dirs: Sequence[str | os.PathLike[str]],
+        *,
+        cni: Any,
+        default_networks: Sequence[str] | None,
+        max_networks: int,
+        loopback: bool,
+        interface_prefix: str,
+        timeout: float | None,
+    ) -> None:
+        if isinstance(plugin_dirs, (str, os.PathLike)):
+            plugin_dirs = [plugin_dirs]
+        self.conf_dir = os.fspath(conf_dir)
+        self.plugin_dirs = tuple(os.fspath(p) for p in plugin_dirs)
+        self.cni = cni
+        self.loopback = loopback
+        self.interface_prefix = interface_prefix
+        self.timeout = timeout
+        self.watcher = ConfigWatcher(
+            self.conf_dir,
+            self.plugin_dirs,
+            cni.exec.find_in_path,
+            default_networks,
+            max_networks,
+        )
+        self.loopback_net = conf_list_from_bytes(LOOPBACK_CONFIG)
+        # The CNIConfig's own cache (so that the default directory is decided in one place).
+        self.cache: ResultCache = cni._cache()
+
+    def _timeout(self, timeout: float | None) -> float | None:
+        return self.timeout if timeout is None else timeout
+
+    def current(self) -> Op:
+        """The configuration as it is now (a cheap check, a reload if anything changed)."""
+        loaded: LoadedNetworks = yield Blocking(self.watcher.current)
+        return loaded
+
+    # -- readiness -------------------------------------------------------
+
+    def _config_problem(self, loaded: LoadedNetworks) -> NotReadyError | None:
+        """Why the configuration cannot attach containers now, or ``None``."""
+        skipped = "; ".join(f"{path}: {why}" for path, why in loaded.skipped.items())
+        if not loaded.defaults:
+            where = f"in {self.conf_dir}"
+            if not loaded.skipped:
+                return NotReadyError(
+                    f"no network configuration found {where}: add a .conflist, .conf or "
+                    ".json file there"
+                )
+            return NotReadyError(
+                f"no usable network configuration {where}: fix the skipped files", skipped
+            )
+        missing = [n for n in loaded.defaults if n not in loaded.networks]
+        if missing:
+            return NotReadyError(
+                f"default network(s) {', '.join(repr(n) for n in missing)} not usable in "
+                f"{self.conf_dir}: add or fix their configuration files",
+                skipped,
+            )
+        if self.loopback:
+            try:
+                self.cni.exec.find_in_path("loopback", self.plugin_dirs)
+            except CNIError as e:
+                return NotReadyError(
+                    "the loopback plugin is not installed: put it in one of the plugin "
+                    f"directories ({', '.join(self.plugin_dirs)}) or turn loopback off",
+                    str(e),
+                )
+        return None
+
+    def status(self, timeout: float | None) -> Op:
+        """Ready, or :class:`NotReadyError` saying why."""
+        loaded = yield from self.current()
+        problem = self._config_problem(loaded)
+        if problem is not None:
+            raise problem
+        for name in loaded.defaults:
+            try:
+                yield Call(
+                    "get_status_network_list",
+                    (loaded.networks[name],),
+                    {"timeout": self._timeout(timeout)},
+                )
+            except PluginError as e:
+                if e.code == CODE_LIMITED_CONNECTIVITY:
+                    log.warning("network %r has limited connectivity: %s", name, e)
+                    continue
+                raise NotReadyError(
+                    f"network {name!r} is not ready: {e.msg}", e.details, cause=e
+                ) from e
+            except CNIError as e:
+                raise NotReadyError(f"network {name!r} is not ready: {e}", cause=e) from e
+        return None
+
+    # -- setup -----------------------------------------------------------
+
+    def _plan(
+        self,
+        loaded: LoadedNetworks,
+        container_id: str,
+        netns: str,
+        networks: Sequence[str | NetworkRequest] | None,
+        args: Sequence[tuple[str, str]],
+        capability_args: Mapping[str, Any],
+    ) -> list[_Item]:
+        """The networks of a setup with their interface names; refuses bad requests."""
+        rq.validate_container_id(container_id)
+        if networks is None:
+            problem = self._config_problem(loaded)
+            if problem is not None:
+                raise problem
+            requests = [NetworkRequest(n) for n in loaded.defaults]
+        else:
+            if isinstance(networks, (str, NetworkRequest)):
+                networks = [networks]
+            requests = []
+            for n in networks:
+                if isinstance(n, str):
+                    requests.append(NetworkRequest(n))
+                elif isinstance(n, NetworkRequest):
+                    requests.append(n)
+                else:
+                    raise ConfigError(
+                        f"a network must be a name or a NetworkRequest, not {type(n).__name__}"
+                    )
+        unknown = [r.network for r in requests if r.network not in loaded.networks]
+        if unknown:
+            raise ConfigError(
+                f"network(s) {', '.join(repr(n) for n in unknown)} not configured in "
+                f"{self.conf_dir}",
+                "; ".join(f"{p}: {w}" for p, w in loaded.skipped.items()),
+            )
+        taken: set[str] = {LOOPBACK_IFNAME} if self.loopback else set()
+        for r in requests:
+            if r.ifname is None:
+                continue
+            rq.validate_interface_name(r.ifname)
+            if r.ifname in taken:
+                raise ConfigError(
+                    f"interface name {r.ifname!r} requested twice for container {container_id!r}"
+                )
+            taken.add(r.ifname)
+        items: list[_Item] = []
+        if self.loopback:
+            items.append(
+                _Item(
+                    LOOPBACK_NETWORK,
+                    LOOPBACK_IFNAME,
+                    self.loopback_net,
+                    RuntimeConf(container_id, netns, LOOPBACK_IFNAME, args, capability_args),
+                )
+            )
+        k = 0
+        for r in requests:
+            ifname = r.ifname
+            if ifname is None:
+                while f"{self.interface_prefix}{k}" in taken:
+                    k += 1
+                ifname = f"{self.interface_prefix}{k}"
+                rq.validate_interface_name(ifname)
+                taken.add(ifname)
+            caps = capability_args if r.capability_args is None else r.capability_args
+            rt = RuntimeConf(container_id, netns, ifname, (*args, *r.args), caps)
+            items.append(_Item(r.network, ifname, loaded.networks[r.network], rt))
+        return items
+
+    def setup(
+        self,
+        container_id: str,
+        netns: str,
+        networks: Sequence[str | NetworkRequest] | None,
+        args: Sequence[tuple[str, str]],
+        capability_args: Mapping[str, Any],
+        parallel: bool,
+        timeout: float | None,
+    ) -> Op:
+        """Attach the container to its networks, or roll everything back."""
+        loaded = yield from self.current()
+        items = self._plan(loaded, container_id, netns, networks, args, capability_args)
+        timeout = self._timeout(timeout)
+        release = yield LockContainer(self.cache, container_id, timeout)
+        try:
+            attached = yield Blocking(self._still_cached, (items,))
+            if attached is not None:
+                raise AlreadyAttachedError(attached.network, container_id, attached.ifname)
+            deadline = _Deadline(timeout)
+            attempted: list[_Item] = []
+            done: dict[int, AttachmentResult] = {}
+            failure: CNIError | None = None
+            interrupted: BaseException | None = None
+
+            def add(i: int) -> Call:
+                item = items[i]
+                left = deadline.left(item.network, container_id)
+                return Call("add_network_list", (item.net, item.rt), {"timeout": left})
+
+            try:
+                # Serially: everything; in parallel: the loopback network first.
+                first = len(items) if not parallel else (1 if self.loopback else 0)
+                for i in range(first):
+                    attempted.append(items[i])
+                    try:
+                        result = yield add(i)
+                    except CNIError as e:
+                        failure = e
+                        break
+                    done[i] = AttachmentResult(items[i].network, items[i].ifname, result)
+                if parallel and failure is None and first < len(items):
+                    calls: list[tuple[int, Call]] = []
+                    for i in range(first, len(items)):
+                        attempted.append(items[i])
+                        try:
+                            calls.append((i, add(i)))
+                        except CNIError as e:
+                            failure = failure or e
+                    outcomes: list[Outcome] = yield Together(tuple(c for _, c in calls))
+                    for (i, _), (value, error) in zip(calls, outcomes, strict=True):
+                        if error is None:
+                            done[i] = AttachmentResult(items[i].network, items[i].ifname, value)
+                        elif isinstance(error, CNIError):
+                            failure = failure or error
+                        else:
+                            interrupted = interrupted or error
+            except BaseException as e:  # cancelled, or interrupted: roll back, then re-raise
+                interrupted = e
+            if failure is None and interrupted is None:
+                results = tuple(done[i] for i in range(len(items)))
+                return ContainerNetworks.merge(container_id, results)
+            rollback_errors = yield from self._rollback(attempted, self._timeout(None))
+            partial = tuple(done[i] for i in sorted(done))
+            if interrupted is not None:
+                raise interrupted
+            assert failure is not None
+            raise SetupError(container_id, failure, partial, rollback_errors)
+        finally:
+            release()
+
+    def _still_cached(self, items: Sequence[_Item]) -> _Item | None:
+        """The first planned attachment that has a cache entry (readable or not), if any."""
+        for item in items:
+            path = self.cache.entry_path(item.network, item.rt.container_id, item.ifname)
+            if os.path.lexists(path):
+                return item
+        return None
+
+    def _rollback(self, attempted: Sequence[_Item], timeout: float | None) -> Op:
+        """DEL every attempted network in reverse order, each with a full timeout; all of them."""
+        errors: list[CNIError] = []
+        for item in reversed(attempted):
+            try:
+                yield Call(
+                    "del_network_list", (item.net, item.rt), {"timeout": timeout}, protected=True
+                )
+            except CNIError as e:
+                log.warning(
+                    "rollback of network %r (%s) for container %r failed: %s",
+                    item.network,
+                    item.ifname,
+                    item.rt.container_id,
+                    e,
+                )
+                errors.append(e)
+        return errors
+
+    # -- teardown, check, inspect ---------------------------------------
+
+    def _cached(self, container_id: str) -> Op:
+        atts: list[NetworkAttachment] = yield Call("get_cached_attachments", (container_id,))
+        return sorted(atts, key=lambda a: attachment_order(a.ifname, a.network))
+
+    def _cached_net(
+        self, att: NetworkAttachment, rt: RuntimeConf, loaded: LoadedNetworks | None = None
+    ) -> tuple[NetworkConfigList, RuntimeConf]:
+        """The list, args and capability args cached at ADD (the current file as a fallback).
+
+        ``att`` comes from ``get_cached_attachments``: the same cache entry
+        ``get_network_list_cached_config`` reads, without reading it again.
+        """
+        rt = attrs.evolve(
+            rt,
+            args=att.cni_args if att.cni_args else rt.args,
+            capability_args=att.capability_args,
+        )
+        try:
+            net = conf_list_from_bytes(att.config)
+            if net.plugins and net.name == att.network:
+                return net, rt
+            problem = "the cached configuration has no plugins"
+        except ConfigError as e:
+            problem = f"the cached configuration cannot be read: {e}"
+        if loaded is None:  # needed only now: the configuration as it is now
+            loaded = self.watcher.current()
+        current = loaded.networks.get(att.network)
+        if att.network == LOOPBACK_NETWORK and current is None:
+            current = self.loopback_net
+        if current is not None:
+            log.warning(
+                "network %r of container %r: %s; using the current configuration",
+                att.network,
+                att.container_id,
+                problem,
+            )
+            return current, rt
+        raise ConfigError(
+            f"cannot use network {att.network!r} of container {att.container_id!r}: {problem} "
+            f"and no configuration of that name is in {self.conf_dir}"
+        )
+
+    def teardown(
+        self,
+        container_id: str,
+        netns: str,
+        networks: Sequence[str] | None,
+        timeout: float | None,
+    ) -> Op:
+        """DEL every cached attachment (or those of ``networks``), last one first (§11.3)."""
+        # The configuration on disk is read only if a cached one cannot be used.
+        timeout = self._timeout(timeout)
+        if isinstance(networks, str):
+            networks = [networks]
+        release = yield LockContainer(self.cache, container_id, timeout)
+        try:
+            atts = yield from self._cached(container_id)
+            if networks is not None:
+                wanted = set(networks)
+                atts = [a for a in atts if a.network in wanted]
+            errors: list[CNIError] = []
+            for att in reversed(atts):
+                rt = RuntimeConf(container_id, netns, att.ifname)
+                try:
+                    net, rt = self._cached_net(att, rt)
+                    yield Call("del_network_list", (net, rt), {"timeout": timeout})
+                except CNIError as e:
+                    log.warning(
+                        "teardown of network %r (%s) for container %r failed: %s",
+                        att.network,
+                        att.ifname,
+                        container_id,
+                        e,
+                    )
+                    errors.append(e)
+            if errors:
+                raise TeardownError(container_id, errors)
+        finally:
+            release()
+        return None
+
+    def check(self, container_id: str, netns: str, timeout: float | None) -> Op:
+        """CHECK every cached attachment of the container in order; the first failure is raised."""
+        timeout = self._timeout(timeout)
+        release = yield LockContainer(self.cache, container_id, timeout)
+        try:
+            for att in (yield from self._cached(container_id)):
+                rt = RuntimeConf(container_id, netns, att.ifname)
+                net, rt = self._cached_net(att, rt)
+                yield Call("check_network_list", (net, rt), {"timeout": timeout})
+        finally:
+            release()
+        return None
+
+    def inspect(self, container_id: str) -> Op:
+        """The merged view of the container, from the cache alone."""
+        view: ContainerNetworks = yield Blocking(self._inspect, (container_id,))
+        return view
+
+    def _inspect(self, container_id: str) -> ContainerNetworks:
+        rq.validate_container_id(container_id)
+        entries = sorted(
+            self.cache.entries(container_id),
+            key=lambda e: attachment_order(e.ifname, e.network_name),
+        )
+        atts: list[AttachmentResult] = []
+        for e in entries:
+            if e.result is None:
+                continue
+            try:
+                result = result_from_dict(e.result)
+            except CNIError as err:
+                log.warning(
+                    "cached result of %s-%s-%s cannot be read: %s",
+                    e.network_name,
+                    e.container_id,
+                    e.ifname,
+                    err,
+                )
+                continue
+            atts.append(AttachmentResult(e.network_name, e.ifname, result))
+        return ContainerNetworks.merge(container_id, atts)
+
+    # -- GC --------------------------------------------------------------
+
+    def gc(self, valid_containers: Iterable[str], timeout: float | None) -> Op:
+        """GC of every configured or cached network, keeping the valid containers' attachments."""
+        if isinstance(valid_containers, str):
+            valid_containers = [valid_containers]
+        valid = set(valid_containers)
+        loaded = yield from self.current()
+        timeout = self._timeout(timeout)
+        errors: list[CNIError] = []
+        # A valid container being set up right now holds its lock: wait until that setup
+        # is over, so that what it attached is listed below, and kept.
+        for cid in sorted(valid):
+            try:
+                release = yield LockContainer(self.cache, cid, timeout)
+            except ValidationError:
+                continue  # a name no cache entry can have
+            except CNIError as e:
+                errors.append(e)
+                continue
+            release()
+        everything: list[NetworkAttachment] = yield Call("get_cached_attachments", ("",))
+        names = list(loaded.networks)
+        names += [
+            n for n in dict.fromkeys(a.network for a in everything) if n not in loaded.networks
+        ]
+        for name in names:
+            try:
+                net = loaded.networks.get(name)
+                # The attachments as they are now, just before this network's GC.
+                atts: list[NetworkAttachment] = yield Call("get_cached_attachments", ("",))
+                mine = [a for a in atts if a.network == name]
+                if net is None:
+                    if not mine:
+                        continue
+                    net = self._cache_only_net(mine[0], loaded)
+                args = GCArgs(
+                    [
+                        GCAttachment(a.container_id, a.ifname)
+                        for a in mine
+                        if a.container_id in valid
+                    ]
+                )
+                yield Call("gc_network_list", (net, args), {"timeout": timeout})
+            except GCError as e:
+                errors.extend(e.errors)
+            except CNIError as e:
+                errors.append(e)
+        if errors:
+            raise GCError(errors)
+        return None
+
+    def _cache_only_net(self, att: NetworkAttachment, loaded: LoadedNetworks) -> NetworkConfigList:
+        rt = RuntimeConf(att.container_id, att.netns, att.ifname)
+        return self._cached_net(att, rt, loaded)[0]

@@ -1,0 +1,196 @@
+"""The values of the network manager: requests, the loaded configuration, the merged view."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from ipaddress import IPv4Interface, IPv6Interface
+from typing import Any
+
+import attrs
+
+from ..conf import NetworkConfigList
+from ..errors import CNIError
+from ..types import Result
+from ..types.dns import DNS
+from ..values import _pairs
+
+__all__ = [
+    "LOOPBACK_IFNAME",
+    "LOOPBACK_NETWORK",
+    "AttachmentResult",
+    "ContainerInterface",
+    "ContainerNetworks",
+    "LoadedNetworks",
+    "NetworkRequest",
+]
+
+LOOPBACK_NETWORK = "cni-loopback"
+LOOPBACK_IFNAME = "lo"
+
+IP = IPv4Interface | IPv6Interface
+
+
+def _opt_mapping(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)
+
+
+@attrs.frozen
+class NetworkRequest:
+    """One network of a setup: its name and, optionally, the interface name to use.
+
+    ``args`` are added after the setup's ``args``; ``capability_args``, when
+    given, replace the setup's for this network. A plain string ``s`` in
+    ``setup(networks=...)`` means ``NetworkRequest(s)``.
+
+    >>> NetworkRequest("blue", "eth1").ifname
+    'eth1'
+    """
+
+    network: str
+    ifname: str | None = None
+    args: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
+    capability_args: dict[str, Any] | None = attrs.field(default=None, converter=_opt_mapping)
+
+
+@attrs.frozen
+class LoadedNetworks:
+    """The configuration of a :class:`NetworkManager` as of one moment.
+
+    ``networks``: every usable network by name, in file order; ``defaults``:
+    what ``setup`` attaches when given no networks; ``skipped``: each file
+    that is not used, with the reason; ``files``: the file of each usable
+    network.
+    """
+
+    networks: Mapping[str, NetworkConfigList] = attrs.field(factory=dict)
+    defaults: tuple[str, ...] = ()
+    skipped: Mapping[str, str] = attrs.field(factory=dict)
+    files: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class AttachmentResult:
+    """One attachment of a container: ``network``, ``ifname`` and the ``result`` of its chain."""
+
+    network: str
+    ifname: str
+    result: Result
+
+
+@attrs.frozen
+class ContainerInterface:
+    """A container-side interface: its ``name``, the ``network`` that made it, ``mac``,
+    ``sandbox`` and the ``ips`` assigned to it."""
+
+    name: str
+    network: str
+    mac: str = ""
+    sandbox: str = ""
+    ips: tuple[IP, ...] = ()
+
+
+@attrs.frozen
+class ContainerNetworks:
+    """The networks of one container, merged over its attachments.
+
+    ``attachments`` in setup order (loopback first); ``interfaces``: the
+    container-side interfaces by name; ``ips``: every IP but loopback's, in
+    attachment order; ``dns``: each attachment's non-empty DNS, in order.
+    """
+
+    container_id: str
+    attachments: tuple[AttachmentResult, ...] = ()
+    interfaces: Mapping[str, ContainerInterface] = attrs.field(factory=dict)
+    ips: tuple[IP, ...] = ()
+    dns: tuple[DNS, ...] = ()
+
+    def ip(self, version: int | None = None) -> IP | None:
+        """The first IP of ``ips`` (of IP version 4 or 6 when given), or ``None``."""
+        for address in self.ips:
+            if version is None or address.version == version:
+                return address
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The view as a JSON object (results in their own version, as cached)."""
+        return {
+            "containerId": self.container_id,
+            "attachments": [
+                {"network": a.network, "ifname": a.ifname, "result": a.result.to_dict()}
+                for a in self.attachments
+            ],
+            "interfaces": {
+                name: {
+                    "network": i.network,
+                    "mac": i.mac,
+                    "sandbox": i.sandbox,
+                    "ips": [str(ip) for ip in i.ips],
+                }
+                for name, i in self.interfaces.items()
+            },
+            "ips": [str(ip) for ip in self.ips],
+            "dns": [d.to_dict() for d in self.dns],
+        }
+
+    @classmethod
+    def merge(cls, container_id: str, attachments: Sequence[AttachmentResult]) -> ContainerNetworks:
+        """The merged view of ``attachments``; each result is read through its 1.x form.
+
+        The container-side interfaces are those with a ``sandbox`` and the one
+        named like the attachment. An IP belongs to the interface its
+        ``interface`` index points to within its own attachment's result; an
+        IP without a valid index belongs to the attachment's own interface
+        (the one named like the attachment, made up without MAC and sandbox
+        when the result lists none).
+        """
+        interfaces: dict[str, ContainerInterface] = {}
+        ips: list[IP] = []
+        dns: list[DNS] = []
+        for att in attachments:
+            r = _as_1x(att.result)
+            if r is None:
+                continue
+            names: list[str | None] = []
+            own: str | None = None
+            for iface in r.interfaces:
+                # Container-side: with a sandbox, or named as the attachment (a plugin
+                # that leaves out the sandbox still reports the container's interface).
+                if iface.sandbox or iface.name == att.ifname:
+                    if iface.name not in interfaces:
+                        interfaces[iface.name] = ContainerInterface(
+                            iface.name, att.network, iface.mac, iface.sandbox
+                        )
+                    names.append(iface.name)
+                    if iface.name == att.ifname:
+                        own = iface.name
+                else:
+                    names.append(None)
+            for ipc in r.ips:
+                idx = ipc.interface
+                target: str | None
+                if idx is not None and 0 <= idx < len(names):
+                    target = names[idx]
+                else:
+                    if own is None:
+                        own = att.ifname
+                        if own not in interfaces:
+                            interfaces[own] = ContainerInterface(own, att.network)
+                    target = own
+                if target is not None and interfaces[target].network == att.network:
+                    ci = interfaces[target]
+                    interfaces[target] = attrs.evolve(ci, ips=(*ci.ips, ipc.address))
+                if att.ifname != LOOPBACK_IFNAME:
+                    ips.append(ipc.address)
+            if r.dns.nameservers or r.dns.domain or r.dns.search or r.dns.options:
+                dns.append(r.dns)
+        return cls(container_id, tuple(attachments), interfaces, tuple(ips), tuple(dns))
+
+
+def _as_1x(result: Result) -> Any:
+    """``result`` in its 1.x form, or ``None`` when it has none."""
+    if result.cni_version.startswith("1."):
+        return result
+    try:
+        return result.as_version("1.0.0")
+    except CNIError:
+        return None

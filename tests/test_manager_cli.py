@@ -1,0 +1,104 @@
+"""``libcni up|down|show|ready`` (the NetworkManager on the command line), as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_manager import Env, fail
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
+    e = Env(tmp_path)
+    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
+    return e
+
+
+def run(e: Env, *argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    environ = dict(os.environ)
+    environ.update(
+        NETCONFPATH=str(e.conf),
+        CNI_PATH=f"/nonexistent:{e.bin}",
+        CNI_CACHE_DIR=str(e.cache),
+        TESTPLUGIN_RECORD=str(e.record),
+    )
+    environ.update(extra_env)
+    return subprocess.run(
+        [sys.executable, "-m", "libcni", *argv],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+    )
+
+
+def test_up_show_down(env: Env) -> None:
+    env.write("10-a.conflist", "a", {"type": "testplugin", "capabilities": {"mac": True}})
+    env.write("20-b.conflist", "b")
+    up = run(
+        env,
+        "up",
+        "c1",
+        "/var/run/netns/x",
+        "--network",
+        "b=net7",
+        "-n",
+        "a",
+        "--parallel",
+        CNI_ARGS="K=V",
+        CAP_ARGS='{"mac": "aa"}',
+    )
+    assert up.returncode == 0, up.stderr
+    view = json.loads(up.stdout)
+    assert [(a["network"], a["ifname"]) for a in view["attachments"]] == [
+        ("cni-loopback", "lo"),
+        ("b", "net7"),
+        ("a", "eth0"),
+    ]
+    assert view["ips"] == ["10.1.2.3/24", "10.1.2.3/24"]
+    runs = env.runs()
+    assert all(r["env"]["CNI_ARGS"] == "K=V" for r in runs)
+    assert all(r["env"]["CNI_NETNS"] == "/var/run/netns/x" for r in runs)
+    assert [r["stdin"].get("runtimeConfig") for r in runs if r["stdin"]["name"] == "a"] == [
+        {"mac": "aa"}
+    ]
+    show = run(env, "show", "c1")
+    assert show.returncode == 0, show.stderr
+    shown = json.loads(show.stdout)
+    assert {a["ifname"] for a in shown["attachments"]} == {"lo", "net7", "eth0"}
+    assert run(env, "down", "c1").returncode == 0
+    assert env.cached() == []
+    assert json.loads(run(env, "show", "c1").stdout)["attachments"] == []
+
+
+def test_up_with_default_network_and_failure_on_one_line(env: Env) -> None:
+    env.write("10-a.conflist", "a", fail("ADD", 11, "no\naddresses"))
+    up = run(env, "up", "c1", "ns")
+    assert up.returncode == 1
+    assert up.stdout == ""
+    lines = up.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("libcni: setup of container 'c1' failed")
+    assert "no addresses" in lines[0]
+    assert env.cached() == []
+
+
+def test_ready_and_not_ready(env: Env) -> None:
+    not_ready = run(env, "ready")
+    assert not_ready.returncode == 1
+    assert not_ready.stderr.startswith("libcni: no network configuration found in ")
+    assert len(not_ready.stderr.splitlines()) == 1
+    env.write("10-a.conflist", "a")
+    ready = run(env, "ready")
+    assert (ready.returncode, ready.stdout) == (0, "ready\n")
+
+
+def test_bad_network_option_is_refused(env: Env) -> None:
+    env.write("10-a.conflist", "a")
+    res = run(env, "up", "c1", "ns", "--network", "a=")
+    assert res.returncode == 1 and "NAME=IFNAME" in res.stderr
+    assert env.runs() == []
