@@ -71,9 +71,7 @@ class CNIConfig(Operations):
                 raise add_context(e, effect) from None
         if isinstance(effect, CacheIO):
             return effect.call(*effect.args)
-        if effect.attachment is not None:
-            return effect.cache.lock(effect.network, *effect.attachment).release
-        return effect.cache.network_lock(effect.network, exclusive=effect.exclusive).release
+        return effect.take()
 
     # -- lists -----------------------------------------------------------
 

@@ -46,6 +46,7 @@ __all__ = [
     "DecodeError",
     "GCError",
     "InvalidNetworkError",
+    "LockTimeoutError",
     "NoConfigsFoundError",
     "NotFoundError",
     "PluginError",
@@ -241,6 +242,17 @@ class CacheError(CNIError):
     """The cache directory or a cache entry cannot be read or written. Code 5."""
 
     default_code = CODE_IO
+
+
+class LockTimeoutError(CacheError, TimeoutError):
+    """A cache lock was not obtained within the operation's timeout. Code 11.
+
+    The message names the attachment (or the network) waited for; another
+    operation on it, in this process or another one, still holds its lock.
+    Nothing ran: the operation can be retried.
+    """
+
+    default_code = CODE_TRY_AGAIN
 
 
 class GCError(CNIError):

@@ -9,7 +9,7 @@ import stat
 import time
 from typing import Any
 
-from ..errors import CacheError
+from ..errors import CacheError, LockTimeoutError
 from ._entry import CNI_CACHE_V1, CacheEntry, loads
 from ._fs import attachment_name, check_name, fit_name, open_dir
 from ._lock import CacheLock, acquire
@@ -98,9 +98,11 @@ class ResultCache:
     for a file name longer than 255 bytes: nothing is ever read, written or
     removed outside ``<dir>/results/``.
 
-    Lock files are never removed (unlinking a file others may be waiting to
-    ``flock`` would let two holders in); there is one small file per
-    attachment and per network ever locked.
+    An attachment's lock file goes away with its entry (when the lock is
+    released and the attachment has no entry), and
+    :meth:`remove_orphan_locks` (run by GC) removes the ones no one holds
+    that have no entry; a waiter that locked a file removed meanwhile
+    retries on the file now at the path, so exclusion always holds.
     """
 
     def __init__(self, dir: str | os.PathLike[str]) -> None:
@@ -393,35 +395,59 @@ class ResultCache:
 
     # -- locks ---------------------------------------------------------------
 
-    def lock(self, network: str, container_id: str, ifname: str) -> CacheLock:
+    def lock(
+        self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
+    ) -> CacheLock:
         """Take the exclusive lock of one attachment, waiting for it; returns the held lock.
 
         Use it as ``with cache.lock(net, cid, ifname): ...`` or call
         ``release()``. It excludes other threads and other processes working on
         the same attachment; different attachments never block each other.
+        ``timeout`` bounds the wait (seconds; ``None`` or ``math.inf``: as long
+        as it takes): :class:`~libcni.errors.LockTimeoutError` when it runs out.
+        On release, the lock file is removed if the attachment has no entry.
         """
         name = attachment_name(network, container_id, ifname)
-        lk = acquire(self.locks_dir, name, exclusive=True, blocking=True)
-        if lk is None:  # pragma: no cover - a blocking acquire never gives None
-            raise CacheError(f"cannot lock {os.path.join(self.locks_dir, name)}")
+        lk = acquire(
+            self.locks_dir, name, exclusive=True, blocking=True, timeout=timeout,
+            entry=os.path.join(self.results_dir, name),
+        )
+        if lk is None:
+            raise _timed_out(
+                timeout,
+                f"attachment (network {network!r}, container {container_id!r}, "
+                f"interface {ifname!r})",
+                os.path.join(self.locks_dir, name),
+            )
         return lk
 
     def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
         """:meth:`lock` without waiting: ``None`` if someone else holds it (for async callers)."""
         name = attachment_name(network, container_id, ifname)
-        return acquire(self.locks_dir, name, exclusive=True, blocking=False)
+        return acquire(
+            self.locks_dir, name, exclusive=True, blocking=False,
+            entry=os.path.join(self.results_dir, name),
+        )
 
-    def network_lock(self, network: str, exclusive: bool) -> CacheLock:
+    def network_lock(
+        self, network: str, exclusive: bool, *, timeout: float | None = None
+    ) -> CacheLock:
         """Take the lock of a whole network, waiting for it; returns the held lock.
 
         ADD and DEL hold it shared (they run in parallel with each other), GC
         exclusive (it excludes them). The lock file is
         ``<dir>/locks/networks/<network>``, which no attachment lock can be.
+        ``timeout`` bounds the wait, as for :meth:`lock`.
         """
         name = self._network_lock_name(network)
-        lk = acquire(self.locks_dir, name, subdir="networks", exclusive=exclusive, blocking=True)
-        if lk is None:  # pragma: no cover - a blocking acquire never gives None
-            raise CacheError(f"cannot lock network {network!r}")
+        lk = acquire(
+            self.locks_dir, name, subdir="networks", exclusive=exclusive, blocking=True,
+            timeout=timeout,
+        )
+        if lk is None:
+            raise _timed_out(
+                timeout, f"network {network!r}", os.path.join(self.locks_dir, "networks", name)
+            )
         return lk
 
     def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
@@ -432,3 +458,67 @@ class ResultCache:
     @staticmethod
     def _network_lock_name(network: str) -> str:
         return fit_name(check_name(network, "network name"), "network name")
+
+    def remove_orphan_locks(self) -> list[str]:
+        """Remove the lock files that no one holds and that have no entry; return their paths.
+
+        An attachment's lock file is an orphan when ``results/`` has no file of
+        its name; a network's (``locks/networks/<network>``) when no file of
+        ``results/`` starts with ``<network>-``. Each is removed only while
+        holding its exclusive lock (taken without waiting: a held lock is
+        kept), so a waiter on it retries on a new file and exclusion holds.
+        Best effort: failures are ignored; a results directory that cannot be
+        listed removes nothing.
+        """
+        try:
+            rdfd = open_dir(self.results_dir, create=False, action="clean up lock files")
+            entries: set[str] = set()
+            if rdfd is not None:
+                try:
+                    entries = set(os.listdir(rdfd))
+                finally:
+                    os.close(rdfd)
+            locks = self._list_dir(self.locks_dir, "clean up lock files")
+            networks = self._list_dir(os.path.join(self.locks_dir, "networks"), "")
+        except (CacheError, OSError):
+            return []
+        removed: list[str] = []
+        for name in sorted(locks):
+            if name in entries or name == "networks" or name.startswith("."):
+                continue
+            with contextlib.suppress(CacheError, OSError):
+                lk = acquire(
+                    self.locks_dir, name, exclusive=True, blocking=False,
+                    entry=os.path.join(self.results_dir, name),
+                )
+                if lk is not None and lk._release():
+                    removed.append(lk.path)
+        for name in sorted(networks):
+            prefix = f"{name}-"
+            if name.startswith(".") or any(e.startswith(prefix) for e in entries):
+                continue
+            with contextlib.suppress(CacheError, OSError):
+                lk = acquire(
+                    self.locks_dir, name, subdir="networks", exclusive=True, blocking=False
+                )
+                if lk is not None and lk._release(remove=True):
+                    removed.append(lk.path)
+        return removed
+
+    def _list_dir(self, path: str, action: str) -> list[str]:
+        """The names in the (trusted) directory ``path``; ``[]`` when it is missing."""
+        dfd = open_dir(path, create=False, action=action or f"list {path}")
+        if dfd is None:
+            return []
+        try:
+            return os.listdir(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _timed_out(timeout: float | None, what: str, path: str) -> LockTimeoutError:
+    return LockTimeoutError(
+        f"timed out after {timeout or 0:.3g}s waiting for the cache lock of {what}; "
+        "another operation holds it",
+        path,
+    )
