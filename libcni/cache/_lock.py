@@ -107,10 +107,13 @@ def _close_registered(fd: int) -> None:
             os.close(fd)
 
 
-def _remove_locked(fd: int, path: str) -> bool:
-    """Remove the lock file ``path``, locked exclusively as ``fd``, if it is still the one there."""
+def _remove_locked(ident: tuple[int, int], path: str) -> bool:
+    """Remove the lock file ``path``, locked exclusively, if it is still the one there.
+
+    ``ident`` is ``(st_dev, st_ino)`` of the locked file.
+    """
     try:
-        if _at_path(fd, path):
+        if _at_path(ident, path):
             os.unlink(path)
             return True
     except OSError:
@@ -118,14 +121,18 @@ def _remove_locked(fd: int, path: str) -> bool:
     return False
 
 
-def _at_path(fd: int, path: str) -> bool:
-    """Whether the file open as ``fd`` is the one at ``path`` (not a removed one)."""
+def _ident(fd: int) -> tuple[int, int]:
     st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _at_path(ident: tuple[int, int], path: str) -> bool:
+    """Whether the file of ``ident`` is the one at ``path`` (not a removed one)."""
     try:
         cur = os.stat(path, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
         return False
-    return st.st_ino == cur.st_ino and st.st_dev == cur.st_dev
+    return (cur.st_dev, cur.st_ino) == ident
 
 
 class CacheLock:
@@ -138,10 +145,18 @@ class CacheLock:
     files go away with their entries.
     """
 
-    __slots__ = ("_entry", "_fd", "_generation", "exclusive", "path")
+    __slots__ = ("_entry", "_fd", "_generation", "_ident", "exclusive", "path")
 
-    def __init__(self, fd: int, path: str, exclusive: bool, entry: str | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        path: str,
+        exclusive: bool,
+        entry: str | None = None,
+        ident: tuple[int, int] | None = None,
+    ) -> None:
         self._fd = fd
+        self._ident = ident if ident is not None else _ident(fd)
         self._generation = _generation
         self._entry = entry if exclusive else None
         self.path = path
@@ -170,7 +185,7 @@ class CacheLock:
         removed = False
         try:
             if self.exclusive and (remove or self._orphan()):
-                removed = _remove_locked(fd, self.path)
+                removed = _remove_locked(self._ident, self.path)
             # Unlock explicitly: a child forked by other means than os.fork
             # may still share the file description.
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -290,8 +305,9 @@ def acquire(
             if not _flock(fd, op, blocking, end, path):
                 _close_registered(fd)
                 return None
-            if _at_path(fd, path):
-                return CacheLock(fd, path, exclusive, entry)
+            ident = _ident(fd)
+            if _at_path(ident, path):
+                return CacheLock(fd, path, exclusive, entry, ident)
         except OSError as e:
             _close_registered(fd)
             raise CacheError(f"cannot lock {path}", e.strerror or str(e)) from None
