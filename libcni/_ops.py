@@ -500,7 +500,7 @@ class Operations:
                         e,
                     )
                     errors.append(e)
-            # Lock files of attachments that no longer have an entry (behaviour.md §7).
+            # Lock files no one holds that have no entry (behaviour.md §7).
             yield CacheIO(cache.remove_orphan_locks, ())
             if parse_version(chain.cni_version) >= _V110:
                 env = rq.plugin_env(os.environ, command=rq.GC, path=self.path)
