@@ -33,6 +33,7 @@ from .errors import (
     ConfigError,
     GCError,
     InvalidNetworkError,
+    LockTimeoutError,
     PluginError,
     PluginTimeoutError,
     VersionError,
@@ -77,6 +78,48 @@ class TakeLock:
     network: str
     attachment: tuple[str, str] | None = None
     exclusive: bool = True
+    timeout: float | None = None  # the operation's time left; None: wait as long as it takes
+    command: str = ""  # for the LockTimeoutError message
+    limit: float | None = None  # the whole operation's timeout, for the message
+
+    def take(self, *, wait: bool = True) -> Release | None:
+        """Take the lock; the function that releases it.
+
+        ``wait``: for at most ``timeout`` seconds, then
+        :class:`~libcni.errors.LockTimeoutError`; otherwise one try, ``None``
+        if the lock is busy.
+        """
+        cache = self.cache
+        try:
+            if self.attachment is not None:
+                lock = (
+                    cache.lock(self.network, *self.attachment, timeout=self.timeout)
+                    if wait
+                    else cache.try_lock(self.network, *self.attachment)
+                )
+            elif wait:
+                lock = cache.network_lock(self.network, self.exclusive, timeout=self.timeout)
+            else:
+                lock = cache.try_network_lock(self.network, self.exclusive)
+        except LockTimeoutError as e:
+            raise self.timed_out(e.details) from None
+        return None if lock is None else lock.release
+
+    def timed_out(self, details: str = "") -> LockTimeoutError:
+        """The error of a wait for this lock that outlasted the operation's timeout."""
+        if self.attachment is None:
+            what = f"network {self.network!r}"
+            path = os.path.join(self.cache.locks_dir, "networks", self.network)
+        else:
+            cid, ifname = self.attachment
+            what = f"attachment (network {self.network!r}, container {cid!r}, interface {ifname!r})"
+            path = os.path.join(self.cache.locks_dir, f"{self.network}-{cid}-{ifname}")
+        limit = self.limit if self.limit is not None else self.timeout or 0.0
+        return LockTimeoutError(
+            f"{self.command or 'operation'} timed out after {limit:.3g}s waiting for the "
+            f"cache lock of {what}; another operation holds it",
+            details or path,
+        )
 
 
 @attrs.frozen
@@ -164,6 +207,26 @@ class _Deadline:
     def limit(self) -> float | None:
         """The operation's timeout, in seconds (``None``: no limit)."""
         return self._timeout
+
+    def remaining(self) -> float | None:
+        """The time left (0 when none is), without raising: for a wait that is no plugin run."""
+        if self._end is None:
+            return None
+        return max(0.0, self._end - time.monotonic())
+
+    def lock(
+        self,
+        cache: ResultCache,
+        network: str,
+        command: str,
+        attachment: tuple[str, str] | None = None,
+        *,
+        exclusive: bool = True,
+    ) -> TakeLock:
+        """The effect that takes a cache lock within the time left."""
+        return TakeLock(
+            cache, network, attachment, exclusive, self.remaining(), command, self._timeout
+        )
 
     def left(
         self, plugin: str, command: str, network: str = "", container_id: str = ""
@@ -340,15 +403,16 @@ class Operations:
         chain = _Chain.of(net)
         if not chain.plugins:
             raise ConfigError(f"network {chain.name!r} has no plugins")
-        call = self._calls(chain, rt, rq.ADD, self._deadline(timeout))
+        deadline = self._deadline(timeout)
+        call = self._calls(chain, rt, rq.ADD, deadline)
         paths = []
         for plugin in chain.plugins:
             paths.append(self._find(plugin.type))
             rq.validate_attachment(rt.container_id, chain.name, rt.ifname)
         cache = self._cache(rt)
-        release_net = yield TakeLock(cache, chain.name, exclusive=False)
+        release_net = yield deadline.lock(cache, chain.name, rq.ADD, exclusive=False)
         try:
-            release = yield TakeLock(cache, chain.name, (rt.container_id, rt.ifname))
+            release = yield deadline.lock(cache, chain.name, rq.ADD, (rt.container_id, rt.ifname))
             try:
                 # Another attachment's entry under the same file name: refuse before running.
                 cache.check_owner(chain.name, rt.container_id, rt.ifname)
@@ -387,10 +451,11 @@ class Operations:
             )
         if isinstance(net, NetworkConfigList) and chain.disable_check:
             return None
-        call = self._calls(chain, rt, rq.CHECK, self._deadline(timeout))
+        deadline = self._deadline(timeout)
+        call = self._calls(chain, rt, rq.CHECK, deadline)
         paths = [self._find(plugin.type) for plugin in chain.plugins]
         cache = self._cache(rt)
-        release = yield TakeLock(cache, chain.name, (rt.container_id, rt.ifname))
+        release = yield deadline.lock(cache, chain.name, rq.CHECK, (rt.container_id, rt.ifname))
         try:
             prev = self._cached_prev(
                 cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
@@ -413,13 +478,16 @@ class Operations:
         """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it."""
         chain = _Chain.of(net)
         with_prev = parse_version(chain.cni_version) >= _V040
-        call = self._calls(chain, rt, rq.DEL, deadline or self._deadline(timeout))
+        deadline = deadline or self._deadline(timeout)
+        call = self._calls(chain, rt, rq.DEL, deadline)
         cache = self._cache(rt)
         release_net = (
-            None if network_locked else (yield TakeLock(cache, chain.name, exclusive=False))
+            None
+            if network_locked
+            else (yield deadline.lock(cache, chain.name, rq.DEL, exclusive=False))
         )
         try:
-            release = yield TakeLock(cache, chain.name, (rt.container_id, rt.ifname))
+            release = yield deadline.lock(cache, chain.name, rq.DEL, (rt.container_id, rt.ifname))
             try:
                 prev = self._read_for_del(cache, chain, rt, with_prev)
                 for plugin in reversed(chain.plugins):
@@ -444,7 +512,7 @@ class Operations:
         valid_set = set(valid)
         cache = self._cache()
         errors: list[CNIError] = []
-        release_net = yield TakeLock(cache, chain.name, exclusive=True)
+        release_net = yield deadline.lock(cache, chain.name, rq.GC, exclusive=True)
         try:
             # Entries whose content is unusable are treated as absent and removed
             # and so are the temporary files of writers killed
@@ -478,6 +546,8 @@ class Operations:
                         e,
                     )
                     errors.append(e)
+            # Lock files no one holds that have no entry.
+            yield CacheIO(cache.remove_orphan_locks, ())
             if parse_version(chain.cni_version) >= _V110:
                 env = rq.plugin_env(os.environ, command=rq.GC, path=self.path)
                 for plugin in chain.plugins:

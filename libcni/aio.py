@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
+import time
 from typing import Any
 
 from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin
 from .api import plugin_run
+from .cache._lock import POLL_FIRST, POLL_MAX
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 __all__ = ["AsyncCNIConfig"]
-
-#: How long to wait between two attempts at a busy cache lock (seconds).
-_LOCK_POLL_FIRST = 0.001
-_LOCK_POLL_MAX = 0.05
 
 
 async def _in_thread(call: functools.partial[Any]) -> Any:
@@ -89,17 +88,24 @@ class AsyncCNIConfig(Operations):
 
     @staticmethod
     async def _lock(effect: TakeLock) -> Any:
-        """Take a cache lock without blocking the loop: try, then retry with a growing pause."""
-        pause = _LOCK_POLL_FIRST
+        """Take a cache lock without blocking the loop: try, then retry with a growing pause.
+
+        The wait ends with ``LockTimeoutError`` when the operation's time is up.
+        """
+        end = None if effect.timeout is None else time.monotonic() + effect.timeout
+        pause = POLL_FIRST
         while True:
-            if effect.attachment is not None:
-                lock = effect.cache.try_lock(effect.network, *effect.attachment)
+            release = effect.take(wait=False)
+            if release is not None:
+                return release
+            if end is not None and not math.isinf(end):
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise effect.timed_out()
+                await asyncio.sleep(min(pause, left))
             else:
-                lock = effect.cache.try_network_lock(effect.network, exclusive=effect.exclusive)
-            if lock is not None:
-                return lock.release
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, _LOCK_POLL_MAX)
+                await asyncio.sleep(pause)
+            pause = min(pause * 2, POLL_MAX)
 
     # -- lists -----------------------------------------------------------
 

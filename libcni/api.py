@@ -139,9 +139,7 @@ class CNIConfig(Operations):
                 return self.exec.exec_plugin(effect.path, effect.stdin, effect.env, effect.timeout)
         if isinstance(effect, CacheIO):
             return effect.call(*effect.args)
-        if effect.attachment is not None:
-            return effect.cache.lock(effect.network, *effect.attachment).release
-        return effect.cache.network_lock(effect.network, exclusive=effect.exclusive).release
+        return effect.take()
 
     # -- lists -----------------------------------------------------------
 

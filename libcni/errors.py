@@ -46,6 +46,7 @@ __all__ = [
     "DecodeError",
     "GCError",
     "InvalidNetworkError",
+    "LockTimeoutError",
     "NoConfigsFoundError",
     "NotFoundError",
     "PluginError",
@@ -260,6 +261,17 @@ class CacheError(CNIError):
     default_code = CODE_IO
 
 
+class LockTimeoutError(CacheError, TimeoutError):
+    """A cache lock was not obtained within the operation's timeout. Code 11.
+
+    The message names the attachment (or the network) waited for; another
+    operation on it, in this process or another one, still holds its lock.
+    Nothing ran: the operation can be retried.
+    """
+
+    default_code = CODE_TRY_AGAIN
+
+
 class GCError(CNIError):
     """One garbage collection met one or more failures; ``errors`` holds all of them.
 
@@ -281,12 +293,6 @@ class GCError(CNIError):
 
 
 # -- the networks of a container (libcni.manager) ----------------------------
-
-
-class LockTimeoutError(CacheError, TimeoutError):
-    """A cache lock was not obtained within the timeout. Code 11 (try again later)."""
-
-    default_code = CODE_TRY_AGAIN
 
 
 class SetupError(CNIError):
@@ -358,7 +364,6 @@ class NotReadyError(CNIError):
 
 __all__ += [
     "AlreadyAttachedError",
-    "LockTimeoutError",
     "NotReadyError",
     "SetupError",
     "TeardownError",

@@ -838,12 +838,13 @@ def test_network_lock_across_processes(
 
 def test_network_lock_names_cannot_collide_with_attachment_locks(cache: ResultCache) -> None:
     # An attachment of network "networks" and a network called like an attachment.
+    # (Looked at while held: an attachment's lock file goes away with its entry.)
     with cache.lock("networks", "c", "eth0"), cache.network_lock("net-c1-eth0", exclusive=True):
         lk = cache.try_lock("net", "c1", "eth0")
         assert lk is not None
+        assert sorted(os.listdir(cache.locks_dir)) == ["net-c1-eth0", "networks", "networks-c-eth0"]
+        assert os.listdir(Path(cache.locks_dir) / "networks") == ["net-c1-eth0"]
         lk.release()
-    assert sorted(os.listdir(cache.locks_dir)) == ["net-c1-eth0", "networks", "networks-c-eth0"]
-    assert os.listdir(Path(cache.locks_dir) / "networks") == ["net-c1-eth0"]
 
 
 def test_dropped_lock_is_released(cache: ResultCache) -> None:

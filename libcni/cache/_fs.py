@@ -151,16 +151,45 @@ def _not_dir_error(path: str, action: str) -> CacheError:
     return CacheError(f"cannot {action}: {path} is not a directory")
 
 
+def _trusted(fd: int, path: str, action: str) -> int:
+    """``fd`` if its directory is owned by the euid and writable by no one else.
+
+    Otherwise it is closed and ``CacheError`` names ``path``: a directory
+    another user planted (in a cache directory others can write) or may
+    write into could hold entries or lock files of theirs.
+    """
+    try:
+        st = os.fstat(fd)
+    except OSError as e:  # pragma: no cover - fstat of an open descriptor
+        os.close(fd)
+        raise CacheError(f"cannot {action}: cannot stat {path}", e.strerror or str(e)) from None
+    euid = os.geteuid()
+    if st.st_uid != euid:
+        os.close(fd)
+        raise CacheError(
+            f"cannot {action}: {path} is owned by uid {st.st_uid}, not by this process's "
+            f"uid {euid}; refusing to use it"
+        )
+    if st.st_mode & 0o022:
+        os.close(fd)
+        raise CacheError(
+            f"cannot {action}: {path} is writable by group or others "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); refusing to use it"
+        )
+    return fd
+
+
 def open_dir(path: str, *, create: bool, action: str) -> int | None:
     """A file descriptor of the directory ``path``, never through a symlink at ``path``.
 
     ``create``: make it (and its parents, mode 0700) when missing; otherwise a
     missing directory gives ``None``. A symlink or non-directory at ``path``,
-    or any other failure, raises ``CacheError`` saying what ``action`` failed.
+    a directory not owned by the euid or writable by group or others, or any
+    other failure, raises ``CacheError`` saying what ``action`` failed.
     """
     for _ in range(2):
         try:
-            return os.open(path, _DIR_FLAGS)
+            return _trusted(os.open(path, _DIR_FLAGS), path, action)
         except FileNotFoundError:
             if not create:
                 return None
@@ -180,11 +209,12 @@ def open_dir(path: str, *, create: bool, action: str) -> int | None:
 def open_subdir(parent_fd: int, name: str, path: str, *, action: str) -> int:
     """A descriptor of the directory ``name`` inside ``parent_fd`` (created 0700 if missing).
 
-    ``path`` is its full path, for messages. Never follows a symlink at ``name``.
+    ``path`` is its full path, for messages. Never follows a symlink at ``name``;
+    refuses a directory not owned by the euid or writable by group or others.
     """
     for _ in range(2):
         try:
-            return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+            return _trusted(os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path, action)
         except FileNotFoundError:
             pass
         except OSError as e:

@@ -1,33 +1,164 @@
-"""Advisory ``flock`` locks on files of ``<cache dir>/locks/``."""
+"""Advisory ``flock`` locks on files of ``<cache dir>/locks/``.
+
+The protocol that lets lock files be removed without ever letting two
+holders in:
+
+- To take a lock, open (or create) the file at its path, ``flock`` it, then
+  check that the file locked is still the one at the path (``fstat`` of the
+  descriptor against ``stat`` of the path). If it is not (a holder removed it
+  meanwhile, or an operator removed it or the whole ``locks/`` directory),
+  close it and start again on the file now at the path.
+- A lock file is removed only by a holder of its *exclusive* lock, and only
+  while it is still the file at the path. A waiter that wakes up on the
+  removed file then sees that it is no longer at the path, and retries.
+
+``flock`` locks belong to the open file description, which a child forked
+without ``exec`` shares; the child's copies of every held lock are closed in
+the child right after ``fork`` (:func:`os.register_at_fork`), so such a child
+(a ``multiprocessing`` worker) never keeps the runtime's locks alive.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import math
 import os
+import threading
+import time
 from types import TracebackType
 
 from ..errors import CacheError
 from ._fs import open_dir, open_subdir
 
-__all__ = ["CacheLock", "acquire"]
+__all__ = ["POLL_FIRST", "POLL_MAX", "CacheLock", "acquire"]
 
 _LOCK_FILE_FLAGS = (
     os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 )
+
+POLL_FIRST = 0.001
+"""The first pause between two attempts at a busy lock when the wait is bounded (seconds)."""
+POLL_MAX = 0.02
+"""The longest pause between two attempts (it doubles from :data:`POLL_FIRST`)."""
+
+# -- the locks of this process, for fork ---------------------------------------
+
+_held: set[int] = set()
+"""Descriptors of this process's lock files, held or being taken."""
+_generation = 0
+"""Bumped in a forked child: a ``CacheLock`` of an older generation is the parent's."""
+_fork_guard = threading.RLock()
+"""Held while a descriptor is opened and registered (or unregistered and closed),
+so that a ``fork`` never happens between the two. Reentrant: a dropped lock's
+``__del__`` may run inside a guarded section."""
+_guard_taken_for_fork = False
+
+
+def _before_fork() -> None:
+    global _guard_taken_for_fork
+    # Bounded: a fork from a signal handler that interrupted a guarded section
+    # must not deadlock (the guarded sections are a few system calls long).
+    _guard_taken_for_fork = _fork_guard.acquire(timeout=1.0)
+
+
+def _after_fork_in_parent() -> None:
+    global _guard_taken_for_fork
+    if _guard_taken_for_fork:
+        _guard_taken_for_fork = False
+        _fork_guard.release()
+
+
+def _after_fork_in_child() -> None:
+    """Close the child's copies of the parent's lock files (never unlock them: shared)."""
+    global _generation, _guard_taken_for_fork
+    _generation += 1
+    for fd in _held:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held.clear()
+    if _guard_taken_for_fork:
+        _guard_taken_for_fork = False
+        _fork_guard.release()
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
+
+
+def _open_registered(name: str, dfd: int, path: str) -> int:
+    with _fork_guard:
+        try:
+            fd = os.open(name, _LOCK_FILE_FLAGS, 0o600, dir_fd=dfd)
+        except OSError as e:
+            raise CacheError(f"cannot open lock file {path}", e.strerror or str(e)) from None
+        _held.add(fd)
+    return fd
+
+
+def _close_registered(fd: int) -> None:
+    with _fork_guard:
+        _held.discard(fd)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _remove_locked(ident: tuple[int, int], path: str) -> bool:
+    """Remove the lock file ``path``, locked exclusively, if it is still the one there.
+
+    ``ident`` is ``(st_dev, st_ino)`` of the locked file.
+    """
+    try:
+        if _at_path(ident, path):
+            os.unlink(path)
+            return True
+    except OSError:
+        pass
+    return False
+
+
+def _ident(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _at_path(ident: tuple[int, int], path: str) -> bool:
+    """Whether the file of ``ident`` is the one at ``path`` (not a removed one)."""
+    try:
+        cur = os.stat(path, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return (cur.st_dev, cur.st_ino) == ident
 
 
 class CacheLock:
     """A held lock; :meth:`release` it, or use it as a context manager.
 
     Each acquisition opens its own file description, so a lock excludes
-    other threads of this process as well as other processes.
+    other threads of this process as well as other processes. An exclusive
+    lock taken with an ``entry`` path removes its lock file on release when
+    there is no file at ``entry`` (the attachment has no cache entry): lock
+    files go away with their entries.
     """
 
-    __slots__ = ("_fd", "exclusive", "path")
+    __slots__ = ("_entry", "_fd", "_generation", "_ident", "exclusive", "path")
 
-    def __init__(self, fd: int, path: str, exclusive: bool) -> None:
+    def __init__(
+        self,
+        fd: int,
+        path: str,
+        exclusive: bool,
+        entry: str | None = None,
+        ident: tuple[int, int] | None = None,
+    ) -> None:
         self._fd = fd
+        self._ident = ident if ident is not None else _ident(fd)
+        self._generation = _generation
+        self._entry = entry if exclusive else None
         self.path = path
         """The lock file."""
         self.exclusive = exclusive
@@ -35,21 +166,46 @@ class CacheLock:
 
     @property
     def held(self) -> bool:
-        """Whether the lock is still held (not yet released)."""
-        return self._fd >= 0
+        """Whether the lock is still held (not yet released, nor inherited through ``fork``)."""
+        return self._fd >= 0 and self._generation == _generation
 
     def release(self) -> None:
         """Release the lock. Releasing twice is harmless."""
+        self._release()
+
+    def _release(self, remove: bool = False) -> bool:
+        """Release the lock; whether its lock file was removed.
+
+        It is removed when the lock is exclusive and either ``remove`` or its
+        ``entry`` is missing.
+        """
         fd, self._fd = self._fd, -1
-        if fd < 0:
-            return
+        if fd < 0 or self._generation != _generation:
+            return False  # released, or the parent's lock (its copy was closed at fork)
+        removed = False
         try:
-            # Unlock explicitly: a forked child may share the file description.
+            if self.exclusive and (remove or self._orphan()):
+                removed = _remove_locked(self._ident, self.path)
+            # Unlock explicitly: a child forked by other means than os.fork
+            # may still share the file description.
             fcntl.flock(fd, fcntl.LOCK_UN)
         except OSError:
             pass
         finally:
-            os.close(fd)
+            _close_registered(fd)
+        return removed
+
+    def _orphan(self) -> bool:
+        """Whether this attachment lock has no entry (a failure to tell says no)."""
+        if self._entry is None:
+            return False
+        try:
+            os.lstat(self._entry)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            pass
+        return False
 
     def __enter__(self) -> CacheLock:
         return self
@@ -75,16 +231,7 @@ class CacheLock:
         return f"<CacheLock {mode} {state} {self.path!r}>"
 
 
-def acquire(
-    dir_path: str, name: str, *, subdir: str = "", exclusive: bool, blocking: bool
-) -> CacheLock | None:
-    """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if busy and not ``blocking``.
-
-    The directories (0700) and the lock file (0600) are created as needed;
-    none of them is reached through a symlink.
-    """
-    base = os.path.join(dir_path, subdir) if subdir else dir_path
-    path = os.path.join(base, name)
+def _open_lock_file(dir_path: str, subdir: str, base: str, name: str, path: str) -> int:
     action = f"lock {path}"
     dfd = open_dir(dir_path, create=True, action=action)
     if dfd is None:  # pragma: no cover - open_dir(create=True) never returns None
@@ -96,25 +243,77 @@ def acquire(
                 dfd = open_subdir(parent, subdir, base, action=action)
             finally:
                 os.close(parent)
-        try:
-            fd = os.open(name, _LOCK_FILE_FLAGS, 0o600, dir_fd=dfd)
-        except OSError as e:
-            raise CacheError(f"cannot open lock file {path}", e.strerror or str(e)) from None
+        return _open_registered(name, dfd, path)
     finally:
         if dfd >= 0:
             os.close(dfd)
-    op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-    if not blocking:
-        op |= fcntl.LOCK_NB
+
+
+def _flock(fd: int, op: int, blocking: bool, end: float | None, path: str) -> bool:
+    """``flock`` ``fd``: wait (``blocking``), poll until ``end``, or try once; whether it got it."""
     try:
-        fcntl.flock(fd, op)
-    except BlockingIOError:
-        os.close(fd)
-        return None
+        if blocking:
+            fcntl.flock(fd, op)
+            return True
+        pause = POLL_FIRST
+        while True:
+            try:
+                fcntl.flock(fd, op | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if end is None:
+                    return False
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, POLL_MAX)
     except OSError as e:
-        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):  # pragma: no cover - BlockingIOError
+            return False
         raise CacheError(f"cannot lock {path}", e.strerror or str(e)) from None
-    except BaseException:  # KeyboardInterrupt while waiting: do not leak the fd
-        os.close(fd)
-        raise
-    return CacheLock(fd, path, exclusive)
+
+
+def acquire(
+    dir_path: str,
+    name: str,
+    *,
+    subdir: str = "",
+    exclusive: bool,
+    blocking: bool,
+    timeout: float | None = None,
+    entry: str | None = None,
+) -> CacheLock | None:
+    """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if busy and not ``blocking``.
+
+    ``blocking`` waits for the lock, for at most ``timeout`` seconds when it
+    is a finite number (``None`` then when it is still busy); ``math.inf``
+    and ``None`` wait as long as it takes. The directories (0700) and the
+    lock file (0600) are created as needed; none of them is reached through
+    a symlink. ``entry``: see :class:`CacheLock`.
+    """
+    base = os.path.join(dir_path, subdir) if subdir else dir_path
+    path = os.path.join(base, name)
+    op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    end: float | None = None
+    if blocking and timeout is not None and not math.isinf(timeout):
+        end = time.monotonic() + max(timeout, 0.0)  # a bounded wait polls
+        blocking = False
+    while True:
+        fd = _open_lock_file(dir_path, subdir, base, name, path)
+        try:
+            if not _flock(fd, op, blocking, end, path):
+                _close_registered(fd)
+                return None
+            ident = _ident(fd)
+            if _at_path(ident, path):
+                return CacheLock(fd, path, exclusive, entry, ident)
+        except OSError as e:
+            _close_registered(fd)
+            raise CacheError(f"cannot lock {path}", e.strerror or str(e)) from None
+        except BaseException:  # KeyboardInterrupt while waiting: do not leak the fd
+            _close_registered(fd)
+            raise
+        # The file was removed since it was opened (its last holder cleaned it
+        # up, or an operator did): take the lock of the file now at the path.
+        _close_registered(fd)

@@ -165,9 +165,11 @@ class ResultCache:
     for a file name longer than 255 bytes: nothing is ever read, written or
     removed outside ``<dir>/results/``.
 
-    Lock files are never removed (unlinking a file others may be waiting to
-    ``flock`` would let two holders in); there is one small file per
-    attachment and per network ever locked.
+    An attachment's lock file goes away with its entry (when the lock is
+    released and the attachment has no entry), and
+    :meth:`remove_orphan_locks` (run by GC) removes the ones no one holds
+    that have no entry; a waiter that locked a file removed meanwhile
+    retries on the file now at the path, so exclusion always holds.
     """
 
     def __init__(self, dir: str | os.PathLike[str]) -> None:
@@ -614,35 +616,59 @@ class ResultCache:
 
     # -- locks ---------------------------------------------------------------
 
-    def lock(self, network: str, container_id: str, ifname: str) -> CacheLock:
+    def lock(
+        self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
+    ) -> CacheLock:
         """Take the exclusive lock of one attachment, waiting for it; returns the held lock.
 
         Use it as ``with cache.lock(net, cid, ifname): ...`` or call
         ``release()``. It excludes other threads and other processes working on
         the same attachment; different attachments never block each other.
+        ``timeout`` bounds the wait (seconds; ``None`` or ``math.inf``: as long
+        as it takes): :class:`~libcni.errors.LockTimeoutError` when it runs out.
+        On release, the lock file is removed if the attachment has no entry.
         """
         name = attachment_name(network, container_id, ifname)
-        lk = acquire(self.locks_dir, name, exclusive=True, blocking=True)
-        if lk is None:  # pragma: no cover - a blocking acquire never gives None
-            raise CacheError(f"cannot lock {os.path.join(self.locks_dir, name)}")
+        lk = acquire(
+            self.locks_dir, name, exclusive=True, blocking=True, timeout=timeout,
+            entry=os.path.join(self.results_dir, name),
+        )
+        if lk is None:
+            raise _timed_out(
+                timeout,
+                f"attachment (network {network!r}, container {container_id!r}, "
+                f"interface {ifname!r})",
+                os.path.join(self.locks_dir, name),
+            )
         return lk
 
     def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
         """:meth:`lock` without waiting: ``None`` if someone else holds it (for async callers)."""
         name = attachment_name(network, container_id, ifname)
-        return acquire(self.locks_dir, name, exclusive=True, blocking=False)
+        return acquire(
+            self.locks_dir, name, exclusive=True, blocking=False,
+            entry=os.path.join(self.results_dir, name),
+        )
 
-    def network_lock(self, network: str, exclusive: bool) -> CacheLock:
+    def network_lock(
+        self, network: str, exclusive: bool, *, timeout: float | None = None
+    ) -> CacheLock:
         """Take the lock of a whole network, waiting for it; returns the held lock.
 
         ADD and DEL hold it shared (they run in parallel with each other), GC
         exclusive (it excludes them). The lock file is
         ``<dir>/locks/networks/<network>``, which no attachment lock can be.
+        ``timeout`` bounds the wait, as for :meth:`lock`.
         """
         name = self._network_lock_name(network)
-        lk = acquire(self.locks_dir, name, subdir="networks", exclusive=exclusive, blocking=True)
-        if lk is None:  # pragma: no cover - a blocking acquire never gives None
-            raise CacheError(f"cannot lock network {network!r}")
+        lk = acquire(
+            self.locks_dir, name, subdir="networks", exclusive=exclusive, blocking=True,
+            timeout=timeout,
+        )
+        if lk is None:
+            raise _timed_out(
+                timeout, f"network {network!r}", os.path.join(self.locks_dir, "networks", name)
+            )
         return lk
 
     def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
@@ -663,35 +689,21 @@ class ResultCache:
         that those of one container never interleave, across threads and
         processes. The lock file is ``<dir>/locks/containers/<containerID>``,
         which no attachment lock (always ``<network>-<id>-<ifname>``, directly
-        in ``locks/``) nor network lock can be. Not obtained in time:
-        :class:`~libcni.errors.LockTimeoutError`.
+        in ``locks/``) nor network lock can be. ``timeout`` bounds the wait,
+        as for :meth:`lock`. GC removes the lock files no one holds.
         """
-        if timeout is None:
-            lk = acquire(
-                self.locks_dir,
-                self._container_lock_name(container_id),
-                subdir="containers",
-                exclusive=True,
-                blocking=True,
+        name = self._container_lock_name(container_id)
+        lk = acquire(
+            self.locks_dir, name, subdir="containers", exclusive=True, blocking=True,
+            timeout=timeout,
+        )
+        if lk is None:
+            raise _timed_out(
+                timeout,
+                f"container {container_id!r}",
+                os.path.join(self.locks_dir, "containers", name),
             )
-            if lk is None:  # pragma: no cover - a blocking acquire never gives None
-                raise CacheError(f"cannot lock container {container_id!r}")
-            return lk
-        end = time.monotonic() + timeout
-        pause = 0.001
-        while True:
-            lk = self.try_container_lock(container_id)
-            if lk is not None:
-                return lk
-            left = end - time.monotonic()
-            if left <= 0:
-                raise LockTimeoutError(
-                    f"container {container_id!r} is busy: its lock was not obtained "
-                    f"within {timeout:.3g}s",
-                    os.path.join(self.locks_dir, "containers", container_id),
-                )
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.05)
+        return lk
 
     def try_container_lock(self, container_id: str) -> CacheLock | None:
         """:meth:`container_lock` without waiting: ``None`` if it is busy (for async callers)."""
@@ -706,3 +718,80 @@ class ResultCache:
     @staticmethod
     def _container_lock_name(container_id: str) -> str:
         return fit_name(check_name(container_id, "container ID"), "container ID")
+
+    def remove_orphan_locks(self) -> list[str]:
+        """Remove the lock files that no one holds and that have no entry; return their paths.
+
+        An attachment's lock file is an orphan when ``results/`` has no file of
+        its name; a network's (``locks/networks/<network>``) when no file of
+        ``results/`` starts with ``<network>-``; a container's
+        (``locks/containers/<containerID>``, the network manager's) whenever
+        no one holds it. Each is removed only while
+        holding its exclusive lock (taken without waiting: a held lock is
+        kept), so a waiter on it retries on a new file and exclusion holds.
+        Best effort: failures are ignored; a results directory that cannot be
+        listed removes nothing.
+        """
+        try:
+            rdfd = open_dir(self.results_dir, create=False, action="clean up lock files")
+            entries: set[str] = set()
+            if rdfd is not None:
+                try:
+                    entries = set(os.listdir(rdfd))
+                finally:
+                    os.close(rdfd)
+            locks = self._list_dir(self.locks_dir, "clean up lock files")
+            networks = self._list_dir(os.path.join(self.locks_dir, "networks"), "")
+            containers = self._list_dir(os.path.join(self.locks_dir, "containers"), "")
+        except (CacheError, OSError):
+            return []
+        removed: list[str] = []
+        for name in sorted(locks):
+            if name in entries or name in ("networks", "containers") or name.startswith("."):
+                continue
+            with contextlib.suppress(CacheError, OSError):
+                lk = acquire(
+                    self.locks_dir, name, exclusive=True, blocking=False,
+                    entry=os.path.join(self.results_dir, name),
+                )
+                if lk is not None and lk._release():
+                    removed.append(lk.path)
+        for name in sorted(networks):
+            prefix = f"{name}-"
+            if name.startswith(".") or any(e.startswith(prefix) for e in entries):
+                continue
+            with contextlib.suppress(CacheError, OSError):
+                lk = acquire(
+                    self.locks_dir, name, subdir="networks", exclusive=True, blocking=False
+                )
+                if lk is not None and lk._release(remove=True):
+                    removed.append(lk.path)
+        for name in sorted(containers):
+            # A container lock holds no state: any file no one holds can go.
+            if name.startswith("."):
+                continue
+            with contextlib.suppress(CacheError, OSError):
+                lk = acquire(
+                    self.locks_dir, name, subdir="containers", exclusive=True, blocking=False
+                )
+                if lk is not None and lk._release(remove=True):
+                    removed.append(lk.path)
+        return removed
+
+    def _list_dir(self, path: str, action: str) -> list[str]:
+        """The names in the (trusted) directory ``path``; ``[]`` when it is missing."""
+        dfd = open_dir(path, create=False, action=action or f"list {path}")
+        if dfd is None:
+            return []
+        try:
+            return os.listdir(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _timed_out(timeout: float | None, what: str, path: str) -> LockTimeoutError:
+    return LockTimeoutError(
+        f"timed out after {timeout or 0:.3g}s waiting for the cache lock of {what}; "
+        "another operation holds it",
+        path,
+    )

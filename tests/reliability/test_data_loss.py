@@ -464,8 +464,13 @@ def test_reading_stops_at_16_mib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     real_fstat = os.fstat
 
     class Small:
+        """The real status, but for a size of 10 bytes."""
+
         def __init__(self, st: os.stat_result) -> None:
-            self.st_mode, self.st_size = st.st_mode, 10
+            self._st, self.st_size = st, 10
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._st, name)
 
     monkeypatch.setattr(os, "fstat", lambda fd: Small(real_fstat(fd)))
     reads: list[int] = []
