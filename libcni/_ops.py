@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -502,8 +502,21 @@ class Operations:
 
     # -- GC and STATUS ---------------------------------------------------
 
-    def gc(self, net: NetworkConfigList, args: GCArgs | None, timeout: float | None) -> Op:
-        """GC: DEL every cached attachment of the network that is not valid, then GC every plugin."""
+    def gc(
+        self,
+        net: NetworkConfigList,
+        args: GCArgs | None,
+        timeout: float | None,
+        *,
+        keep_containers: Collection[str] = (),
+    ) -> Op:
+        """GC: DEL every cached attachment of the network that is not valid, then GC every plugin.
+
+        ``keep_containers`` (the network manager's): every attachment of these
+        containers cached when GC holds the network's lock is valid too. It is
+        read under that lock, so an ADD of such a container that finished just
+        before GC began is never taken for stale.
+        """
         chain = _Chain.of(net)
         if chain.disable_gc:
             return None
@@ -514,18 +527,22 @@ class Operations:
         errors: list[CNIError] = []
         release_net = yield deadline.lock(cache, chain.name, rq.GC, exclusive=True)
         try:
-            # Entries whose content is unusable are treated as absent and removed
-            # and so are the temporary files of writers killed
-            # mid-write; entries that cannot be read are kept, and the errors collected.
+            # Entries whose content is unusable are treated as absent and removed,
+            # and so are the temporary files of writers killed mid-write; entries
+            # that cannot be read are kept, and the errors collected.
             removed, failures = yield CacheIO(cache.remove_unreadable, (chain.name, valid_set))
             for name in removed:
                 log.warning("GC removed unreadable cache entry %s", name)
             errors.extend(failures)
             for name in (yield CacheIO(cache.remove_stale_temporaries, ())):
                 log.warning("GC removed stale temporary cache file %s", name)
-            for entry in cache.entries():
-                if entry.network_name != chain.name:
-                    continue
+            mine = [e for e in cache.entries() if e.network_name == chain.name]
+            for entry in mine:
+                key = (entry.container_id, entry.ifname)
+                if entry.container_id in keep_containers and key not in valid_set:
+                    valid.append(key)
+                    valid_set.add(key)
+            for entry in mine:
                 if (entry.container_id, entry.ifname) in valid_set:
                     continue
                 stale = RuntimeConf(

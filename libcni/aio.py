@@ -206,6 +206,12 @@ class AsyncCNIConfig(Operations):
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
         await self._drive(self.gc(as_list(net, "gc_network_list"), args, timeout))
 
+    async def _gc_keeping(
+        self, net: NetworkConfigList, containers: frozenset[str], *, timeout: float | None = None
+    ) -> None:
+        """GC keeping every attachment of ``containers`` cached when it starts (the manager's)."""
+        await self._drive(self.gc(net, None, timeout, keep_containers=containers))
+
     async def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:

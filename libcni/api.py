@@ -236,6 +236,12 @@ class CNIConfig(Operations):
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
         self._drive(self.gc(as_list(net, "gc_network_list"), args, timeout))
 
+    def _gc_keeping(
+        self, net: NetworkConfigList, containers: frozenset[str], *, timeout: float | None = None
+    ) -> None:
+        """GC keeping every attachment of ``containers`` cached when it starts (the manager's)."""
+        self._drive(self.gc(net, None, timeout, keep_containers=containers))
+
     def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:

@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 from test_manager import Env, fail
 
-from libcni import AsyncNetworkManager, NetworkRequest, SetupError, TeardownError
+from libcni import (
+    AsyncNetworkManager,
+    CNIConfig,
+    NetworkRequest,
+    RuntimeConf,
+    SetupError,
+    TeardownError,
+)
 from libcni.cache import ResultCache
 from libcni.errors import AlreadyAttachedError, LockTimeoutError
 
@@ -38,13 +45,24 @@ def commands(e: Env) -> list[str]:
     return [c[0] for c in e.calls()]
 
 
+def wait_for_add(e: Env, network: str, timeout: float = 20.0) -> None:
+    """Wait until a plugin has started the ADD of ``network`` (it records before it sleeps).
+
+    A barrier signalled by the plugin, not a guess at how long starting takes.
+    """
+    deadline = time.monotonic() + timeout
+    while ("ADD", network) not in [(c[0], c[1]) for c in e.calls()]:
+        assert time.monotonic() < deadline, f"no ADD of {network} started"
+        time.sleep(0.005)
+
+
 def test_setup_and_teardown_of_one_container_never_interleave_across_threads(env: Env) -> None:
     env.write("10-a.conflist", "a", SLOW_ADD)
     env.write("20-b.conflist", "b", SLOW_ADD)
     m = env.manager()
     t = threading.Thread(target=m.setup, args=("c1", "ns"))
     t.start()
-    time.sleep(0.15)  # the setup holds the container now
+    wait_for_add(env, "a")  # the setup holds the container now
     m.teardown("c1", "ns")
     t.join()
     assert commands(env) == ["ADD", "ADD", "ADD", "DEL", "DEL", "DEL"]
@@ -254,7 +272,7 @@ def test_async_setup_and_sync_teardown_serialised_across_threads(env: Env) -> No
     sync = env.manager()
     t = threading.Thread(target=lambda: asyncio.run(m.setup("c1", "ns")))
     t.start()
-    time.sleep(0.15)
+    wait_for_add(env, "a")
     sync.teardown("c1")
     t.join()
     assert commands(env) == ["ADD", "ADD", "DEL", "DEL"]
@@ -268,16 +286,56 @@ def test_records_are_json(env: Env) -> None:
     assert Path(env.record).exists()
 
 
-def test_gc_waits_for_a_valid_container_being_set_up(env: Env) -> None:
-    """Without waiting, GC would list a's attachments before the running ADD cached
-    its entry, then take the network lock after it, and delete it as stale."""
+def test_gc_keeps_a_valid_container_being_set_up(env: Env) -> None:
+    """GC runs while a valid container's setup is in its slow ADD: nothing of it is DELeted."""
     env.write("10-a.conflist", "a", SLOW_ADD)
     env.write("20-b.conflist", "b", SLOW_ADD)
     m = env.manager()
     t = threading.Thread(target=m.setup, args=("c1", "ns"))
     t.start()
-    time.sleep(0.15)
+    wait_for_add(env, "a")
     m.gc(["c1"])
     t.join()
     assert env.cached() == ["a-c1-eth0", "b-c1-eth1", "cni-loopback-c1-lo"]
     assert "DEL" not in commands(env)
+
+
+def test_gc_keeps_what_a_valid_container_attached_while_gc_waited_for_the_network(
+    env: Env,
+) -> None:
+    """Which attachments are a valid container's is decided under the network's GC lock.
+
+    An ADD of valid container c1 (here made directly through CNIConfig, as another
+    runtime or a second manager would) is running when GC starts: GC waits for the
+    network, then must see c1's new entry as valid. Had it listed the attachments
+    before taking the lock, it would DEL the entry as stale.
+    """
+    env.write("10-a.conflist", "a", SLOW_ADD)
+    m = env.manager(loopback=False)
+    net = m.networks().networks["a"]
+    cni = CNIConfig([env.bin], cache_dir=env.cache)
+    t = threading.Thread(target=cni.add_network_list, args=(net, RuntimeConf("c1", "ns", "eth0")))
+    t.start()
+    wait_for_add(env, "a")
+    m.gc(["c1"])
+    t.join()
+    assert env.cached() == ["a-c1-eth0"]
+    assert "DEL" not in commands(env)
+
+
+def test_gc_removes_the_container_lock_files_no_one_holds(env: Env) -> None:
+    """Container lock files carry no state: GC sweeps the unheld ones, never a held one."""
+    env.write("10-a.conflist", "a")
+    m = env.manager(loopback=False)
+    for cid in ("c1", "c2", "c3"):
+        m.setup(cid, "ns")
+    m.teardown("c3")
+    locks = env.cache / "locks" / "containers"
+    assert sorted(p.name for p in locks.iterdir()) == ["c1", "c2", "c3"]
+    held = ResultCache(env.cache).container_lock("c2")
+    try:
+        m.gc(["c1", "c2"])
+        assert sorted(p.name for p in locks.iterdir()) == ["c2"]
+    finally:
+        held.release()
+    assert env.cached() == ["a-c1-eth0", "a-c2-eth0"]

@@ -41,10 +41,9 @@ from ..errors import (
     PluginTimeoutError,
     SetupError,
     TeardownError,
-    ValidationError,
 )
 from ..types import result_from_dict
-from ..values import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
+from ..values import NetworkAttachment, RuntimeConf
 from ._config import ConfigWatcher
 from ._values import (
     LOOPBACK_IFNAME,
@@ -547,21 +546,10 @@ class Core:
         """GC of every configured or cached network, keeping the valid containers' attachments."""
         if isinstance(valid_containers, str):
             valid_containers = [valid_containers]
-        valid = set(valid_containers)
+        keep = frozenset(valid_containers)
         loaded = yield from self.current()
         timeout = self._timeout(timeout)
         errors: list[CNIError] = []
-        # A valid container being set up right now holds its lock: wait until that setup
-        # is over, so that what it attached is listed below, and kept.
-        for cid in sorted(valid):
-            try:
-                release = yield LockContainer(self.cache, cid, timeout)
-            except ValidationError:
-                continue  # a name no cache entry can have
-            except CNIError as e:
-                errors.append(e)
-                continue
-            release()
         everything: list[NetworkAttachment] = yield Call("get_cached_attachments", ("",))
         names = list(loaded.networks)
         names += [
@@ -570,21 +558,12 @@ class Core:
         for name in names:
             try:
                 net = loaded.networks.get(name)
-                # The attachments as they are now, just before this network's GC.
-                atts: list[NetworkAttachment] = yield Call("get_cached_attachments", ("",))
-                mine = [a for a in atts if a.network == name]
                 if net is None:
-                    if not mine:
-                        continue
+                    mine = [a for a in everything if a.network == name]
                     net = self._cache_only_net(mine[0], loaded)
-                args = GCArgs(
-                    [
-                        GCAttachment(a.container_id, a.ifname)
-                        for a in mine
-                        if a.container_id in valid
-                    ]
-                )
-                yield Call("gc_network_list", (net, args), {"timeout": timeout})
+                # Which attachments belong to the valid containers is decided under the
+                # network's GC lock, so an ADD that finished meanwhile is kept.
+                yield Call("_gc_keeping", (net, keep), {"timeout": timeout})
             except GCError as e:
                 errors.extend(e.errors)
             except CNIError as e:
