@@ -15,11 +15,9 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
