@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,6 +59,7 @@ def _in_thread(fn: Callable[[], Any], *, block: frozenset[int] | set[int] = froz
 _SIGNAL_REPORTER = """#!/bin/sh
 cat >/dev/null
 grep -E '^Sig(Blk|Ign):' /proc/self/status > {out}
+ls /proc/$$/fd > {out}.fds
 echo '{{"cniVersion":"1.0.0"}}'
 """
 
@@ -80,6 +82,8 @@ def test_plugin_starts_with_empty_signal_mask_and_default_dispositions(
     script.chmod(0o755)
     net = env.conflist({"type": "sig"})
     old = signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # the runtime ignores one...
+    leak = os.open(os.devnull, os.O_RDONLY)
+    os.set_inheritable(leak, True)  # ...and has an inheritable descriptor
     try:
         if api == "sync":
             _in_thread(lambda: env.cni.add_network_list(net, env.rt), block={signal.SIGTERM,
@@ -90,7 +94,10 @@ def test_plugin_starts_with_empty_signal_mask_and_default_dispositions(
                        block={signal.SIGTERM, signal.SIGUSR2})
     finally:
         signal.signal(signal.SIGUSR1, old)
+        os.close(leak)
     status = out.read_text()
+    fds = Path(f"{out}.fds").read_text().split()
+    assert str(leak) not in fds, fds  # only stdin, stdout, stderr (and the shell's own)
     assert _sig_bits(status, "SigBlk") == set(), status  # ...and a thread blocks two
     # glibc's posix_spawn leaves its two internal signals (32, 33: thread
     # cancellation, setxid) ignored in every child; glibc programs and Go
