@@ -15,6 +15,7 @@ are short and done inline.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -162,7 +163,7 @@ class _Chain:
             net.name,
             net.cni_version,
             tuple(net.plugins),
-            net.bytes,
+            net.effective_bytes,  # the list as it runs, drop-in plugins included
             net.disable_check,
             net.disable_gc,
         )
@@ -194,14 +195,47 @@ def as_plugin(net: Any, method: str) -> PluginConfig:
     )
 
 
+#: Timeouts longer than this (about three years; ``math.inf``, ``1e9``) mean no
+#: practical limit: no deadline is computed, so nothing can overflow.
+_NO_LIMIT = 1e8
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """``timeout`` if it is ``None`` or a number >= 0; ``ValueError`` for a negative or NaN one."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
+    return timeout
+
+
+def _require_plugins(chain: _Chain) -> None:
+    """Refuse a network without plugins: a DEL of it would run nothing and forget the entry."""
+    if not chain.plugins:
+        raise ConfigError(
+            f"network {chain.name!r} has no plugins",
+            "a list whose plugins come from its drop-in directory must be loaded from its file"
+            " (conf_list_from_file, load_conf_list)",
+        )
+
+
 class _Deadline:
-    """The time left of one operation's timeout, shared by all its plugin calls."""
+    """The time left of one operation's timeout, shared by all its plugin calls.
+
+    Created before anything runs: a negative or NaN timeout is a
+    ``ValueError`` then; one longer than about three years (``math.inf``)
+    means no limit.
+    """
 
     __slots__ = ("_end", "_timeout")
 
     def __init__(self, timeout: float | None) -> None:
-        self._timeout = timeout
-        self._end = None if timeout is None else time.monotonic() + timeout
+        self._timeout = check_timeout(timeout)
+        self._end = (
+            None if timeout is None or timeout > _NO_LIMIT else time.monotonic() + timeout
+        )
 
     @property
     def limit(self) -> float | None:
@@ -262,7 +296,7 @@ class Operations:
         self.path: tuple[str, ...] = tuple(os.fspath(p) for p in path)
         self.cache_dir: str | None = None if cache_dir is None else os.fspath(cache_dir)
         self.exec: Exec = exec if exec is not None else RawExec()
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout)
         self._caches: dict[str, ResultCache] = {}
         self._probes: dict[tuple[str, int, int], PluginInfo] = {}
         self._probe_lock = threading.Lock()
@@ -364,7 +398,7 @@ class Operations:
         """
         rq.check_capability_args(rt.capability_args)
         env = rq.plugin_env(
-            os.environ,
+            rq.environ_snapshot(),
             command=command,
             container_id=rt.container_id,
             netns=rt.netns,
@@ -400,9 +434,9 @@ class Operations:
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None
     ) -> Op:
         """ADD: run the chain in order, each plugin getting the previous result; cache the last."""
+        check_timeout(timeout)
         chain = _Chain.of(net)
-        if not chain.plugins:
-            raise ConfigError(f"network {chain.name!r} has no plugins")
+        _require_plugins(chain)
         deadline = self._deadline(timeout)
         call = self._calls(chain, rt, rq.ADD, deadline)
         paths = []
@@ -443,6 +477,7 @@ class Operations:
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None
     ) -> Op:
         """CHECK: every plugin in order, each with the cached result as prevResult."""
+        check_timeout(timeout)
         chain = _Chain.of(net)
         if parse_version(chain.cni_version) < _V040:
             raise CheckNotSupportedError(
@@ -451,6 +486,7 @@ class Operations:
             )
         if isinstance(net, NetworkConfigList) and chain.disable_check:
             return None
+        _require_plugins(chain)
         deadline = self._deadline(timeout)
         call = self._calls(chain, rt, rq.CHECK, deadline)
         paths = [self._find(plugin.type) for plugin in chain.plugins]
@@ -476,8 +512,10 @@ class Operations:
         deadline: _Deadline | None = None,
     ) -> Op:
         """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it."""
+        check_timeout(timeout)
         chain = _Chain.of(net)
         with_prev = parse_version(chain.cni_version) >= _V040
+        _require_plugins(chain)
         deadline = deadline or self._deadline(timeout)
         call = self._calls(chain, rt, rq.DEL, deadline)
         cache = self._cache(rt)
@@ -517,9 +555,11 @@ class Operations:
         read under that lock, so an ADD of such a container that finished just
         before GC began is never taken for stale.
         """
+        check_timeout(timeout)
         chain = _Chain.of(net)
         if chain.disable_gc:
             return None
+        _require_plugins(chain)
         deadline = self._deadline(timeout)
         valid = [(a.container_id, a.ifname) for a in (args.valid_attachments if args else ())]
         valid_set = set(valid)
@@ -566,7 +606,7 @@ class Operations:
             # Lock files no one holds that have no entry.
             yield CacheIO(cache.remove_orphan_locks, ())
             if parse_version(chain.cni_version) >= _V110:
-                env = rq.plugin_env(os.environ, command=rq.GC, path=self.path)
+                env = rq.plugin_env(rq.environ_snapshot(), command=rq.GC, path=self.path)
                 for plugin in chain.plugins:
                     try:
                         yield RunPlugin(
@@ -594,11 +634,12 @@ class Operations:
 
     def status(self, net: NetworkConfigList, timeout: float | None) -> Op:
         """STATUS: every plugin in order (spec 1.1.0 and later); the first error is raised as is."""
+        check_timeout(timeout)
         chain = _Chain.of(net)
         if parse_version(chain.cni_version) < _V110:
             return None
         deadline = self._deadline(timeout)
-        env = rq.plugin_env(os.environ, command=rq.STATUS, path=self.path)
+        env = rq.plugin_env(rq.environ_snapshot(), command=rq.STATUS, path=self.path)
         for plugin in chain.plugins:
             yield RunPlugin(
                 self._find(plugin.type),
@@ -623,7 +664,7 @@ class Operations:
         effect = RunPlugin(
             path,
             rq.VERSION_REQUEST,
-            rq.version_env(os.environ, self.path),
+            rq.version_env(rq.environ_snapshot()),
             deadline.left(plugin_type, rq.VERSION),
             plugin_type,
             rq.VERSION,
@@ -645,6 +686,7 @@ class Operations:
 
     def validate(self, net: NetworkConfigList | PluginConfig, timeout: float | None) -> Op:
         """Check every plugin exists and supports the version; return the enabled capabilities."""
+        check_timeout(timeout)
         chain = _Chain.of(net)
         version = chain.cni_version or "0.1.0"
         errors: list[CNIError] = []

@@ -32,9 +32,9 @@ __all__ = ["AsyncCNIConfig"]
 async def _in_thread(call: functools.partial[Any]) -> Any:
     """``call()`` in a worker thread of the loop's default executor.
 
-    A cache call cannot be stopped half-way, and the operation must hold its
-    locks until it is over: a cancellation waits for the call to finish, then
-    propagates.
+    A cache call, or a plugin run by an ``Exec`` without ``aexec_plugin``,
+    cannot be stopped half-way, and the operation must hold its locks until
+    it is over: a cancellation waits for the call to finish, then propagates.
     """
     loop = asyncio.get_running_loop()
     done = loop.run_in_executor(None, call)
@@ -79,8 +79,12 @@ class AsyncCNIConfig(Operations):
                 run = getattr(self.exec, "aexec_plugin", None)
                 if run is not None:
                     return await run(effect.path, effect.stdin, effect.env, effect.timeout)
-                return await asyncio.to_thread(
-                    self.exec.exec_plugin, effect.path, effect.stdin, effect.env, effect.timeout
+                # In a worker thread that cannot be stopped: a cancelled
+                # operation keeps its locks until the plugin call returned.
+                return await _in_thread(
+                    functools.partial(
+                        self.exec.exec_plugin, effect.path, effect.stdin, effect.env, effect.timeout
+                    )
                 )
         if isinstance(effect, CacheIO):
             return await _in_thread(functools.partial(effect.call, *effect.args))

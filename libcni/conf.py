@@ -122,6 +122,41 @@ class NetworkConfigList:
     bytes: builtins.bytes = b""
     raw: Mapping[str, Any] = attrs.field(factory=dict, hash=False, repr=False)
 
+    @property
+    def effective_bytes(self) -> builtins.bytes:
+        """The whole list as it runs, as JSON: the bytes ADD caches.
+
+        ``bytes`` itself when every plugin is inline in it; otherwise (plugins
+        from the drop-in directory, or a list built or evolved in code)
+        the JSON object of ``raw`` with ``plugins`` set to every plugin of
+        the list, so that :func:`conf_list_from_bytes` of it gives all of them
+        back, as does the Go library's ``ConfListFromBytes``.
+
+        >>> lst = conf_list_from_bytes(b'{"name": "n", "cniVersion": "1.0.0"}')
+        >>> lst = attrs.evolve(lst, plugins=[conf_from_bytes(b'{"type": "a"}')])
+        >>> lst.effective_bytes
+        b'{"name":"n","cniVersion":"1.0.0","plugins":[{"type":"a"}]}'
+        """
+        inline = self.raw.get("plugins") if self.bytes else None
+        if (
+            isinstance(inline, list)
+            and len(inline) == len(self.plugins)
+            and all(p.raw is r or p.raw == r for p, r in zip(self.plugins, inline, strict=True))
+        ):
+            return self.bytes
+        obj: dict[str, Any] = dict(self.raw) if self.bytes else {}
+        if not obj:
+            obj = {"cniVersion": self.cni_version, "name": self.name}
+            for key, value in (
+                ("disableCheck", self.disable_check),
+                ("disableGC", self.disable_gc),
+                ("loadOnlyInlinedPlugins", self.load_only_inlined_plugins),
+            ):
+                if value:
+                    obj[key] = True
+        obj["plugins"] = [dict(p.raw) or {"type": p.type} for p in self.plugins]
+        return _dumps(obj, "serialising the configuration list")
+
 
 # --------------------------------------------------------------------------- JSON helpers
 

@@ -8,6 +8,7 @@ checks before ADD are tested without running anything.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -27,7 +28,9 @@ __all__ = [
     "GC",
     "STATUS",
     "VERSION",
+    "check_capability_args",
     "encode_cni_args",
+    "environ_snapshot",
     "gc_request",
     "plugin_env",
     "plugin_request",
@@ -139,11 +142,53 @@ def _encode(request: Mapping[str, Any]) -> bytes:
 
 
 def check_capability_args(capability_args: Mapping[str, Any]) -> None:
-    """Refuse capability arguments that have no JSON form (``ConfigError``), before anything runs."""
+    """Refuse capability arguments that have no JSON form (``ConfigError``), before anything runs.
+
+    Object keys must be strings at every level (``{1: "a", "1": "b"}`` would
+    otherwise reach the plugin and the cache as an object with two ``"1"``
+    keys) and numbers finite.
+    """
     try:
+        _check_keys(capability_args, "capabilityArgs")
         json.dumps(dict(capability_args), allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as e:
+    except RecursionError as e:
+        raise ConfigError("invalid capability arguments: nested too deeply") from e
+    except (TypeError, ValueError) as e:
         raise ConfigError("invalid capability arguments: not representable as JSON", str(e)) from e
+
+
+def _check_keys(value: Any, where: str) -> None:
+    """Raise ``TypeError`` naming the first mapping key, at any depth, that is not a string."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: key {key!r} is not a string")
+            _check_keys(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_keys(item, f"{where}[{i}]")
+
+
+def environ_snapshot() -> dict[str, str]:
+    """A copy of ``os.environ``, taken safely while other threads add or remove keys.
+
+    ``dict(os.environ)`` iterates the keys and then looks each one up: a key
+    removed in between raises ``KeyError`` (and a resize ``RuntimeError``).
+    The underlying dict of encoded keys and values is copied in one C-level
+    call instead (atomic under the GIL), then decoded as ``os.environ`` would.
+    """
+    env = os.environ
+    data = getattr(env, "_data", None)
+    decodekey = getattr(env, "decodekey", None)
+    decodevalue = getattr(env, "decodevalue", None)
+    if type(data) is dict and decodekey is not None and decodevalue is not None:
+        return {decodekey(k): decodevalue(v) for k, v in data.copy().items()}
+    for _ in range(100):  # another Python: retry the copy until no writer interfered
+        try:
+            return dict(env)
+        except (KeyError, RuntimeError):
+            continue
+    return dict(env)
 
 
 def encode_cni_args(args: Sequence[tuple[str, str]]) -> str:
@@ -201,9 +246,34 @@ def plugin_env(
     return env
 
 
+#: ``CNI_NETNS``, ``CNI_IFNAME`` and ``CNI_PATH`` of a VERSION probe (as Go sets them).
+VERSION_DUMMY = "dummy"
+
+
 def version_env(base: Mapping[str, str], path: Sequence[str] = ()) -> dict[str, str]:
-    """The environment of a VERSION probe."""
-    return plugin_env(base, command=VERSION, path=path)
+    """The environment of a VERSION probe.
+
+    ``CNI_NETNS``, ``CNI_IFNAME`` and ``CNI_PATH`` are ``dummy``, as the Go
+    library sets them: plugins built with an old skel refuse to run any
+    command without them. ``path`` is accepted for
+    compatibility and not used.
+    """
+    del path
+    return plugin_env(
+        base,
+        command=VERSION,
+        netns=VERSION_DUMMY,
+        ifname=VERSION_DUMMY,
+        path=(VERSION_DUMMY,),
+    )
+
+
+def _details(value: object) -> str:
+    """A ``ValidationError``'s details: the offending value itself (Go's ``Details: "1234%%%"``).
+
+    Not a string (a caller's bug): its ``repr``, the only text it has.
+    """
+    return value if isinstance(value, str) else repr(value)[:300]
 
 
 _ID_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.\-]*")
@@ -215,7 +285,7 @@ def validate_container_id(container_id: str) -> None:
         raise ValidationError("missing containerID", code=CODE_UNKNOWN_CONTAINER)
     if not isinstance(container_id, str) or _ID_RE.fullmatch(container_id) is None:
         raise ValidationError(
-            "invalid characters in containerID", repr(container_id)[:300], code=CODE_INVALID_ENV
+            "invalid characters in containerID", _details(container_id), code=CODE_INVALID_ENV
         )
 
 
@@ -225,7 +295,7 @@ def validate_network_name(name: str) -> None:
         raise ValidationError("missing network name", code=CODE_INVALID_CONFIG)
     if not isinstance(name, str) or _ID_RE.fullmatch(name) is None:
         raise ValidationError(
-            "invalid characters found in network name", repr(name)[:300], code=CODE_INVALID_CONFIG
+            "invalid characters found in network name", _details(name), code=CODE_INVALID_CONFIG
         )
 
 
@@ -235,7 +305,7 @@ def validate_interface_name(ifname: str) -> None:
         raise ValidationError("interface name is empty", code=CODE_INVALID_ENV)
     if not isinstance(ifname, str):
         raise ValidationError(
-            "interface name must be a string", repr(ifname), code=CODE_INVALID_ENV
+            "interface name must be a string", _details(ifname), code=CODE_INVALID_ENV
         )
     if len(ifname.encode("utf-8", "surrogatepass")) > 15:
         raise ValidationError("interface name is too long", ifname, code=CODE_INVALID_ENV)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -144,9 +145,12 @@ def test_env_sets_all_six_variables_over_inherited_ones() -> None:
     assert env["CNI_PATH"] == "/opt/a:/opt/b"
 
 
-def test_version_env() -> None:
-    env = rq.version_env({}, ["/p"])
-    assert env["CNI_COMMAND"] == "VERSION" and env["CNI_PATH"] == "/p"
+def test_version_env_sets_dummy_netns_ifname_and_path_as_go() -> None:
+    # behaviour.md §4.8: plugins built with an old skel refuse to run without them.
+    env = rq.version_env({"CNI_NETNS": "/inherited"}, ["/p"])
+    assert env["CNI_COMMAND"] == "VERSION"
+    assert env["CNI_NETNS"] == env["CNI_IFNAME"] == env["CNI_PATH"] == "dummy"
+    assert env["CNI_CONTAINERID"] == env["CNI_ARGS"] == ""
 
 
 @pytest.mark.parametrize(
@@ -158,6 +162,44 @@ def test_container_id_validation(cid: str, code: int) -> None:
     assert info.value.code == code
     if cid:
         assert cid in info.value.details
+
+
+@pytest.mark.parametrize(
+    ("check", "value"),
+    [
+        (rq.validate_container_id, "1234%%%"),
+        (rq.validate_container_id, "x" * 400 + " y"),
+        (rq.validate_network_name, "net work"),
+        (rq.validate_interface_name, "a" * 16),
+        (rq.validate_interface_name, "a:b"),
+    ],
+)
+def test_validation_error_details_is_the_value_itself(check: Any, value: str) -> None:
+    # Go: ValidationError Details "1234%%%", not its repr "'1234%%%'" (behaviour.md §8).
+    with pytest.raises(ValidationError) as info:
+        check(value)
+    assert info.value.details == value
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {1: "a", "1": "b"},
+        {"portMappings": [{"hostPort": 80, 2: "x"}]},
+        {"a": {"b": {(1, 2): "c"}}},
+        {"a": {None: 1}},
+        {"bandwidth": {"rate": float("nan")}},
+    ],
+)
+def test_capability_args_with_non_string_keys_are_config_errors(args: dict[Any, Any]) -> None:
+    # behaviour.md §8: object keys are strings at every level; json.dumps would
+    # otherwise turn {1: "a", "1": "b"} into an object with two "1" keys.
+    with pytest.raises(ConfigError):
+        rq.check_capability_args(args)
+
+
+def test_json_capability_args_pass() -> None:
+    rq.check_capability_args({"portMappings": [{"hostPort": 80}], "mac": "x", "n": None})
 
 
 @pytest.mark.parametrize("cid", ["a", "0abc", "a_b.c-d", "A" * 200])

@@ -272,10 +272,21 @@ def test_create_result_parses_as_the_version() -> None:
     assert create_result("1.1.0", {"ips": [{"address": "fd00::2/64"}]}) == result
 
 
-def test_create_result_relabels_within_the_family() -> None:
+def test_create_result_keeps_the_data_s_own_version() -> None:
+    # behaviour.md §5, Go's behaviour: the data's cniVersion wins within the family.
     result = create_result("0.4.0", SPEC_031_IPAM)
+    assert result.cni_version == "0.3.1"
+    assert result.to_dict() == SPEC_031_IPAM
+    result = create_result("0.3.0", {**SPEC_031_IPAM, "cniVersion": "0.4.0"})
     assert result.cni_version == "0.4.0"
-    assert result.to_dict() == {**SPEC_031_IPAM, "cniVersion": "0.4.0"}
+    assert result.to_dict()["cniVersion"] == "0.4.0"
+    assert create_result("1.0.0", b'{"cniVersion":"1.1.0"}').cni_version == "1.1.0"
+
+
+def test_create_result_without_a_version_in_the_data_takes_the_given_one() -> None:
+    data = {k: v for k, v in SPEC_031_IPAM.items() if k != "cniVersion"}
+    assert create_result("0.4.0", data).cni_version == "0.4.0"
+    assert create_result("0.4.0", {**data, "cniVersion": ""}).cni_version == "0.4.0"
 
 
 def test_create_result_other_family_is_version_error() -> None:

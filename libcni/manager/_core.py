@@ -466,7 +466,7 @@ class Core:
         networks: Sequence[str] | None,
         timeout: float | None,
     ) -> Op:
-        """DEL every cached attachment (or those of ``networks``), last one first (§11.3)."""
+        """DEL every cached attachment (or those of ``networks``), last one first."""
         # The configuration on disk is read only if a cached one cannot be used.
         timeout = self._timeout(timeout)
         if isinstance(networks, str):

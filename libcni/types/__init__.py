@@ -116,11 +116,14 @@ def result_from_bytes(data: bytes | bytearray | str, default_version: str = "") 
 
 def create_result(version: str, data: bytes | bytearray | str | Mapping[str, Any] | None) -> Result:
     """Decode ``data`` (JSON text, or an already decoded object) as a result of
-    ``version`` (the empty string means 0.1.0), and label it ``version``.
+    ``version`` (the empty string means 0.1.0).
 
     A non-empty ``cniVersion`` in the data must have the same layout as
     ``version`` (e.g. "0.3.1" for "0.4.0"), else
-    :class:`~libcni.errors.VersionError`; so must ``version`` be known.
+    :class:`~libcni.errors.VersionError`; so must ``version`` be known. The
+    result keeps the data's own ``cniVersion`` (as Go's ``create_result``:
+    ``create_result("0.3.0", {"cniVersion": "0.4.0"})`` is a 0.4.0 result);
+    data without one is labelled ``version``.
 
     >>> create_result("1.1.0", '{"ips":[{"address":"fd00::2/64"}]}').ips[0].address.version
     6
@@ -136,4 +139,5 @@ def create_result(version: str, data: bytes | bytearray | str | Mapping[str, Any
             raise VersionError(
                 f"result of version {given} cannot be read as version {version}", _excerpt(obj)
             )
+        version = given
     return cls.from_dict(obj, version)
