@@ -367,9 +367,7 @@ def build_go_driver() -> str | None:
     if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
         env = {**os.environ, "GO111MODULE": "off", "GOPATH": GOPATH, "GOFLAGS": ""}
         env.setdefault("GOCACHE", str(BUILD / "gocache"))
-        subprocess.run(
-            [go, "build", "-o", str(out), "./go_driver"], cwd=HERE, env=env, check=True
-        )
+        subprocess.run([go, "build", "-o", str(out), "./go_driver"], cwd=HERE, env=env, check=True)
     return str(out)
 
 
