@@ -12,6 +12,12 @@ It compiles ``benchmarks/noop_plugin.c`` with the system ``cc`` into
 ``benchmarks/build/`` (gitignored), then measures, each time side by side with
 a floor or baseline measured in the same run:
 
+``go``        the same add+del, side by side with Go libcni (Debian's 1.1.2:
+              ``benchmarks/go_driver``, built with ``golang-go`` against
+              ``golang-github-appc-cni-dev`` when both are installed, skipped
+              with a message otherwise), interleaved, with both caches on
+              tmpfs and both on disk. Go never fsyncs its cache; libcni's
+              durable write costs two fsyncs, measured on their own too.
 ``addel``     one ``add_network_list`` + ``del_network_list`` of a three-plugin
               chain of the no-op plugin, against the same six plugin runs done
               with the bare minimum (``os.posix_spawn``, two pipes, write stdin,
@@ -47,6 +53,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -342,6 +349,155 @@ def bench_addel(
             f"<= {target:.2f}x" if target else "",
             None if target is None else med_d / med_b <= target,
         )
+
+
+# --------------------------------------------------------------------------- Go libcni
+
+GOPATH = "/usr/share/gocode"  # where Debian's golang-*-dev packages put Go sources
+GO_LIBCNI = f"{GOPATH}/src/github.com/containernetworking/cni/libcni"
+
+
+def build_go_driver() -> str | None:
+    """Build ``go_driver`` against Debian's Go libcni; ``None`` (and why) when it cannot be."""
+    go = shutil.which("go")
+    if go is None or not os.path.isdir(GO_LIBCNI):
+        print(
+            "  go: skipped, needs Debian's golang-go and golang-github-appc-cni-dev "
+            "(apt-get install golang-go golang-github-appc-cni-dev)",
+            flush=True,
+        )
+        return None
+    BUILD.mkdir(exist_ok=True)
+    src, out = HERE / "go_driver" / "main.go", BUILD / "go_driver"
+    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+        env = {**os.environ, "GO111MODULE": "off", "GOPATH": GOPATH, "GOFLAGS": ""}
+        env.setdefault("GOCACHE", str(BUILD / "gocache"))
+        subprocess.run([go, "build", "-o", str(out), "./go_driver"], cwd=HERE, env=env, check=True)
+    return str(out)
+
+
+class GoDriver:
+    """A running ``go_driver``: one add+del of Go libcni per request, timed by Go itself."""
+
+    def __init__(self, binary: str, conflist_path: str, plugin_dir: str) -> None:
+        self.proc = subprocess.Popen(
+            [binary, conflist_path, plugin_dir],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+
+    def addel(self, cid: str, cache_dir: str) -> int:
+        """The nanoseconds one AddNetworkList + DelNetworkList took in Go."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{cid} {cache_dir}\n")
+        reply = self.proc.stdout.readline().strip()
+        if not reply.isdigit():
+            raise RuntimeError(f"go_driver: {reply or 'no answer'}")
+        return int(reply)
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+def bench_go(table: Table, plugin_dir: str, n: int, warmup: int) -> None:
+    """add+del of a 3-plugin chain: libcni and Go libcni interleaved, caches on tmpfs and on disk.
+
+    Go's figure is the time Go measured around its two calls, so the pipe to
+    the driver costs it nothing; libcni's is measured the same way, around its
+    two calls. A variant "fsyncs" times the durable write's two fsyncs alone.
+    """
+    binary = build_go_driver()
+    if binary is None:
+        return
+    shm = tmpfs_dir()
+    if shm is None or os.fsync is not REAL_FSYNC:
+        print("  go: skipped, needs a tmpfs directory and the real fsync", flush=True)
+        return
+    net = net_of(3)
+    clock = time.perf_counter_ns
+    with contextlib.ExitStack() as stack:
+        conf = stack.enter_context(tempfile.TemporaryDirectory())
+        conf_path = os.path.join(conf, "bench.conflist")
+        Path(conf_path).write_text(json.dumps(conflist("bench", 3)))
+        go = GoDriver(binary, conf_path, plugin_dir)
+        stack.callback(go.close)
+        dirs = {
+            "tmpfs": stack.enter_context(tempfile.TemporaryDirectory(dir=shm)),
+            "disk": stack.enter_context(tempfile.TemporaryDirectory()),
+        }
+        cnis = {where: libcni.CNIConfig([plugin_dir], cache_dir=d) for where, d in dirs.items()}
+        dfd = os.open(dirs["disk"], os.O_RDONLY | os.O_DIRECTORY)
+        stack.callback(os.close, dfd)
+        entry = CacheEntry("c1", "bench", "eth0", net.bytes, NETNS, (), {}, {"x": 1}).to_json()
+
+        def ours(where: str) -> Callable[[int], int]:
+            cni = cnis[where]
+
+            def run(i: int) -> int:
+                r = rt(f"py{i}")
+                t0 = clock()
+                cni.add_network_list(net, r)
+                cni.del_network_list(net, r)
+                return clock() - t0
+
+            return run
+
+        def theirs(where: str) -> Callable[[int], int]:
+            return lambda i: go.addel(f"go{i}", dirs[where])
+
+        def fsyncs(i: int) -> int:
+            fd = os.open("entry", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=dfd)
+            try:
+                os.write(fd, entry)
+                t0 = clock()
+                os.fsync(fd)
+                os.fsync(dfd)
+                return clock() - t0
+            finally:
+                os.close(fd)
+                os.unlink("entry", dir_fd=dfd)
+
+        variants: dict[str, Callable[[int], int]] = {"fsyncs": fsyncs}
+        for where in dirs:
+            variants[f"ours_{where}"] = ours(where)
+            variants[f"go_{where}"] = theirs(where)
+        for i in range(warmup):
+            for run in variants.values():
+                run(-1 - i)
+        times: dict[str, list[int]] = {name: [] for name in variants}
+        order = list(variants)
+        shuffle = random.Random(7).shuffle
+        for i in range(n):
+            shuffle(order)
+            for name in order:
+                times[name].append(variants[name](i))
+    med = {name: statistics.median(t) for name, t in times.items()}
+    table.data["go"] = {
+        name: {"median_ms": ms(m), "p90_ms": ms(pct(times[name], 0.9))} for name, m in med.items()
+    }
+    for where, target in (("tmpfs", 0.9), ("disk", None)):
+        ratio = med[f"ours_{where}"] / med[f"go_{where}"]
+        table.add(
+            f"add+del, 3 plugins, cache on {where}: libcni vs Go libcni 1.1.2",
+            f"{ms(med[f'ours_{where}']):.2f} ms",
+            f"{ms(med[f'go_{where}']):.2f} ms",
+            f"{ratio:.2f}x",
+            f"<= {target:.2f}x" if target else "",
+            None if target is None else ratio <= target,
+        )
+    allowance = med["go_disk"] + med["fsyncs"]
+    table.add(
+        "  on disk, vs Go + the durable write's 2 fsyncs (Go does none)",
+        f"{ms(med['ours_disk']):.2f} ms",
+        f"{ms(allowance):.2f} ms",
+        f"{med['ours_disk'] / allowance:.2f}x",
+        "<= 1.00x",
+        med["ours_disk"] <= allowance,
+    )
 
 
 # --------------------------------------------------------------------------- parallelism
@@ -876,7 +1032,7 @@ def slow_fsync(delay: float) -> None:
     os.fsync = fsync
 
 
-ALL_BENCHMARKS = "addel,chain,threads,tasks,spawn,import,cache,load,manager"
+ALL_BENCHMARKS = "go,addel,chain,threads,tasks,spawn,import,cache,load,manager"
 
 
 def main() -> None:
@@ -913,6 +1069,8 @@ def main() -> None:
         flush=True,
     )
     table = Table()
+    if "go" in only:
+        bench_go(table, plugin_dir, n, warmup)
     if "addel" in only:
         bench_addel(table, plugin_dir, 3, n, warmup, 1.25)
     if "chain" in only:
