@@ -109,7 +109,16 @@ def test_without_handler_every_plugin_succeeds(tmp_path: Path) -> None:
     cni.gc_network_list(net("1.1.0"), GCArgs())
     cni.get_status_network_list(net("1.1.0"))
     assert [c.command for c in mock.calls] == [
-        "ADD", "ADD", "VERSION", "VERSION", "DEL", "DEL", "GC", "GC", "STATUS", "STATUS"
+        "ADD",
+        "ADD",
+        "VERSION",
+        "VERSION",
+        "DEL",
+        "DEL",
+        "GC",
+        "GC",
+        "STATUS",
+        "STATUS",
     ]  # fmt: skip (GC deleted the stale cached attachment first)
 
 
@@ -188,7 +197,9 @@ def test_sync_api_refuses_a_coroutine_handler(tmp_path: Path) -> None:
 
 def test_find_in_path_finds_every_type_and_refuses_what_the_real_one_refuses() -> None:
     mock = MockExec()
-    assert mock.find_in_path("anything", ["/usr/lib/cni", "/opt/cni/bin"]) == "/usr/lib/cni/anything"
+    assert (
+        mock.find_in_path("anything", ["/usr/lib/cni", "/opt/cni/bin"]) == "/usr/lib/cni/anything"
+    )
     assert mock.find_in_path("x", "/opt/cni/bin") == "/opt/cni/bin/x"
     for bad in ("", "../sh", ".", "a/b"):
         with pytest.raises(ConfigError):
@@ -211,3 +222,63 @@ def test_plugin_runs_are_logged_as_for_real_plugins(
     cni.add_network_list(net(), RT)
     runs = [r for r in caplog.records if hasattr(r, "duration")]
     assert [(r.plugin, r.exit_code) for r in runs] == [("bridge", 0), ("portmap", 0)]  # type: ignore[attr-defined]
+
+
+def _manager_handler(call: PluginCall) -> dict[str, Any] | None:
+    if call.command == "ADD" and call.plugin == "bridge":
+        return {
+            "cniVersion": "1.0.0",
+            "interfaces": [{"name": call.ifname, "sandbox": call.netns}],
+            "ips": [{"address": "10.0.0.5/24", "interface": 0}],
+        }
+    return None
+
+
+def _manager_conf(tmp_path: Path) -> Path:
+    conf = tmp_path / "net.d"
+    conf.mkdir()
+    (conf / "10-a.conflist").write_text(
+        json.dumps({"cniVersion": "1.0.0", "name": "a", "plugins": [{"type": "bridge"}]})
+    )
+    return conf
+
+
+def test_mock_exec_with_the_network_manager(tmp_path: Path) -> None:
+    """The manager finds every plugin through the MockExec and runs them all through it."""
+    mock = MockExec(_manager_handler)
+    m = libcni.NetworkManager(
+        _manager_conf(tmp_path), ["/nonexistent"], cache_dir=tmp_path / "cache", exec=mock
+    )
+    assert list(m.networks().networks) == ["a"]
+    view = m.setup("c1", "/run/netns/c1")
+    assert [str(ip) for ip in view.ips] == ["10.0.0.5/24"]
+    assert list(view.interfaces) == ["eth0"]
+    m.check("c1", "/run/netns/c1")
+    m.teardown("c1")
+    assert m.inspect("c1").attachments == ()
+    assert [(c.plugin, c.command, c.ifname) for c in mock.calls] == [
+        ("loopback", "ADD", "lo"),
+        ("bridge", "ADD", "eth0"),
+        ("loopback", "CHECK", "lo"),
+        ("bridge", "CHECK", "eth0"),
+        ("bridge", "DEL", "eth0"),
+        ("loopback", "DEL", "lo"),
+    ]
+
+
+def test_mock_exec_with_the_async_network_manager(tmp_path: Path) -> None:
+    mock = MockExec(_manager_handler)
+    m = libcni.AsyncNetworkManager(
+        _manager_conf(tmp_path), ["/nonexistent"], cache_dir=tmp_path / "cache", exec=mock
+    )
+
+    async def main() -> None:
+        views = await asyncio.gather(*(m.setup(f"c{i}", f"/run/netns/c{i}") for i in range(4)))
+        assert [str(v.ip(4)) for v in views] == ["10.0.0.5/24"] * 4
+        await asyncio.gather(*(m.teardown(f"c{i}") for i in range(4)))
+
+    asyncio.run(main())
+    assert sorted(c.command for c in mock.calls) == ["ADD"] * 8 + ["DEL"] * 8
+    assert not (tmp_path / "cache" / "results").exists() or not any(
+        (tmp_path / "cache" / "results").iterdir()
+    )
