@@ -12,21 +12,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
+from harness import Env, wait_gone
 
 import libcni
 from libcni import (
     AsyncCNIConfig,
-    CNIConfig,
     GCArgs,
     GCAttachment,
     PluginError,
@@ -36,38 +34,7 @@ from libcni import (
 from libcni.cache import ResultCache
 from libcni.invoke import RawExec
 
-TESTPLUGIN = Path(__file__).parent / "plugins" / "testplugin"
 SLOW = 0.4  # seconds a "slow" plugin call takes
-
-
-class Env:
-    def __init__(self, tmp_path: Path) -> None:
-        self.plugins = tmp_path / "bin"
-        self.plugins.mkdir()
-        for name in ("p1", "p2"):
-            shutil.copy2(TESTPLUGIN, self.plugins / name)
-        self.cache = tmp_path / "cache"
-        self.record = tmp_path / "record.jsonl"
-
-    def conflist(self, *tests: dict[str, Any], version: str = "1.0.0") -> libcni.NetworkConfigList:
-        plugins = [
-            {"type": f"p{i + 1}", "record": str(self.record), **({"test": t} if t else {})}
-            for i, t in enumerate(tests)
-        ]
-        return libcni.conf_list_from_bytes(
-            json.dumps({"cniVersion": version, "name": "net", "plugins": plugins})
-        )
-
-    def calls(self) -> list[dict[str, Any]]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
-
-    def sync(self, **kw: Any) -> CNIConfig:
-        return CNIConfig([self.plugins], cache_dir=self.cache, **kw)
-
-    def aio(self, **kw: Any) -> AsyncCNIConfig:
-        return AsyncCNIConfig([self.plugins], cache_dir=self.cache, **kw)
 
 
 @pytest.fixture
@@ -79,31 +46,13 @@ def rt(cid: str, ifname: str = "eth0") -> RuntimeConf:
     return RuntimeConf(cid, f"/ns/{cid}", ifname)
 
 
-def gone(pid: int) -> bool:
-    """Whether the process has ended (an orphan awaiting its reaper counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[1].startswith("Z")
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-
-
-def wait_gone(pids: Sequence[int], within: float = 5.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if all(gone(p) for p in pids):
-            return True
-        time.sleep(0.02)
-    return False
-
-
 # -- the async API -------------------------------------------------------------
 
 
 def test_async_operations_mirror_the_sync_ones(env: Env) -> None:
     async def main() -> None:
         cni = env.aio()
-        net = env.conflist({}, {}, version="1.1.0")
+        net = env.chain({}, {}, version="1.1.0")
         result = await cni.add_network_list(net, rt("c1"))
         assert result.to_dict()["ips"][0]["address"] == "10.1.2.3/24"
         cached = await cni.get_network_list_cached_result(net, rt("c1"))
@@ -140,7 +89,7 @@ def test_async_operations_mirror_the_sync_ones(env: Env) -> None:
 
 
 def test_async_errors_carry_the_plugin_context(env: Env) -> None:
-    net = env.conflist({"ADD": {"error": {"code": 120, "msg": "boom"}}})
+    net = env.chain({"ADD": {"error": {"code": 120, "msg": "boom"}}})
 
     async def main() -> None:
         with pytest.raises(PluginError) as info:
@@ -156,7 +105,7 @@ def test_async_errors_carry_the_plugin_context(env: Env) -> None:
 
 
 def test_a_running_plugin_never_blocks_the_event_loop(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}})
     ticks = 0
 
     async def ticker(stop: asyncio.Event) -> None:
@@ -177,7 +126,7 @@ def test_a_running_plugin_never_blocks_the_event_loop(env: Env) -> None:
 
 
 def test_cancelling_the_task_kills_the_plugin_group_and_reraises(env: Env) -> None:
-    net = env.conflist({"ADD": {"spawnChild": 60, "ignoreTerm": True, "sleep": 60}})
+    net = env.chain({"ADD": {"spawnChild": 60, "ignoreTerm": True, "sleep": 60}})
 
     async def main() -> None:
         task = asyncio.create_task(env.aio().add_network_list(net, rt("c1")))
@@ -194,12 +143,12 @@ def test_cancelling_the_task_kills_the_plugin_group_and_reraises(env: Env) -> No
         c["child"] for c in env.calls() if "child" in c
     ]
     assert len(pids) == 2
-    assert wait_gone(pids), "plugin or its child survived the cancellation"
+    assert not wait_gone(pids, 5.0), "plugin or its child survived the cancellation"
     assert not (env.cache / "results" / "net-c1-eth0").exists()
 
 
 def test_async_timeout(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": 30}})
+    net = env.chain({"ADD": {"sleep": 30}})
 
     async def main() -> None:
         with pytest.raises(PluginTimeoutError):
@@ -229,7 +178,7 @@ class ThreadedExec:
 
 def test_async_with_a_blocking_exec_uses_a_worker_thread(env: Env) -> None:
     exec_ = ThreadedExec()
-    net = env.conflist({})
+    net = env.chain({})
 
     async def main() -> None:
         cni = AsyncCNIConfig([env.plugins], cache_dir=env.cache, exec=exec_)
@@ -243,7 +192,7 @@ def test_async_with_a_blocking_exec_uses_a_worker_thread(env: Env) -> None:
 
 
 def test_threads_on_different_attachments_run_in_parallel(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}})
     cni = env.sync()
     start = time.monotonic()
     threads = [
@@ -259,7 +208,7 @@ def test_threads_on_different_attachments_run_in_parallel(env: Env) -> None:
 
 
 def test_tasks_on_different_attachments_run_concurrently(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}})
 
     async def main() -> float:
         cni = env.aio()
@@ -273,7 +222,7 @@ def test_tasks_on_different_attachments_run_concurrently(env: Env) -> None:
 
 
 def test_threads_on_the_same_attachment_run_one_at_a_time(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}, "DEL": {"sleep": SLOW}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}, "DEL": {"sleep": SLOW}})
     cni = env.sync()
     same = rt("c1")
     start = time.monotonic()
@@ -290,7 +239,7 @@ def test_threads_on_the_same_attachment_run_one_at_a_time(env: Env) -> None:
 
 
 def test_tasks_on_the_same_attachment_run_one_at_a_time(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}})
 
     async def main() -> float:
         cni = env.aio()
@@ -302,7 +251,7 @@ def test_tasks_on_the_same_attachment_run_one_at_a_time(env: Env) -> None:
 
 
 def test_the_attachment_lock_holds_across_processes(env: Env) -> None:
-    net = env.conflist({})
+    net = env.chain({})
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -333,7 +282,7 @@ def test_the_attachment_lock_holds_across_processes(env: Env) -> None:
 
 @pytest.mark.parametrize("api", ["sync", "async"])
 def test_gc_excludes_add_and_del_on_its_network(env: Env, api: str) -> None:
-    net = env.conflist({"DEL": {"sleep": SLOW}}, version="1.1.0")
+    net = env.chain({"DEL": {"sleep": SLOW}}, version="1.1.0")
     cni_sync = env.sync()
     for cid in ("stale1", "stale2"):
         cni_sync.add_network_list(net, rt(cid))
@@ -366,7 +315,7 @@ def test_gc_excludes_add_and_del_on_its_network(env: Env, api: str) -> None:
 
 
 def test_gc_of_one_network_does_not_hold_up_another(env: Env) -> None:
-    slow = env.conflist({"DEL": {"sleep": 2 * SLOW}}, version="1.1.0")
+    slow = env.chain({"DEL": {"sleep": 2 * SLOW}}, version="1.1.0")
     other = libcni.conf_list_from_bytes(
         json.dumps({"cniVersion": "1.0.0", "name": "other", "plugins": [{"type": "p2"}]})
     )
@@ -383,7 +332,7 @@ def test_gc_of_one_network_does_not_hold_up_another(env: Env) -> None:
 
 
 def test_eight_async_workers_keep_every_entry(env: Env) -> None:
-    net = env.conflist({}, {})
+    net = env.chain({}, {})
 
     async def main() -> None:
         cni = env.aio()

@@ -1,0 +1,237 @@
+"""The one test environment of the libcni tests: plugins, a cache, configurations, a record.
+
+:class:`Env` is a directory holding
+
+- ``bin/``: copies (or links) of ``tests/plugins/testplugin`` under the type
+  names a test uses (``p1``, ``p2``, ``p3`` unless told otherwise);
+- ``cache/``: the result cache (or another directory given);
+- ``net.d/``: a configuration directory, for the manager and the CLI;
+- ``record.jsonl``: one line per plugin call, appended by the test plugin
+  (see its docstring), which the tests read back to see what ran, in which
+  order, with which request, and which processes it started.
+
+The process helpers below (:func:`process_gone`, :func:`wait_gone`,
+:func:`wait_for_record`...) are the barriers the concurrency tests wait on:
+the plugin records its call *before* it sleeps, so a test that waits for the
+record knows the plugin runs, without guessing how long starting takes.
+
+The reliability worker scripts (``tests/reliability/*_worker.py``) run as
+separate processes and import nothing from here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import libcni
+from libcni import AsyncCNIConfig, CNIConfig, RuntimeConf
+from libcni.invoke import Exec
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+TESTPLUGIN = TESTS / "plugins" / "testplugin"
+PLUGIN_TYPES = ("p1", "p2", "p3")
+
+
+class Env:
+    """A plugin directory, a cache directory, a configuration directory and a record of calls.
+
+    ``types``: the names the test plugin is installed under (copied, or
+    symlinked with ``link``); ``cache``: the cache directory (default
+    ``root/cache``); ``exec``: the executor of :attr:`cni` and of
+    :meth:`sync` / :meth:`aio` (default: ``RawExec()``).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        types: Sequence[str] = PLUGIN_TYPES,
+        *,
+        cache: Path | None = None,
+        link: bool = False,
+        exec: Exec | None = None,
+    ) -> None:
+        self.root = root
+        self.types = tuple(types)
+        self.plugins = root / "bin"
+        self.plugins.mkdir(exist_ok=True)
+        for name in self.types:
+            self.install(name, link=link)
+        self.cache = cache if cache is not None else root / "cache"
+        self.conf = root / "net.d"
+        self.conf.mkdir(exist_ok=True)
+        self.record = root / "record.jsonl"
+        self.exec = exec
+        self.cni = self.sync()
+        self.rt = RuntimeConf("ctr1", "/var/run/netns/ctr1", "eth0")
+
+    def install(self, name: str, *, link: bool = False) -> Path:
+        """The test plugin under the type ``name`` in the plugin directory (a copy, or a link)."""
+        path = self.plugins / name
+        if link:
+            path.symlink_to(TESTPLUGIN)
+        else:
+            shutil.copy2(TESTPLUGIN, path)
+        return path
+
+    # -- clients -----------------------------------------------------------------------
+
+    def sync(self, **kw: Any) -> CNIConfig:
+        """A ``CNIConfig`` on the plugin and cache directories."""
+        kw.setdefault("exec", self.exec)
+        return CNIConfig([self.plugins], cache_dir=self.cache, **kw)
+
+    def aio(self, **kw: Any) -> AsyncCNIConfig:
+        """An ``AsyncCNIConfig`` on the plugin and cache directories."""
+        kw.setdefault("exec", self.exec)
+        return AsyncCNIConfig([self.plugins], cache_dir=self.cache, **kw)
+
+    # -- configurations ----------------------------------------------------------------
+
+    def plugin(self, type_: str = "p1", **test: Any) -> dict[str, Any]:
+        """A plugin configuration that records into :attr:`record`, with ``test`` behaviours."""
+        conf: dict[str, Any] = {"type": type_, "record": str(self.record)}
+        if test:
+            conf["test"] = test
+        return conf
+
+    def conflist(
+        self,
+        *plugins: dict[str, Any],
+        name: str = "testnet",
+        version: str = "1.0.0",
+        **top: Any,
+    ) -> libcni.NetworkConfigList:
+        """A configuration list of ``plugins`` (default: one recording ``p1``)."""
+        obj = {
+            "cniVersion": version,
+            "name": name,
+            "plugins": list(plugins) or [self.plugin()],
+            **top,
+        }
+        return libcni.conf_list_from_bytes(json.dumps(obj).encode())
+
+    def chain(
+        self, *tests: dict[str, Any], name: str = "net", version: str = "1.0.0"
+    ) -> libcni.NetworkConfigList:
+        """A list of ``p1``, ``p2``... each with its ``test`` behaviours (``{}``: none)."""
+        return self.conflist(
+            *(self.plugin(f"p{i + 1}", **t) for i, t in enumerate(tests)),
+            name=name,
+            version=version,
+        )
+
+    def write(self, file: str, name: str, *plugins: dict[str, Any], version: str = "1.0.0") -> Path:
+        """A ``.conflist`` file in :attr:`conf` (default: one plugin of the first type)."""
+        plist = list(plugins) or [{"type": self.types[0]}]
+        path = self.conf / file
+        path.write_text(json.dumps({"cniVersion": version, "name": name, "plugins": plist}))
+        return path
+
+    # -- what happened -----------------------------------------------------------------
+
+    def calls(self) -> list[dict[str, Any]]:
+        """Every line of the record, in order (plugin calls, and ``child`` lines)."""
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def types_called(self) -> list[tuple[str, str]]:
+        """(plugin type, command) of every recorded call."""
+        return [(c["stdin"]["type"], c["command"]) for c in self.calls() if "command" in c]
+
+    def pids(self) -> list[int]:
+        """Every process the plugins recorded: the plugins themselves and their children."""
+        out = []
+        for call in self.calls():
+            out += [call[k] for k in ("pid", "child") if isinstance(call.get(k), int)]
+        return out
+
+    def wait_for_call(
+        self, match: Callable[[dict[str, Any]], bool], timeout: float = 20.0
+    ) -> dict[str, Any]:
+        """The first recorded call ``match`` accepts, waiting for it: a barrier the plugin signals.
+
+        The test plugin records its call when it starts, before it sleeps or
+        answers: once the record is there, the plugin runs (and its
+        operation holds its locks).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            for call in self.calls():
+                if "command" in call and match(call):
+                    return call
+            assert time.monotonic() < deadline, "the awaited plugin call never started"
+            time.sleep(0.005)
+
+    def results_dir(self) -> Path:
+        return self.cache / "results"
+
+    def entry_path(self, net: str = "testnet", cid: str = "ctr1", ifname: str = "eth0") -> Path:
+        return self.results_dir() / f"{net}-{cid}-{ifname}"
+
+    def cached(self) -> list[str]:
+        """The file names in the cache's results directory, sorted."""
+        d = self.results_dir()
+        return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+def python_env() -> dict[str, str]:
+    """The environment of a child Python process that imports this checkout of libcni."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+# -- processes -----------------------------------------------------------------------
+
+
+def _proc_state(pid: int) -> tuple[str, int] | None:
+    """``(state, ppid)`` of ``pid`` from ``/proc``, or ``None`` when it does not exist."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1])
+
+
+def process_gone(pid: int) -> bool:
+    """Whether ``pid`` no longer runs.
+
+    A zombie counts as gone unless it is our own child (an unreaped plugin
+    leader would be a leak of ours); orphans are reparented to init, whose job
+    reaping them is.
+    """
+    state = _proc_state(pid)
+    if state is None:
+        return True
+    if state[0] in ("Z", "X"):
+        return state[1] != os.getpid()
+    return False
+
+
+def wait_gone(pids: Iterable[int], timeout: float = 3.0) -> list[int]:
+    """Wait until every pid is gone; return those that are still there after ``timeout``."""
+    pids = list(pids)
+    end = time.monotonic() + timeout
+    while True:
+        alive = [p for p in pids if not process_gone(p)]
+        if not alive or time.monotonic() > end:
+            return alive
+        time.sleep(0.02)
+
+
+def kill_quietly(pids: Iterable[int]) -> None:
+    """SIGKILL processes a failed test may have left behind (only those it recorded)."""
+    for pid in pids:
+        if not process_gone(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
