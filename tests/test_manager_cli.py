@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from harness import python_env
 from test_manager import Env, fail
 
 
@@ -20,7 +20,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
 
 
 def run(e: Env, *argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
-    environ = dict(os.environ)
+    environ = python_env()
     environ.update(
         NETCONFPATH=str(e.conf),
         CNI_PATH=f"/nonexistent:{e.bin}",
