@@ -5,7 +5,8 @@
 - ``bin/``: copies (or links) of ``tests/plugins/testplugin`` under the type
   names a test uses (``p1``, ``p2``, ``p3`` unless told otherwise);
 - ``cache/``: the result cache (or another directory given);
-- ``net.d/``: a configuration directory, for the manager and the CLI;
+- ``net.d/``: a configuration directory, for the manager and the CLI (made
+  with ``conf=True``);
 - ``record.jsonl``: one line per plugin call, appended by the test plugin
   (see its docstring), which the tests read back to see what ran, in which
   order, with which request, and which processes it started.
@@ -46,7 +47,8 @@ class Env:
     ``types``: the names the test plugin is installed under (copied, or
     symlinked with ``link``); ``cache``: the cache directory (default
     ``root/cache``); ``exec``: the executor of :attr:`cni` and of
-    :meth:`sync` / :meth:`aio` (default: ``RawExec()``).
+    :meth:`sync` / :meth:`aio` (default: ``RawExec()``); ``conf``: create the
+    configuration directory ``root/net.d`` now.
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class Env:
         cache: Path | None = None,
         link: bool = False,
         exec: Exec | None = None,
+        conf: bool = False,
     ) -> None:
         self.root = root
         self.types = tuple(types)
@@ -66,7 +69,8 @@ class Env:
             self.install(name, link=link)
         self.cache = cache if cache is not None else root / "cache"
         self.conf = root / "net.d"
-        self.conf.mkdir(exist_ok=True)
+        if conf:
+            self.conf.mkdir()
         self.record = root / "record.jsonl"
         self.exec = exec
         self.cni = self.sync()

@@ -40,7 +40,7 @@ class Env(harness.Env):
     """
 
     def __init__(self, root: Path) -> None:
-        super().__init__(root, types=())
+        super().__init__(root, types=(), conf=True)
 
     def network(self, name: str = "tnet", version: str = "1.0.0", **extra: Any) -> str:
         plugin: dict[str, Any] = {

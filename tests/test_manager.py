@@ -36,7 +36,7 @@ class Env(harness.Env):
     """The tests' environment (``tests/harness.py``): ``testplugin`` and ``loopback`` linked."""
 
     def __init__(self, root: Path) -> None:
-        super().__init__(root, ("testplugin", "loopback"), link=True)
+        super().__init__(root, ("testplugin", "loopback"), link=True, conf=True)
         self.bin = self.plugins
 
     def manager(self, **kw: Any) -> NetworkManager:
