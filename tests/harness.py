@@ -22,18 +22,20 @@ separate processes and import nothing from here.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import shutil
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import libcni
 from libcni import AsyncCNIConfig, CNIConfig, RuntimeConf
-from libcni.invoke import Exec
+from libcni.invoke import Exec, RawExec
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -158,6 +160,9 @@ class Env:
             out += [call[k] for k in ("pid", "child") if isinstance(call.get(k), int)]
         return out
 
+    def _started(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        return next((c for c in self.calls() if "command" in c and match(c)), None)
+
     def wait_for_call(
         self, match: Callable[[dict[str, Any]], bool], timeout: float = 20.0
     ) -> dict[str, Any]:
@@ -168,12 +173,20 @@ class Env:
         operation holds its locks).
         """
         deadline = time.monotonic() + timeout
-        while True:
-            for call in self.calls():
-                if "command" in call and match(call):
-                    return call
+        while (call := self._started(match)) is None:
             assert time.monotonic() < deadline, "the awaited plugin call never started"
             time.sleep(0.005)
+        return call
+
+    async def await_call(
+        self, match: Callable[[dict[str, Any]], bool], timeout: float = 20.0
+    ) -> dict[str, Any]:
+        """:meth:`wait_for_call` for a coroutine: the event loop keeps turning meanwhile."""
+        deadline = time.monotonic() + timeout
+        while (call := self._started(match)) is None:
+            assert time.monotonic() < deadline, "the awaited plugin call never started"
+            await asyncio.sleep(0.005)
+        return call
 
     def results_dir(self) -> Path:
         return self.cache / "results"
@@ -185,6 +198,35 @@ class Env:
         """The file names in the cache's results directory, sorted."""
         d = self.results_dir()
         return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+class ThreadOnlyExec:
+    """A real ``Exec`` (``RawExec`` underneath) without the coroutine form ``aexec_plugin``.
+
+    Not a fake: it runs the real plugin. ``RawExec`` and ``MockExec`` both have
+    ``aexec_plugin``; only an ``Exec`` without it makes ``AsyncCNIConfig``
+    run the plugin in a worker thread (§6.3), the path the tests using this
+    check. It records the thread of every call (``threads``) and
+    ``(command, start, end)`` of every call (``log``, monotonic times).
+    """
+
+    def __init__(self) -> None:
+        self.raw = RawExec()
+        self.threads: set[str] = set()
+        self.log: list[tuple[str, float, float]] = []
+
+    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
+        return self.raw.find_in_path(plugin, paths)
+
+    def exec_plugin(
+        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+    ) -> bytes:
+        self.threads.add(threading.current_thread().name)
+        start = time.monotonic()
+        try:
+            return self.raw.exec_plugin(path, stdin, env, timeout)
+        finally:
+            self.log.append((env["CNI_COMMAND"], start, time.monotonic()))
 
 
 def python_env() -> dict[str, str]:

@@ -16,11 +16,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from harness import Env, wait_gone
+from harness import Env, ThreadOnlyExec, wait_gone
 
 import libcni
 from libcni import (
@@ -32,7 +31,6 @@ from libcni import (
     RuntimeConf,
 )
 from libcni.cache import ResultCache
-from libcni.invoke import RawExec
 
 SLOW = 0.4  # seconds a "slow" plugin call takes
 
@@ -159,25 +157,8 @@ def test_async_timeout(env: Env) -> None:
     assert time.monotonic() - start < 10
 
 
-class ThreadedExec:
-    """An Exec without a coroutine form: AsyncCNIConfig runs it in a worker thread."""
-
-    def __init__(self) -> None:
-        self.raw = RawExec()
-        self.threads: set[str] = set()
-
-    def exec_plugin(
-        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
-    ) -> bytes:
-        self.threads.add(threading.current_thread().name)
-        return self.raw.exec_plugin(path, stdin, env, timeout)
-
-    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
-        return self.raw.find_in_path(plugin, paths)
-
-
 def test_async_with_a_blocking_exec_uses_a_worker_thread(env: Env) -> None:
-    exec_ = ThreadedExec()
+    exec_ = ThreadOnlyExec()
     net = env.chain({})
 
     async def main() -> None:
