@@ -143,50 +143,56 @@ class Env:
 
     # -- what happened -----------------------------------------------------------------
 
-    def calls(self) -> list[dict[str, Any]]:
-        """Every line of the record, in order (plugin calls, and ``child`` lines)."""
+    def records(self) -> list[dict[str, Any]]:
+        """Every line of the record, in order: plugin calls, and ``child`` lines."""
         if not self.record.exists():
             return []
         return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
 
+    def calls(self) -> list[dict[str, Any]]:
+        """Every line of the record (:meth:`records`; a test's own ``Env`` may narrow it)."""
+        return self.records()
+
     def types_called(self) -> list[tuple[str, str]]:
         """(plugin type, command) of every recorded call."""
-        return [(c["stdin"]["type"], c["command"]) for c in self.calls() if "command" in c]
+        return [(c["stdin"]["type"], c["command"]) for c in self.records() if "command" in c]
 
     def pids(self) -> list[int]:
         """Every process the plugins recorded: the plugins themselves and their children."""
         out = []
-        for call in self.calls():
+        for call in self.records():
             out += [call[k] for k in ("pid", "child") if isinstance(call.get(k), int)]
         return out
 
-    def _started(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
-        return next((c for c in self.calls() if "command" in c and match(c)), None)
+    def _matching(self, match: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        return [r for r in self.records() if match(r)]
 
     def wait_for_call(
-        self, match: Callable[[dict[str, Any]], bool], timeout: float = 20.0
-    ) -> dict[str, Any]:
-        """The first recorded call ``match`` accepts, waiting for it: a barrier the plugin signals.
+        self, match: Callable[[dict[str, Any]], bool], count: int = 1, timeout: float = 20.0
+    ) -> list[dict[str, Any]]:
+        """Wait until ``count`` lines of the record ``match`` accepts are there; return them.
 
-        The test plugin records its call when it starts, before it sleeps or
-        answers: once the record is there, the plugin runs (and its
-        operation holds its locks).
+        A barrier the plugin signals: the test plugin records its call when
+        it starts, before it sleeps or answers, and a ``child`` line right
+        after it forked. Once the record is there the plugin runs, and so its
+        operation holds its locks. ``match`` sees every line (use
+        ``r.get("command")``).
         """
         deadline = time.monotonic() + timeout
-        while (call := self._started(match)) is None:
-            assert time.monotonic() < deadline, "the awaited plugin call never started"
+        while len(found := self._matching(match)) < count:
+            assert time.monotonic() < deadline, f"{len(found)} of {count} awaited records"
             time.sleep(0.005)
-        return call
+        return found
 
     async def await_call(
-        self, match: Callable[[dict[str, Any]], bool], timeout: float = 20.0
-    ) -> dict[str, Any]:
+        self, match: Callable[[dict[str, Any]], bool], count: int = 1, timeout: float = 20.0
+    ) -> list[dict[str, Any]]:
         """:meth:`wait_for_call` for a coroutine: the event loop keeps turning meanwhile."""
         deadline = time.monotonic() + timeout
-        while (call := self._started(match)) is None:
-            assert time.monotonic() < deadline, "the awaited plugin call never started"
+        while len(found := self._matching(match)) < count:
+            assert time.monotonic() < deadline, f"{len(found)} of {count} awaited records"
             await asyncio.sleep(0.005)
-        return call
+        return found
 
     def results_dir(self) -> Path:
         return self.cache / "results"

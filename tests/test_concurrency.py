@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness import Env, ThreadOnlyExec, wait_gone
@@ -38,6 +39,10 @@ SLOW = 0.4  # seconds a "slow" plugin call takes
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
     return Env(tmp_path)
+
+
+def is_del(record: dict[str, Any]) -> bool:
+    return record.get("command") == "DEL"
 
 
 def rt(cid: str, ifname: str = "eth0") -> RuntimeConf:
@@ -128,10 +133,7 @@ def test_cancelling_the_task_kills_the_plugin_group_and_reraises(env: Env) -> No
 
     async def main() -> None:
         task = asyncio.create_task(env.aio().add_network_list(net, rt("c1")))
-        for _ in range(200):  # wait until the plugin and its child run
-            await asyncio.sleep(0.02)
-            if any("child" in c for c in env.calls()):
-                break
+        await env.await_call(lambda r: "child" in r)  # the plugin and its child run
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -274,7 +276,7 @@ def test_gc_excludes_add_and_del_on_its_network(env: Env, api: str) -> None:
             target=cni_sync.gc_network_list, args=(net, GCArgs([GCAttachment("new", "eth0")]))
         )
         gc.start()
-        time.sleep(SLOW / 2)  # GC is now deleting the first stale attachment
+        env.wait_for_call(is_del)  # GC is now deleting the first stale attachment
         cni_sync.add_network_list(net, rt("new"))
         gc.join()
     else:
@@ -284,7 +286,7 @@ def test_gc_excludes_add_and_del_on_its_network(env: Env, api: str) -> None:
             gc = asyncio.create_task(
                 cni.gc_network_list(net, GCArgs([GCAttachment("new", "eth0")]))
             )
-            await asyncio.sleep(SLOW / 2)
+            await env.await_call(is_del)  # GC is now deleting the first stale attachment
             await cni.add_network_list(net, rt("new"))
             await gc
 
@@ -304,7 +306,7 @@ def test_gc_of_one_network_does_not_hold_up_another(env: Env) -> None:
     cni.add_network_list(slow, rt("stale"))
     gc = threading.Thread(target=cni.gc_network_list, args=(slow,))
     gc.start()
-    time.sleep(SLOW / 2)
+    env.wait_for_call(is_del)  # GC is now deleting the stale attachment, its network locked
     start = time.monotonic()
     cni.add_network_list(other, rt("x"))
     took = time.monotonic() - start

@@ -46,7 +46,7 @@ class Env(harness.Env):
 
     def runs(self) -> list[dict[str, Any]]:
         """The plugin runs recorded so far (VERSION probes left out)."""
-        return [r for r in super().calls() if "command" in r and r["command"] != "VERSION"]
+        return [r for r in self.records() if "command" in r and r["command"] != "VERSION"]
 
     def calls(self) -> list[tuple[str, str, str]]:  # type: ignore[override]
         """(command, network, ifname) of every recorded run."""

@@ -219,7 +219,7 @@ def test_cancelled_thread_run_plugin_keeps_the_locks_until_it_returned(env: Env)
 
     async def scenario() -> None:
         add = asyncio.ensure_future(acni.add_network_list(net, env.rt))
-        await env.await_call(lambda c: c["command"] == "ADD")  # it runs, in its worker thread
+        await env.await_call(lambda c: c.get("command") == "ADD")  # it runs, in its worker thread
         add.cancel()
         delete = asyncio.ensure_future(acni.del_network_list(net, env.rt))
         with pytest.raises(asyncio.CancelledError):

@@ -121,10 +121,7 @@ def gc(env: Env, api: str, net: libcni.NetworkConfigList, args: GCArgs | None = 
 
 def wait_for_call(env: Env, command: str, timeout: float = 10.0) -> None:
     """Wait until a plugin has recorded a ``command`` call (it then runs, under its locks)."""
-    end = time.monotonic() + timeout
-    while not any(c.get("command") == command for c in env.calls()):
-        assert time.monotonic() < end, f"no {command} call recorded"
-        time.sleep(0.01)
+    env.wait_for_call(lambda c: c.get("command") == command, timeout=timeout)
 
 
 # -- timeouts bound the wait for a lock (item 5) ------------------------------------
