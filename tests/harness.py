@@ -27,6 +27,8 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -240,6 +242,20 @@ def python_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def run_cli(*args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m libcni ARGS`` in a child process: :func:`python_env` and ``extra_env``."""
+    environ = python_env()
+    environ.update(extra_env)
+    return subprocess.run(
+        [sys.executable, "-m", "libcni", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+        check=False,
+    )
 
 
 # -- processes -----------------------------------------------------------------------

@@ -6,13 +6,12 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import harness
 import pytest
-from harness import python_env
+from harness import run_cli
 
 from libcni.cli import (
     CLIError,
@@ -69,16 +68,7 @@ def env(tmp_path: Path, testplugin_dir: str, monkeypatch: pytest.MonkeyPatch) ->
 
 def run(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m libcni ARGS`` with the current (monkeypatched) environment."""
-    environ = python_env()
-    environ.update(extra_env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "libcni", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(*args, **(extra_env or {}))
 
 
 def assert_one_line_error(stderr: str, *needles: str) -> None:
