@@ -42,7 +42,7 @@ def conflist(*types: str, version: str = "1.0.0") -> libcni.NetworkConfigList:
 def operation(cni: CNIConfig, name: str) -> Callable[..., Generator[Any, Any, Any]]:
     """The generator function of operation ``name`` (``add``, ``delete``, ``gc``...).
 
-    Public today, it may become private (``_add``): either works.
+    Public today, it may become private (``_add``, ``_delete``...): either works.
     """
     found = getattr(cni, f"_{name}", None) or getattr(cni, name)
     assert callable(found)
@@ -148,7 +148,7 @@ def test_add_locks_first_runs_plugins_in_order_chaining_and_caches_last(cni: CNI
     assert script.requests[2]["prevResult"]["ips"] == r2["ips"]
     assert got.to_dict()["ips"] == r3["ips"]
     # The write was performed: the last plugin's result is what the cache holds.
-    cached = operation(cni, "cached_result")(conflist("p1", "p2", "p3"), RT)
+    cached = cni.get_network_list_cached_result(conflist("p1", "p2", "p3"), RT)
     assert cached is not None and cached.to_dict()["ips"] == r3["ips"]
 
 
