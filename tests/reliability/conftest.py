@@ -40,6 +40,22 @@ def require_root() -> None:
         unavailable(f"needs root (running as uid {os.geteuid()})")
 
 
+def without_dac_override(cmd: list[str]) -> list[str]:
+    """``cmd``, run without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH when we are root.
+
+    Root ignores file modes through these capabilities: dropped (with
+    setpriv), the modes a test sets apply to ``cmd`` too. Running as nobody
+    would be the other way, but nobody often cannot read the interpreter's
+    packages.
+    """
+    if os.geteuid() != 0:
+        return cmd
+    if shutil.which("setpriv") is None:
+        unavailable("needs setpriv(1) to drop CAP_DAC_OVERRIDE")
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", *cmd]
+
+
 class Env(harness.Env):
     """The tests' environment (``tests/harness.py``), plugins killed 0.3 s after SIGTERM."""
 
