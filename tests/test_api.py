@@ -9,13 +9,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from harness import TESTPLUGIN, Env
 
 import libcni
 from libcni import (
@@ -35,7 +34,6 @@ from libcni import (
     VersionError,
 )
 
-TESTPLUGIN = Path(__file__).parent / "plugins" / "testplugin"
 RESULT = {
     "cniVersion": "1.0.0",
     "interfaces": [{"name": "eth0", "mac": "0a:58:0a:01:02:03", "sandbox": "/var/run/netns/x"}],
@@ -43,43 +41,6 @@ RESULT = {
     "routes": [{"dst": "0.0.0.0/0"}],
     "dns": {"nameservers": ["10.1.2.1"]},
 }
-
-
-class Env:
-    """A plugin directory, a cache directory and a record of every plugin call."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.plugins = tmp_path / "bin"
-        self.plugins.mkdir()
-        for name in ("p1", "p2", "p3"):
-            shutil.copy2(TESTPLUGIN, self.plugins / name)
-        self.cache = tmp_path / "cache"
-        self.record = tmp_path / "record.jsonl"
-        self.cni = CNIConfig([self.plugins], cache_dir=self.cache)
-        self.rt = RuntimeConf("ctr1", "/var/run/netns/ctr1", "eth0")
-
-    def plugin(self, type_: str, **test: Any) -> dict[str, Any]:
-        conf: dict[str, Any] = {"type": type_, "record": str(self.record)}
-        if test:
-            conf["test"] = test
-        return conf
-
-    def conflist(
-        self, *plugins: dict[str, Any], version: str = "1.0.0", **top: Any
-    ) -> libcni.NetworkConfigList:
-        obj = {"cniVersion": version, "name": "testnet", "plugins": list(plugins), **top}
-        return libcni.conf_list_from_bytes(json.dumps(obj).encode())
-
-    def calls(self) -> list[dict[str, Any]]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
-
-    def types_called(self) -> list[tuple[str, str]]:
-        return [(c["stdin"]["type"], c["command"]) for c in self.calls() if "command" in c]
-
-    def entry_path(self, net: str = "testnet", cid: str = "ctr1", ifname: str = "eth0") -> Path:
-        return self.cache / "results" / f"{net}-{cid}-{ifname}"
 
 
 @pytest.fixture

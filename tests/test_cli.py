@@ -6,11 +6,12 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
+from harness import run_cli
 
 from libcni.cli import (
     CLIError,
@@ -22,7 +23,6 @@ from libcni.cli import (
     parse_cni_args,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 ALL_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
 PORTS = [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]
 
@@ -31,15 +31,15 @@ def hand_container_id(netns: str) -> str:
     return "cnitool-" + hashlib.sha512(netns.encode()).hexdigest()[:20]
 
 
-class Env:
-    """A network directory, a cache directory and a record file, wired into os.environ."""
+class Env(harness.Env):
+    """The tests' environment (``tests/harness.py``), with a network of ``testplugin`` itself.
 
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.netdir = tmp / "net.d"
-        self.cache = tmp / "cache"
-        self.record = tmp / "record.jsonl"
-        self.netdir.mkdir()
+    The fixture wires its directories into ``os.environ``; plugins are found
+    in ``tests/plugins`` (``CNI_PATH``), so none is installed.
+    """
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, types=(), conf=True)
 
     def network(self, name: str = "tnet", version: str = "1.0.0", **extra: Any) -> str:
         plugin: dict[str, Any] = {
@@ -48,23 +48,14 @@ class Env:
             "capabilities": {"portMappings": True},
         }
         plugin.update(extra)
-        conf = {"cniVersion": version, "name": name, "plugins": [plugin]}
-        (self.netdir / f"10-{name}.conflist").write_text(json.dumps(conf))
+        self.write(f"10-{name}.conflist", name, plugin, version=version)
         return name
-
-    def calls(self) -> list[dict[str, Any]]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines()]
-
-    def entry(self, network: str, container_id: str, ifname: str = "eth0") -> Path:
-        return self.cache / "results" / f"{network}-{container_id}-{ifname}"
 
 
 @pytest.fixture
 def env(tmp_path: Path, testplugin_dir: str, monkeypatch: pytest.MonkeyPatch) -> Env:
     e = Env(tmp_path)
-    monkeypatch.setenv("NETCONFPATH", str(e.netdir))
+    monkeypatch.setenv("NETCONFPATH", str(e.conf))
     monkeypatch.setenv("CNI_PATH", testplugin_dir)
     # Never the machine's /var/lib/cni, even for the tests that run as root.
     monkeypatch.setenv("CNI_CACHE_DIR", str(e.cache))
@@ -77,19 +68,7 @@ def env(tmp_path: Path, testplugin_dir: str, monkeypatch: pytest.MonkeyPatch) ->
 
 def run(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m libcni ARGS`` with the current (monkeypatched) environment."""
-    environ = dict(os.environ)
-    environ["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO), *(p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
-    )
-    environ.update(extra_env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "libcni", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(*args, **(extra_env or {}))
 
 
 def assert_one_line_error(stderr: str, *needles: str) -> None:
@@ -166,7 +145,7 @@ def test_add_prints_the_result_and_caches_it(env: Env) -> None:
     assert proc.stdout.startswith("{\n    ")  # indented, as cnitool prints it
 
     cid = hand_container_id("/var/run/netns/ctr1")
-    entry = json.loads(env.entry("tnet", cid).read_text())
+    entry = json.loads(env.entry_path("tnet", cid).read_text())
     assert entry["kind"] == "cniCacheV1"
     assert entry["containerId"] == cid
     assert entry["networkName"] == "tnet"
@@ -187,7 +166,7 @@ def test_add_in_process(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     out, err = capsys.readouterr()
     assert err == ""
     assert json.loads(out)["ips"][0]["address"] == "10.1.2.3/24"
-    assert env.entry("tnet", hand_container_id("/var/run/netns/ctr1")).is_file()
+    assert env.entry_path("tnet", hand_container_id("/var/run/netns/ctr1")).is_file()
 
 
 def test_check_and_del_print_nothing(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
@@ -201,7 +180,7 @@ def test_check_and_del_print_nothing(env: Env, capsys: pytest.CaptureFixture[str
 
     proc = run("del", "tnet", netns)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
-    assert not env.entry("tnet", cid).exists()
+    assert not env.entry_path("tnet", cid).exists()
 
     calls = env.calls()
     assert [c["command"] for c in calls] == ["ADD", "CHECK", "DEL"]
@@ -226,7 +205,7 @@ def test_cni_args_and_cap_args_reach_the_plugin(env: Env) -> None:
     assert call["env"]["CNI_ARGS"] == "IgnoreUnknown=1;K8S_POD_NAME=web"
     # Only the capabilities the plugin declares reach it.
     assert call["stdin"]["runtimeConfig"] == {"portMappings": PORTS}
-    entry = json.loads(env.entry("tnet", hand_container_id("/var/run/netns/ctr3")).read_text())
+    entry = json.loads(env.entry_path("tnet", hand_container_id("/var/run/netns/ctr3")).read_text())
     assert entry["cniArgs"] == [["IgnoreUnknown", "1"], ["K8S_POD_NAME", "web"]]
     assert entry["capabilityArgs"]["portMappings"] == PORTS
 
@@ -235,7 +214,7 @@ def test_ifname_from_env_and_option(env: Env, monkeypatch: pytest.MonkeyPatch) -
     cid = hand_container_id("/var/run/netns/ctr4")
     monkeypatch.setenv("CNI_IFNAME", "net1")
     assert main(["add", "tnet", "/var/run/netns/ctr4"]) == 0
-    assert env.entry("tnet", cid, "net1").is_file()
+    assert env.entry_path("tnet", cid, "net1").is_file()
     # --ifname (or -i) wins over CNI_IFNAME; an unset CNI_IFNAME means eth0.
     assert main(["add", "tnet", "/var/run/netns/ctr4", "--ifname", "net2"]) == 0
     assert main(["add", "-i", "net3", "tnet", "/var/run/netns/ctr4"]) == 0
@@ -243,14 +222,14 @@ def test_ifname_from_env_and_option(env: Env, monkeypatch: pytest.MonkeyPatch) -
     assert main(["add", "tnet", "/var/run/netns/ctr4"]) == 0
     assert [c["env"]["CNI_IFNAME"] for c in env.calls()] == ["net1", "net2", "net3", "eth0"]
     for ifname in ("net1", "net2", "net3", "eth0"):
-        assert env.entry("tnet", cid, ifname).is_file()
+        assert env.entry_path("tnet", cid, ifname).is_file()
 
 
 def test_relative_netns_is_made_absolute(env: Env) -> None:
     proc = run("add", "tnet", "ns-here")
     assert proc.returncode == 0, proc.stderr
     [call] = env.calls()
-    absolute = str(env.tmp / "ns-here")
+    absolute = str(env.root / "ns-here")
     assert call["env"]["CNI_NETNS"] == absolute
     assert call["env"]["CNI_CONTAINERID"] == hand_container_id(absolute)
 
@@ -322,7 +301,7 @@ def test_errors_in_process(
 
 
 def test_missing_netconf_dir(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NETCONFPATH", str(env.tmp / "nowhere"))
+    monkeypatch.setenv("NETCONFPATH", str(env.root / "nowhere"))
     proc = run("add", "tnet", "/var/run/netns/x")
     assert proc.returncode == 1
     assert_one_line_error(proc.stderr, "nowhere")
@@ -454,8 +433,8 @@ def test_cache_list(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1:] == [f"{cid}\tother\teth0\t/var/run/netns/b"]
 
-    proc = run("cache", "list", "--cache-dir", str(env.tmp / "empty"))
-    assert (proc.returncode, proc.stdout) == (0, f"# cache directory: {env.tmp / 'empty'}\n")
+    proc = run("cache", "list", "--cache-dir", str(env.root / "empty"))
+    assert (proc.returncode, proc.stdout) == (0, f"# cache directory: {env.root / 'empty'}\n")
 
 
 def test_cache_list_reads_what_go_libcni_wrote(env: Env, tmp_path: Path) -> None:

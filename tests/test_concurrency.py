@@ -12,21 +12,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import Env, ThreadOnlyExec, wait_gone
 
 import libcni
 from libcni import (
     AsyncCNIConfig,
-    CNIConfig,
     GCArgs,
     GCAttachment,
     PluginError,
@@ -34,40 +32,8 @@ from libcni import (
     RuntimeConf,
 )
 from libcni.cache import ResultCache
-from libcni.invoke import RawExec
 
-TESTPLUGIN = Path(__file__).parent / "plugins" / "testplugin"
 SLOW = 0.4  # seconds a "slow" plugin call takes
-
-
-class Env:
-    def __init__(self, tmp_path: Path) -> None:
-        self.plugins = tmp_path / "bin"
-        self.plugins.mkdir()
-        for name in ("p1", "p2"):
-            shutil.copy2(TESTPLUGIN, self.plugins / name)
-        self.cache = tmp_path / "cache"
-        self.record = tmp_path / "record.jsonl"
-
-    def conflist(self, *tests: dict[str, Any], version: str = "1.0.0") -> libcni.NetworkConfigList:
-        plugins = [
-            {"type": f"p{i + 1}", "record": str(self.record), **({"test": t} if t else {})}
-            for i, t in enumerate(tests)
-        ]
-        return libcni.conf_list_from_bytes(
-            json.dumps({"cniVersion": version, "name": "net", "plugins": plugins})
-        )
-
-    def calls(self) -> list[dict[str, Any]]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
-
-    def sync(self, **kw: Any) -> CNIConfig:
-        return CNIConfig([self.plugins], cache_dir=self.cache, **kw)
-
-    def aio(self, **kw: Any) -> AsyncCNIConfig:
-        return AsyncCNIConfig([self.plugins], cache_dir=self.cache, **kw)
 
 
 @pytest.fixture
@@ -75,26 +41,12 @@ def env(tmp_path: Path) -> Env:
     return Env(tmp_path)
 
 
+def is_del(record: dict[str, Any]) -> bool:
+    return record.get("command") == "DEL"
+
+
 def rt(cid: str, ifname: str = "eth0") -> RuntimeConf:
     return RuntimeConf(cid, f"/ns/{cid}", ifname)
-
-
-def gone(pid: int) -> bool:
-    """Whether the process has ended (an orphan awaiting its reaper counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[1].startswith("Z")
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-
-
-def wait_gone(pids: Sequence[int], within: float = 5.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if all(gone(p) for p in pids):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 # -- the async API -------------------------------------------------------------
@@ -103,7 +55,7 @@ def wait_gone(pids: Sequence[int], within: float = 5.0) -> bool:
 def test_async_operations_mirror_the_sync_ones(env: Env) -> None:
     async def main() -> None:
         cni = env.aio()
-        net = env.conflist({}, {}, version="1.1.0")
+        net = env.chain({}, {}, version="1.1.0")
         result = await cni.add_network_list(net, rt("c1"))
         assert result.to_dict()["ips"][0]["address"] == "10.1.2.3/24"
         cached = await cni.get_network_list_cached_result(net, rt("c1"))
@@ -140,7 +92,7 @@ def test_async_operations_mirror_the_sync_ones(env: Env) -> None:
 
 
 def test_async_errors_carry_the_plugin_context(env: Env) -> None:
-    net = env.conflist({"ADD": {"error": {"code": 120, "msg": "boom"}}})
+    net = env.chain({"ADD": {"error": {"code": 120, "msg": "boom"}}})
 
     async def main() -> None:
         with pytest.raises(PluginError) as info:
@@ -156,7 +108,7 @@ def test_async_errors_carry_the_plugin_context(env: Env) -> None:
 
 
 def test_a_running_plugin_never_blocks_the_event_loop(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}})
     ticks = 0
 
     async def ticker(stop: asyncio.Event) -> None:
@@ -177,14 +129,11 @@ def test_a_running_plugin_never_blocks_the_event_loop(env: Env) -> None:
 
 
 def test_cancelling_the_task_kills_the_plugin_group_and_reraises(env: Env) -> None:
-    net = env.conflist({"ADD": {"spawnChild": 60, "ignoreTerm": True, "sleep": 60}})
+    net = env.chain({"ADD": {"spawnChild": 60, "ignoreTerm": True, "sleep": 60}})
 
     async def main() -> None:
         task = asyncio.create_task(env.aio().add_network_list(net, rt("c1")))
-        for _ in range(200):  # wait until the plugin and its child run
-            await asyncio.sleep(0.02)
-            if any("child" in c for c in env.calls()):
-                break
+        await env.await_call(lambda r: "child" in r)  # the plugin and its child run
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -194,12 +143,12 @@ def test_cancelling_the_task_kills_the_plugin_group_and_reraises(env: Env) -> No
         c["child"] for c in env.calls() if "child" in c
     ]
     assert len(pids) == 2
-    assert wait_gone(pids), "plugin or its child survived the cancellation"
+    assert not wait_gone(pids, 5.0), "plugin or its child survived the cancellation"
     assert not (env.cache / "results" / "net-c1-eth0").exists()
 
 
 def test_async_timeout(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": 30}})
+    net = env.chain({"ADD": {"sleep": 30}})
 
     async def main() -> None:
         with pytest.raises(PluginTimeoutError):
@@ -210,26 +159,9 @@ def test_async_timeout(env: Env) -> None:
     assert time.monotonic() - start < 10
 
 
-class ThreadedExec:
-    """An Exec without a coroutine form: AsyncCNIConfig runs it in a worker thread."""
-
-    def __init__(self) -> None:
-        self.raw = RawExec()
-        self.threads: set[str] = set()
-
-    def exec_plugin(
-        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
-    ) -> bytes:
-        self.threads.add(threading.current_thread().name)
-        return self.raw.exec_plugin(path, stdin, env, timeout)
-
-    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
-        return self.raw.find_in_path(plugin, paths)
-
-
 def test_async_with_a_blocking_exec_uses_a_worker_thread(env: Env) -> None:
-    exec_ = ThreadedExec()
-    net = env.conflist({})
+    exec_ = ThreadOnlyExec()
+    net = env.chain({})
 
     async def main() -> None:
         cni = AsyncCNIConfig([env.plugins], cache_dir=env.cache, exec=exec_)
@@ -243,7 +175,7 @@ def test_async_with_a_blocking_exec_uses_a_worker_thread(env: Env) -> None:
 
 
 def test_threads_on_different_attachments_run_in_parallel(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}})
     cni = env.sync()
     start = time.monotonic()
     threads = [
@@ -259,7 +191,7 @@ def test_threads_on_different_attachments_run_in_parallel(env: Env) -> None:
 
 
 def test_tasks_on_different_attachments_run_concurrently(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}})
 
     async def main() -> float:
         cni = env.aio()
@@ -273,7 +205,7 @@ def test_tasks_on_different_attachments_run_concurrently(env: Env) -> None:
 
 
 def test_threads_on_the_same_attachment_run_one_at_a_time(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}, "DEL": {"sleep": SLOW}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}, "DEL": {"sleep": SLOW}})
     cni = env.sync()
     same = rt("c1")
     start = time.monotonic()
@@ -290,7 +222,7 @@ def test_threads_on_the_same_attachment_run_one_at_a_time(env: Env) -> None:
 
 
 def test_tasks_on_the_same_attachment_run_one_at_a_time(env: Env) -> None:
-    net = env.conflist({"ADD": {"sleep": SLOW, "passthrough": True}})
+    net = env.chain({"ADD": {"sleep": SLOW, "passthrough": True}})
 
     async def main() -> float:
         cni = env.aio()
@@ -302,7 +234,7 @@ def test_tasks_on_the_same_attachment_run_one_at_a_time(env: Env) -> None:
 
 
 def test_the_attachment_lock_holds_across_processes(env: Env) -> None:
-    net = env.conflist({})
+    net = env.chain({})
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -333,7 +265,7 @@ def test_the_attachment_lock_holds_across_processes(env: Env) -> None:
 
 @pytest.mark.parametrize("api", ["sync", "async"])
 def test_gc_excludes_add_and_del_on_its_network(env: Env, api: str) -> None:
-    net = env.conflist({"DEL": {"sleep": SLOW}}, version="1.1.0")
+    net = env.chain({"DEL": {"sleep": SLOW}}, version="1.1.0")
     cni_sync = env.sync()
     for cid in ("stale1", "stale2"):
         cni_sync.add_network_list(net, rt(cid))
@@ -344,7 +276,7 @@ def test_gc_excludes_add_and_del_on_its_network(env: Env, api: str) -> None:
             target=cni_sync.gc_network_list, args=(net, GCArgs([GCAttachment("new", "eth0")]))
         )
         gc.start()
-        time.sleep(SLOW / 2)  # GC is now deleting the first stale attachment
+        env.wait_for_call(is_del)  # GC is now deleting the first stale attachment
         cni_sync.add_network_list(net, rt("new"))
         gc.join()
     else:
@@ -354,7 +286,7 @@ def test_gc_excludes_add_and_del_on_its_network(env: Env, api: str) -> None:
             gc = asyncio.create_task(
                 cni.gc_network_list(net, GCArgs([GCAttachment("new", "eth0")]))
             )
-            await asyncio.sleep(SLOW / 2)
+            await env.await_call(is_del)  # GC is now deleting the first stale attachment
             await cni.add_network_list(net, rt("new"))
             await gc
 
@@ -366,7 +298,7 @@ def test_gc_excludes_add_and_del_on_its_network(env: Env, api: str) -> None:
 
 
 def test_gc_of_one_network_does_not_hold_up_another(env: Env) -> None:
-    slow = env.conflist({"DEL": {"sleep": 2 * SLOW}}, version="1.1.0")
+    slow = env.chain({"DEL": {"sleep": 2 * SLOW}}, version="1.1.0")
     other = libcni.conf_list_from_bytes(
         json.dumps({"cniVersion": "1.0.0", "name": "other", "plugins": [{"type": "p2"}]})
     )
@@ -374,7 +306,7 @@ def test_gc_of_one_network_does_not_hold_up_another(env: Env) -> None:
     cni.add_network_list(slow, rt("stale"))
     gc = threading.Thread(target=cni.gc_network_list, args=(slow,))
     gc.start()
-    time.sleep(SLOW / 2)
+    env.wait_for_call(is_del)  # GC is now deleting the stale attachment, its network locked
     start = time.monotonic()
     cni.add_network_list(other, rt("x"))
     took = time.monotonic() - start
@@ -383,7 +315,7 @@ def test_gc_of_one_network_does_not_hold_up_another(env: Env) -> None:
 
 
 def test_eight_async_workers_keep_every_entry(env: Env) -> None:
-    net = env.conflist({}, {})
+    net = env.chain({}, {})
 
     async def main() -> None:
         cni = env.aio()

@@ -564,7 +564,11 @@ def test_async_cancellation_kills_the_group(testplugin: str, record: Path) -> No
         task = asyncio.ensure_future(
             RawExec(grace=0.2).aexec_plugin(testplugin, req, BASE_ENV, None)
         )
-        await asyncio.sleep(0.4)
+        # The plugin records its call, then its child's pid once forked: both run.
+        deadline = time.monotonic() + 20
+        while not (record.exists() and len(records(record)) >= 2):
+            assert time.monotonic() < deadline, "the plugin never started its child"
+            await asyncio.sleep(0.005)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
 
 import libcni
@@ -28,29 +29,15 @@ from libcni import (
     ValidationError,
 )
 
-PLUGIN = Path(__file__).parent / "plugins" / "testplugin"
+PLUGIN = harness.TESTPLUGIN
 
 
-class Env:
-    """A configuration directory, a plugin directory, a cache and a record of plugin runs."""
+class Env(harness.Env):
+    """The tests' environment (``tests/harness.py``): ``testplugin`` and ``loopback`` linked."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.conf = root / "net.d"
-        self.conf.mkdir()
-        self.bin = root / "bin"
-        self.bin.mkdir()
-        for name in ("testplugin", "loopback"):
-            (self.bin / name).symlink_to(PLUGIN)
-        self.cache = root / "cache"
-        self.record = root / "record.jsonl"
-
-    def write(self, file: str, name: str, *plugins: dict[str, Any], version: str = "1.0.0") -> Path:
-        """A .conflist named ``name`` with the given plugins (default: one test plugin)."""
-        plist = list(plugins) or [{"type": "testplugin"}]
-        path = self.conf / file
-        path.write_text(json.dumps({"cniVersion": version, "name": name, "plugins": plist}))
-        return path
+        super().__init__(root, ("testplugin", "loopback"), link=True, conf=True)
+        self.bin = self.plugins
 
     def manager(self, **kw: Any) -> NetworkManager:
         kw.setdefault("cache_dir", self.cache)
@@ -59,25 +46,14 @@ class Env:
 
     def runs(self) -> list[dict[str, Any]]:
         """The plugin runs recorded so far (VERSION probes left out)."""
-        if not self.record.exists():
-            return []
-        out = []
-        for line in self.record.read_text().splitlines():
-            rec = json.loads(line)
-            if "command" in rec and rec["command"] != "VERSION":
-                out.append(rec)
-        return out
+        return [r for r in self.records() if "command" in r and r["command"] != "VERSION"]
 
-    def calls(self) -> list[tuple[str, str, str]]:
+    def calls(self) -> list[tuple[str, str, str]]:  # type: ignore[override]
         """(command, network, ifname) of every recorded run."""
         return [
             (r["command"], r["stdin"].get("name", ""), r["env"].get("CNI_IFNAME", ""))
             for r in self.runs()
         ]
-
-    def cached(self) -> list[str]:
-        d = self.cache / "results"
-        return sorted(p.name for p in d.iterdir()) if d.exists() else []
 
 
 @pytest.fixture

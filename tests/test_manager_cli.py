@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from harness import run_cli
 from test_manager import Env, fail
 
 
@@ -20,21 +19,13 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
 
 
 def run(e: Env, *argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
-    environ = dict(os.environ)
-    environ.update(
-        NETCONFPATH=str(e.conf),
-        CNI_PATH=f"/nonexistent:{e.bin}",
-        CNI_CACHE_DIR=str(e.cache),
-        TESTPLUGIN_RECORD=str(e.record),
-    )
-    environ.update(extra_env)
-    return subprocess.run(
-        [sys.executable, "-m", "libcni", *argv],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=60,
-    )
+    wired = {
+        "NETCONFPATH": str(e.conf),
+        "CNI_PATH": f"/nonexistent:{e.bin}",
+        "CNI_CACHE_DIR": str(e.cache),
+        "TESTPLUGIN_RECORD": str(e.record),
+    }
+    return run_cli(*argv, **{**wired, **extra_env})
 
 
 def test_up_show_down(env: Env) -> None:

@@ -50,10 +50,9 @@ def wait_for_add(e: Env, network: str, timeout: float = 20.0) -> None:
 
     A barrier signalled by the plugin, not a guess at how long starting takes.
     """
-    deadline = time.monotonic() + timeout
-    while ("ADD", network) not in [(c[0], c[1]) for c in e.calls()]:
-        assert time.monotonic() < deadline, f"no ADD of {network} started"
-        time.sleep(0.005)
+    e.wait_for_call(
+        lambda r: r.get("command") == "ADD" and r["stdin"].get("name") == network, timeout=timeout
+    )
 
 
 def test_setup_and_teardown_of_one_container_never_interleave_across_threads(env: Env) -> None:
@@ -105,10 +104,7 @@ def test_setup_and_teardown_never_interleave_across_processes(env: Env) -> None:
     )
     try:
         # Wait until the other process is inside its setup (its first ADD ran).
-        deadline = time.monotonic() + 20
-        while not env.runs() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert env.runs(), "the second process never started its setup"
+        env.wait_for_call(lambda r: r.get("command") == "ADD")
         env.manager().teardown("c1", "ns")
     finally:
         assert proc.wait(timeout=30) == 0
@@ -156,7 +152,7 @@ def test_reload_during_a_running_setup_does_not_block_it(env: Env) -> None:
     m = env.manager()
     t = threading.Thread(target=m.setup, args=("c1", "ns"))
     t.start()
-    time.sleep(0.2)
+    wait_for_add(env, "a")  # the setup runs a's slow ADD
     env.write("20-b.conflist", "b")
     start = time.monotonic()
     assert "b" in m.networks().networks
@@ -231,9 +227,12 @@ def test_async_cancelled_setup_rolls_back_and_leaves_nothing_cached(
 
     async def main() -> None:
         task = asyncio.create_task(m.setup("c1", "ns", parallel=parallel))
-        deadline = time.monotonic() + 20
-        while ("ADD", "b", "eth1") not in env.calls() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        await env.await_call(
+            lambda r: (
+                r.get("command") == "ADD"
+                and (r["stdin"].get("name"), r["env"].get("CNI_IFNAME")) == ("b", "eth1")
+            )
+        )  # b's ADD (eth1) runs
         task.cancel()
         start = time.monotonic()
         with pytest.raises(asyncio.CancelledError):

@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -38,7 +37,7 @@ from libcni import (
 )
 from libcni.cache import CacheEntry, CorruptEntryError, ResultCache
 
-from .conftest import Env, python_env, unavailable
+from .conftest import Env, python_env, without_dac_override
 
 RESULT = {"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}]}
 FAIL = {"error": {"code": 11, "msg": "try again"}}
@@ -101,15 +100,10 @@ def test_an_entry_that_cannot_be_read_is_kept_by_del_and_gc(env: Env) -> None:
     before = entry.read_bytes()
     _age(entry)  # old enough for GC's clean-up of unreadable entries
     env.record.unlink()
-    cmd = [
+    cmd = without_dac_override([
         sys.executable, "-c", _UNREADABLE,
         str(env.plugins), str(env.cache), str(env.record), str(entry),
-    ]
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            unavailable("needs setpriv(1) to drop CAP_DAC_OVERRIDE")
-        caps = "-dac_override,-dac_read_search"
-        cmd = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", *cmd]
+    ])
     entry.chmod(0o000)
     try:
         proc = subprocess.run(

@@ -24,7 +24,15 @@ import pytest
 
 from libcni import CacheError, RuntimeConf
 
-from .conftest import TESTPLUGIN, Env, fill, python_env, remount, tiny_tmpfs, unavailable
+from .conftest import (
+    TESTPLUGIN,
+    Env,
+    fill,
+    python_env,
+    remount,
+    tiny_tmpfs,
+    without_dac_override,
+)
 
 RESULT = {"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}], "extra": "x" * 300}
 
@@ -173,15 +181,7 @@ def test_unwritable_cache_directory_gives_cache_error_naming_it(unwritable: str)
         if unwritable == "results":
             cache.chmod(0o755)
             target.mkdir()
-        cmd = [sys.executable, "-c", _AS_USER, str(base / "bin"), str(cache)]
-        if os.geteuid() == 0:
-            # Root ignores modes through CAP_DAC_OVERRIDE: drop it (and
-            # CAP_DAC_READ_SEARCH) with setpriv. Running as nobody would be the
-            # other way, but nobody often cannot read the interpreter's packages.
-            if shutil.which("setpriv") is None:
-                unavailable("needs setpriv(1) to drop CAP_DAC_OVERRIDE")
-            caps = "-dac_override,-dac_read_search"
-            cmd = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", *cmd]
+        cmd = without_dac_override([sys.executable, "-c", _AS_USER, str(base / "bin"), str(cache)])
         target.chmod(0o500)
         proc = subprocess.run(
             cmd, capture_output=True, text=True, env=python_env(), timeout=60, check=False,

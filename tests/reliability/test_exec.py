@@ -17,11 +17,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import ThreadOnlyExec
 
 import libcni
 from libcni import ConfigError, PluginError, PluginTimeoutError, RuntimeConf
@@ -211,34 +212,14 @@ def attrs_evolve(rt: RuntimeConf, **changes: Any) -> RuntimeConf:
 # -- §6.3: a thread-run Exec keeps the locks until its call returned -----------------------
 
 
-class _ThreadOnlyExec:
-    """A real ``Exec`` without a coroutine form: runs the plugin with ``RawExec``, logging times."""
-
-    def __init__(self) -> None:
-        self.raw = RawExec()
-        self.log: list[tuple[str, float, float]] = []
-
-    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
-        return self.raw.find_in_path(plugin, paths)
-
-    def exec_plugin(
-        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
-    ) -> bytes:
-        start = time.monotonic()
-        try:
-            return self.raw.exec_plugin(path, stdin, env, timeout)
-        finally:
-            self.log.append((env["CNI_COMMAND"], start, time.monotonic()))
-
-
 def test_cancelled_thread_run_plugin_keeps_the_locks_until_it_returned(env: Env) -> None:
     net = env.conflist(env.plugin("p1", ADD={"sleep": 1.5, "passthrough": True}))
-    exe = _ThreadOnlyExec()
+    exe = ThreadOnlyExec()
     acni = AsyncCNIConfig([env.plugins], cache_dir=env.cache, exec=exe)
 
     async def scenario() -> None:
         add = asyncio.ensure_future(acni.add_network_list(net, env.rt))
-        await asyncio.sleep(0.4)  # the plugin runs in its worker thread
+        await env.await_call(lambda c: c.get("command") == "ADD")  # it runs, in its worker thread
         add.cancel()
         delete = asyncio.ensure_future(acni.del_network_list(net, env.rt))
         with pytest.raises(asyncio.CancelledError):

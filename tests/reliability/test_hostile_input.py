@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -46,7 +47,7 @@ from libcni import (
 from libcni.testing import MockExec, PluginCall
 from libcni.version import ALL as VERSIONS
 
-from .conftest import TESTPLUGIN, Env
+from .conftest import Env
 
 try:
     from libcni import cli
@@ -185,20 +186,11 @@ def _plugin(call: PluginCall) -> bytes | None:
     return _ADD_RESULT if call.command == "ADD" else None
 
 
-class Sandbox:
-    """A plugin directory with ``p1``, a cache, and a CNIConfig running a MockExec."""
+class Sandbox(harness.Env):
+    """The tests' environment (``tests/harness.py``) with ``p1``, its CNIConfig running a MockExec."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.plugins = root / "bin"
-        self.plugins.mkdir()
-        shutil.copy2(TESTPLUGIN, self.plugins / "p1")
-        self.cache = root / "cache"
-        self.exec = MockExec(_plugin)
-        self.cni = CNIConfig([self.plugins], cache_dir=self.cache, exec=self.exec)
-
-    def entry(self, net: str = "testnet", cid: str = "ctr1", ifname: str = "eth0") -> Path:
-        return self.cache / "results" / f"{net}-{cid}-{ifname}"
+        super().__init__(root, ("p1",), exec=MockExec(_plugin))
 
 
 @contextlib.contextmanager
@@ -421,7 +413,7 @@ def _every_cache_operation(sb: Sandbox, version: str, another: bool = False) -> 
     )
     # Whatever the entry holds, DEL succeeds and forgets it (unless it is another's).
     sb.cni.del_network_list(net, rt)
-    assert sb.entry().exists() == another
+    assert sb.entry_path().exists() == another
     assert sb.cni.get_network_list_cached_result(net, rt) is None
 
 
@@ -435,8 +427,8 @@ def _every_cache_operation(sb: Sandbox, version: str, another: bool = False) -> 
          version="0.2.0")
 def test_fuzz_cache_file_contents(data: bytes, version: str) -> None:
     with sandbox() as sb:
-        sb.entry().parent.mkdir(parents=True)
-        sb.entry().write_bytes(data)
+        sb.entry_path().parent.mkdir(parents=True)
+        sb.entry_path().write_bytes(data)
         _every_cache_operation(sb, version, _names_another_attachment(data))
 
 
@@ -444,8 +436,8 @@ def test_fuzz_cache_file_contents(data: bytes, version: str) -> None:
 @given(result=result_objects, version=st.sampled_from(["0.2.0", "0.4.0", "1.0.0", "1.1.0"]))
 def test_fuzz_legacy_bare_result_cache_files(result: dict[str, Any], version: str) -> None:
     with sandbox() as sb:
-        sb.entry().parent.mkdir(parents=True)
-        sb.entry().write_bytes(_dumps(result))
+        sb.entry_path().parent.mkdir(parents=True)
+        sb.entry_path().write_bytes(_dumps(result))
         _every_cache_operation(sb, version)
 
 
@@ -455,13 +447,13 @@ def test_deep_huge_and_special_cache_files(tmp_path: Path) -> None:
                   "ifName": "eth0", "config": "e30=", "result": big_result})
     for content in (b"[" * DEEP, b'{"kind":"cniCacheV1","capabilityArgs":' * DEEP, big):
         with sandbox() as sb:
-            sb.entry().parent.mkdir(parents=True)
-            sb.entry().write_bytes(content)
+            sb.entry_path().parent.mkdir(parents=True)
+            sb.entry_path().write_bytes(content)
             _every_cache_operation(sb, "1.0.0")
     # A FIFO never blocks a reader; DEL removes it.
     with sandbox() as sb:
-        sb.entry().parent.mkdir(parents=True)
-        os.mkfifo(sb.entry())
+        sb.entry_path().parent.mkdir(parents=True)
+        os.mkfifo(sb.entry_path())
         _every_cache_operation(sb, "1.0.0")
 
 
@@ -470,8 +462,8 @@ def test_temporary_files_in_the_cache_are_never_taken_for_entries() -> None:
         net = _net()
         rt = RuntimeConf("ctr1", "", "eth0")
         sb.cni.add_network_list(net, rt)
-        good = sb.entry().read_bytes()
-        results = sb.entry().parent
+        good = sb.entry_path().read_bytes()
+        results = sb.entry_path().parent
         # What killed writes leave: a complete and a partial copy under temporary names.
         (results / ".tmp-0123456789abcdef").write_bytes(good)
         (results / ".tmp-fedcba9876543210").write_bytes(good[:10])
@@ -487,7 +479,7 @@ def test_temporary_files_in_the_cache_are_never_taken_for_entries() -> None:
 def test_stale_temporary_files_are_removed_and_fresh_ones_kept() -> None:
     with sandbox() as sb:
         sb.cni.add_network_list(_net(), RuntimeConf("ctr1", "", "eth0"))
-        results = sb.entry().parent
+        results = sb.entry_path().parent
         stale, fresh = results / ".tmp-00000000000000aa", results / ".tmp-00000000000000bb"
         stale.write_bytes(b'{"kind":"cniCa')
         fresh.write_bytes(b'{"kind":"cniCa')  # a write in progress in another process
@@ -500,7 +492,7 @@ def test_stale_temporary_files_are_removed_and_fresh_ones_kept() -> None:
         assert stale.exists()  # ... and reads do not delete
         sb.cni.gc_network_list(_net(), GCArgs([GCAttachment("ctr1", "eth0")]))
         assert sorted(os.listdir(results)) == sorted(
-            [".not-ours", fresh.name, sb.entry().name]
+            [".not-ours", fresh.name, sb.entry_path().name]
         )
 
 
@@ -595,7 +587,7 @@ def test_fuzz_cli_environment_gives_one_line_errors(
             assert line.startswith("libcni: "), text
             assert not line.startswith(tuple(f"libcni: {n}" for n in _BUILTIN_ERRORS)), text
         if status == 0 and command == "add":
-            assert sb.entry(net="testnet", cid=cli.container_id_for_netns("/var/run/netns/fuzz"),
+            assert sb.entry_path(net="testnet", cid=cli.container_id_for_netns("/var/run/netns/fuzz"),
                             ifname=ifname or "eth0").exists()
         # Nothing is ever written outside the cache directory's own sub-directories.
         for dirpath, _, filenames in os.walk(sb.cache):

@@ -121,10 +121,7 @@ def gc(env: Env, api: str, net: libcni.NetworkConfigList, args: GCArgs | None = 
 
 def wait_for_call(env: Env, command: str, timeout: float = 10.0) -> None:
     """Wait until a plugin has recorded a ``command`` call (it then runs, under its locks)."""
-    end = time.monotonic() + timeout
-    while not any(c.get("command") == command for c in env.calls()):
-        assert time.monotonic() < end, f"no {command} call recorded"
-        time.sleep(0.01)
+    env.wait_for_call(lambda c: c.get("command") == command, timeout=timeout)
 
 
 # -- timeouts bound the wait for a lock (item 5) ------------------------------------
@@ -292,6 +289,19 @@ def test_fork_closes_only_the_childs_copies_of_held_locks(env: Env) -> None:
 # -- lock files do not accumulate; exclusion holds (item 13) --------------------------
 
 
+def wait_for_flock_waiter(path: Path, timeout: float = 10.0) -> None:
+    """Wait until someone is blocked in ``flock()`` on ``path``.
+
+    The kernel's ``/proc/locks`` lists a waiter (``->``) on the file's inode:
+    a barrier, not a guess at how long starting the wait takes.
+    """
+    needle = f":{os.stat(path).st_ino} "
+    end = time.monotonic() + timeout
+    while not any("->" in ln and needle in ln for ln in Path("/proc/locks").read_text().splitlines()):
+        assert time.monotonic() < end, f"nobody waits for the lock of {path}"
+        time.sleep(0.005)
+
+
 def lock_files(env: Env) -> list[str]:
     locks = env.cache / "locks"
     return sorted(p.name for p in locks.iterdir() if p.is_file()) if locks.exists() else []
@@ -358,7 +368,7 @@ def test_waiter_on_a_removed_lock_file_retries_on_the_one_at_the_path(env: Env) 
     with held_elsewhere(env.cache, "attachment", "net", "c1", "eth0") as holder:
         waiter = threading.Thread(target=wait_for_it, daemon=True)
         waiter.start()
-        time.sleep(0.3)  # the waiter is in flock() on the held file
+        wait_for_flock_waiter(env.cache / "locks" / "net-c1-eth0")  # the waiter is in flock()
         assert not got.is_set()
         shutil.rmtree(env.cache / "locks")  # an operator cleans up by hand
         newcomer = cache.try_lock("net", "c1", "eth0")

@@ -118,7 +118,7 @@ def test_async_cancellation_and_timeout_kill_the_process_group(env: Env) -> None
         with pytest.raises(PluginTimeoutError):
             await acni.add_network_list(net, env.rt, timeout=TIMEOUT)
         task = asyncio.ensure_future(acni.add_network_list(net, env.rt))
-        await asyncio.sleep(0.5)
+        await env.await_call(lambda r: "child" in r, count=2)  # the second plugin's child runs
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

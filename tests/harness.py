@@ -1,0 +1,305 @@
+"""The one test environment of the libcni tests: plugins, a cache, configurations, a record.
+
+:class:`Env` is a directory holding
+
+- ``bin/``: copies (or links) of ``tests/plugins/testplugin`` under the type
+  names a test uses (``p1``, ``p2``, ``p3`` unless told otherwise);
+- ``cache/``: the result cache (or another directory given);
+- ``net.d/``: a configuration directory, for the manager and the CLI (made
+  with ``conf=True``);
+- ``record.jsonl``: one line per plugin call, appended by the test plugin
+  (see its docstring), which the tests read back to see what ran, in which
+  order, with which request, and which processes it started.
+
+The process helpers below (:func:`process_gone`, :func:`wait_gone`,
+:func:`wait_for_record`...) are the barriers the concurrency tests wait on:
+the plugin records its call *before* it sleeps, so a test that waits for the
+record knows the plugin runs, without guessing how long starting takes.
+
+The reliability worker scripts (``tests/reliability/*_worker.py``) run as
+separate processes and import nothing from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import libcni
+from libcni import AsyncCNIConfig, CNIConfig, RuntimeConf
+from libcni.invoke import Exec, RawExec
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+TESTPLUGIN = TESTS / "plugins" / "testplugin"
+PLUGIN_TYPES = ("p1", "p2", "p3")
+
+
+class Env:
+    """A plugin directory, a cache directory, a configuration directory and a record of calls.
+
+    ``types``: the names the test plugin is installed under (copied, or
+    symlinked with ``link``); ``cache``: the cache directory (default
+    ``root/cache``); ``exec``: the executor of :attr:`cni` and of
+    :meth:`sync` / :meth:`aio` (default: ``RawExec()``); ``conf``: create the
+    configuration directory ``root/net.d`` now.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        types: Sequence[str] = PLUGIN_TYPES,
+        *,
+        cache: Path | None = None,
+        link: bool = False,
+        exec: Exec | None = None,
+        conf: bool = False,
+    ) -> None:
+        self.root = root
+        self.types = tuple(types)
+        self.plugins = root / "bin"
+        self.plugins.mkdir(exist_ok=True)
+        for name in self.types:
+            self.install(name, link=link)
+        self.cache = cache if cache is not None else root / "cache"
+        self.conf = root / "net.d"
+        if conf:
+            self.conf.mkdir()
+        self.record = root / "record.jsonl"
+        self.exec = exec
+        self.cni = self.sync()
+        self.rt = RuntimeConf("ctr1", "/var/run/netns/ctr1", "eth0")
+
+    def install(self, name: str, *, link: bool = False) -> Path:
+        """The test plugin under the type ``name`` in the plugin directory (a copy, or a link)."""
+        path = self.plugins / name
+        if link:
+            path.symlink_to(TESTPLUGIN)
+        else:
+            shutil.copy2(TESTPLUGIN, path)
+        return path
+
+    # -- clients -----------------------------------------------------------------------
+
+    def sync(self, **kw: Any) -> CNIConfig:
+        """A ``CNIConfig`` on the plugin and cache directories."""
+        kw.setdefault("exec", self.exec)
+        return CNIConfig([self.plugins], cache_dir=self.cache, **kw)
+
+    def aio(self, **kw: Any) -> AsyncCNIConfig:
+        """An ``AsyncCNIConfig`` on the plugin and cache directories."""
+        kw.setdefault("exec", self.exec)
+        return AsyncCNIConfig([self.plugins], cache_dir=self.cache, **kw)
+
+    # -- configurations ----------------------------------------------------------------
+
+    def plugin(self, type_: str = "p1", **test: Any) -> dict[str, Any]:
+        """A plugin configuration that records into :attr:`record`, with ``test`` behaviours."""
+        conf: dict[str, Any] = {"type": type_, "record": str(self.record)}
+        if test:
+            conf["test"] = test
+        return conf
+
+    def conflist(
+        self,
+        *plugins: dict[str, Any],
+        name: str = "testnet",
+        version: str = "1.0.0",
+        **top: Any,
+    ) -> libcni.NetworkConfigList:
+        """A configuration list of ``plugins`` (default: one recording ``p1``)."""
+        obj = {
+            "cniVersion": version,
+            "name": name,
+            "plugins": list(plugins) or [self.plugin()],
+            **top,
+        }
+        return libcni.conf_list_from_bytes(json.dumps(obj).encode())
+
+    def chain(
+        self, *tests: dict[str, Any], name: str = "net", version: str = "1.0.0"
+    ) -> libcni.NetworkConfigList:
+        """A list of ``p1``, ``p2``... each with its ``test`` behaviours (``{}``: none)."""
+        return self.conflist(
+            *(self.plugin(f"p{i + 1}", **t) for i, t in enumerate(tests)),
+            name=name,
+            version=version,
+        )
+
+    def write(self, file: str, name: str, *plugins: dict[str, Any], version: str = "1.0.0") -> Path:
+        """A ``.conflist`` file in :attr:`conf` (default: one plugin of the first type)."""
+        plist = list(plugins) or [{"type": self.types[0]}]
+        path = self.conf / file
+        path.write_text(json.dumps({"cniVersion": version, "name": name, "plugins": plist}))
+        return path
+
+    # -- what happened -----------------------------------------------------------------
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every line of the record, in order: plugin calls, and ``child`` lines."""
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def calls(self) -> list[dict[str, Any]]:
+        """Every line of the record (:meth:`records`; a test's own ``Env`` may narrow it)."""
+        return self.records()
+
+    def types_called(self) -> list[tuple[str, str]]:
+        """(plugin type, command) of every recorded call."""
+        return [(c["stdin"]["type"], c["command"]) for c in self.records() if "command" in c]
+
+    def pids(self) -> list[int]:
+        """Every process the plugins recorded: the plugins themselves and their children."""
+        out = []
+        for call in self.records():
+            out += [call[k] for k in ("pid", "child") if isinstance(call.get(k), int)]
+        return out
+
+    def _matching(self, match: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        return [r for r in self.records() if match(r)]
+
+    def wait_for_call(
+        self, match: Callable[[dict[str, Any]], bool], count: int = 1, timeout: float = 20.0
+    ) -> list[dict[str, Any]]:
+        """Wait until ``count`` lines of the record ``match`` accepts are there; return them.
+
+        A barrier the plugin signals: the test plugin records its call when
+        it starts, before it sleeps or answers, and a ``child`` line right
+        after it forked. Once the record is there the plugin runs, and so its
+        operation holds its locks. ``match`` sees every line (use
+        ``r.get("command")``).
+        """
+        deadline = time.monotonic() + timeout
+        while len(found := self._matching(match)) < count:
+            assert time.monotonic() < deadline, f"{len(found)} of {count} awaited records"
+            time.sleep(0.005)
+        return found
+
+    async def await_call(
+        self, match: Callable[[dict[str, Any]], bool], count: int = 1, timeout: float = 20.0
+    ) -> list[dict[str, Any]]:
+        """:meth:`wait_for_call` for a coroutine: the event loop keeps turning meanwhile."""
+        deadline = time.monotonic() + timeout
+        while len(found := self._matching(match)) < count:
+            assert time.monotonic() < deadline, f"{len(found)} of {count} awaited records"
+            await asyncio.sleep(0.005)
+        return found
+
+    def results_dir(self) -> Path:
+        return self.cache / "results"
+
+    def entry_path(self, net: str = "testnet", cid: str = "ctr1", ifname: str = "eth0") -> Path:
+        return self.results_dir() / f"{net}-{cid}-{ifname}"
+
+    def cached(self) -> list[str]:
+        """The file names in the cache's results directory, sorted."""
+        d = self.results_dir()
+        return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+class ThreadOnlyExec:
+    """A real ``Exec`` (``RawExec`` underneath) without the coroutine form ``aexec_plugin``.
+
+    Not a fake: it runs the real plugin. ``RawExec`` and ``MockExec`` both have
+    ``aexec_plugin``; only an ``Exec`` without it makes ``AsyncCNIConfig``
+    run the plugin in a worker thread (§6.3), the path the tests using this
+    check. It records the thread of every call (``threads``) and
+    ``(command, start, end)`` of every call (``log``, monotonic times).
+    """
+
+    def __init__(self) -> None:
+        self.raw = RawExec()
+        self.threads: set[str] = set()
+        self.log: list[tuple[str, float, float]] = []
+
+    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
+        return self.raw.find_in_path(plugin, paths)
+
+    def exec_plugin(
+        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+    ) -> bytes:
+        self.threads.add(threading.current_thread().name)
+        start = time.monotonic()
+        try:
+            return self.raw.exec_plugin(path, stdin, env, timeout)
+        finally:
+            self.log.append((env["CNI_COMMAND"], start, time.monotonic()))
+
+
+def python_env() -> dict[str, str]:
+    """The environment of a child Python process that imports this checkout of libcni."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_cli(*args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m libcni ARGS`` in a child process: :func:`python_env` and ``extra_env``."""
+    environ = python_env()
+    environ.update(extra_env)
+    return subprocess.run(
+        [sys.executable, "-m", "libcni", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+        check=False,
+    )
+
+
+# -- processes -----------------------------------------------------------------------
+
+
+def _proc_state(pid: int) -> tuple[str, int] | None:
+    """``(state, ppid)`` of ``pid`` from ``/proc``, or ``None`` when it does not exist."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1])
+
+
+def process_gone(pid: int) -> bool:
+    """Whether ``pid`` no longer runs.
+
+    A zombie counts as gone unless it is our own child (an unreaped plugin
+    leader would be a leak of ours); orphans are reparented to init, whose job
+    reaping them is.
+    """
+    state = _proc_state(pid)
+    if state is None:
+        return True
+    if state[0] in ("Z", "X"):
+        return state[1] != os.getpid()
+    return False
+
+
+def wait_gone(pids: Iterable[int], timeout: float = 3.0) -> list[int]:
+    """Wait until every pid is gone; return those that are still there after ``timeout``."""
+    pids = list(pids)
+    end = time.monotonic() + timeout
+    while True:
+        alive = [p for p in pids if not process_gone(p)]
+        if not alive or time.monotonic() > end:
+            return alive
+        time.sleep(0.02)
+
+
+def kill_quietly(pids: Iterable[int]) -> None:
+    """SIGKILL processes a failed test may have left behind (only those it recorded)."""
+    for pid in pids:
+        if not process_gone(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
