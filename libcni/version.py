@@ -26,12 +26,23 @@ __all__ = [
     "plugin_info_from_bytes",
 ]
 
+#: The versions whose results use ``ip4``/``ip6`` (one layout each family).
+FAMILY_02: tuple[str, ...] = ("0.1.0", "0.2.0")
+#: The versions whose results have ``ips`` with a ``version``.
+FAMILY_04: tuple[str, ...] = ("0.3.0", "0.3.1", "0.4.0")
+#: The 1.x versions.
+FAMILY_1: tuple[str, ...] = ("1.0.0", "1.1.0")
 #: Every specification version this library knows, oldest first.
-ALL: tuple[str, ...] = ("0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+ALL: tuple[str, ...] = FAMILY_02 + FAMILY_04 + FAMILY_1
 #: The newest specification version; what the library speaks by default.
-CURRENT: str = "1.1.0"
+CURRENT: str = FAMILY_1[-1]
 #: The versions whose results use ``ip4``/``ip6``.
-LEGACY: tuple[str, ...] = ("0.1.0", "0.2.0")
+LEGACY: tuple[str, ...] = FAMILY_02
+
+
+def or_default(version: str) -> str:
+    """The version ``version`` stands for: an empty version means 0.1.0."""
+    return version or "0.1.0"
 
 _parsed_cache: dict[str, tuple[int, int, int]] = {}
 
@@ -53,7 +64,7 @@ def parse_version(version: str) -> tuple[int, int, int]:
     if not isinstance(version, str):
         raise VersionError("invalid version: not a string", repr(version))
     if version == "":
-        return (0, 1, 0)
+        return parse_version(or_default(version))
     parts = version.split(".")
     if len(parts) > 3:
         raise VersionError(f'invalid version "{version}": too many parts', version)
@@ -82,7 +93,7 @@ def greater_than_or_equal_to(version: str, other: str) -> bool:
 
 def is_known(version: str) -> bool:
     """Whether ``version`` is one of :data:`ALL` (the empty string counts as 0.1.0)."""
-    return (version or "0.1.0") in ALL
+    return or_default(version) in ALL
 
 
 @attrs.frozen
@@ -98,7 +109,7 @@ class PluginInfo:
 
     def supports(self, version: str) -> bool:
         """Whether the plugin supports ``version`` (the empty string means 0.1.0)."""
-        return (version or "0.1.0") in self.supported_versions
+        return or_default(version) in self.supported_versions
 
 
 #: What a plugin that predates the VERSION command supports.

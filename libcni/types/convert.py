@@ -22,7 +22,7 @@ from __future__ import annotations
 import attrs
 
 from ..errors import VersionError
-from ..version import ALL, parse_version
+from ..version import ALL, or_default
 from ._base import Result, Route, _absorb, _split_extra
 from .v02 import IPConfig020, Result020, Route020
 from .v04 import Interface040, IPConfig040, Result040
@@ -31,20 +31,9 @@ from .v1 import Interface100, IPConfig100, Result100
 __all__ = ["convert", "family_of"]
 
 
-def _family_table() -> dict[str, type[Result]]:
-    table: dict[str, type[Result]] = {}
-    for version in ALL:
-        major, minor, _ = parse_version(version)
-        if major >= 1:
-            table[version] = Result100
-        elif minor >= 3:
-            table[version] = Result040
-        else:
-            table[version] = Result020
-    return table
-
-
-_FAMILY = _family_table()
+_FAMILY: dict[str, type[Result]] = {
+    version: cls for cls in (Result020, Result040, Result100) for version in cls.VERSIONS
+}
 
 
 def family_of(version: str) -> type[Result]:
@@ -55,7 +44,7 @@ def family_of(version: str) -> type[Result]:
     >>> family_of("0.3.1").__name__
     'Result040'
     """
-    cls = _FAMILY.get(version or "0.1.0") if isinstance(version, str) else None
+    cls = _FAMILY.get(or_default(version)) if isinstance(version, str) else None
     if cls is None:
         raise VersionError(f"unknown CNI version {version!r}", ", ".join(ALL))
     return cls
@@ -63,7 +52,7 @@ def family_of(version: str) -> type[Result]:
 
 def convert(result: Result, version: str) -> Result:
     """``result`` converted to ``version`` (see the module documentation)."""
-    target = (version or "0.1.0") if isinstance(version, str) else version
+    target = or_default(version) if isinstance(version, str) else version
     if result.cni_version == target:
         return result
     cls = _FAMILY.get(target) if isinstance(target, str) else None

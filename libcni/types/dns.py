@@ -66,19 +66,9 @@ class DNS:
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, empty fields omitted (as the Go library's ``omitempty``),
         plus any unknown members kept in ``extra``."""
-        out: dict[str, Any] = {}
-        if self.nameservers:
-            out["nameservers"] = list(self.nameservers)
-        if self.domain:
-            out["domain"] = self.domain
-        if self.search:
-            out["search"] = list(self.search)
-        if self.options:
-            out["options"] = list(self.options)
-        for key, value in self.extra.items():
-            if key not in self.KNOWN:
-                out[key] = value
-        return out
+        from .._codec import unstructure
+
+        return unstructure(self)
 
     def is_empty(self) -> bool:
         """Whether no known field is set (unknown members in ``extra`` do not count)."""
