@@ -265,7 +265,10 @@ def _class_hook(cls: type) -> Callable[[Any, Any], Any]:
     for a in _fields(cls):
         check = a.metadata.get("check")
         hook: Any = None
-        if a.default is not attrs.NOTHING and (a.type is str or attrs.has(a.type)):  # type: ignore[arg-type]
+        if a.type is str or (
+            a.default is not attrs.NOTHING
+            and (attrs.has(a.type) or a.type == dict[str, Any])  # type: ignore[arg-type]
+        ):
             hook = _null_is_default(a, converter.get_structure_hook(a.type))
         if check is not None:
             hook = _checked(hook or converter.get_structure_hook(a.type), check)
