@@ -32,6 +32,7 @@ import attrs
 
 from .errors import ConfigError, DecodeError, PluginError
 from .types import Result
+from .version import ALL
 
 __all__ = ["MockExec", "PluginCall"]
 
@@ -41,7 +42,7 @@ __all__ = ["MockExec", "PluginCall"]
 Reply = Result | Mapping[str, Any] | bytes | str | None
 Handler = Callable[["PluginCall"], "Reply | Awaitable[Reply]"]
 
-_ALL_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
+_ALL_VERSIONS = list(ALL)
 
 
 @attrs.frozen

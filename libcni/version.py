@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from ._codec import Invalid, field, structure
 from ._json import strict_loads
 from .errors import VersionError
 
@@ -38,6 +39,10 @@ ALL: tuple[str, ...] = FAMILY_02 + FAMILY_04 + FAMILY_1
 CURRENT: str = FAMILY_1[-1]
 #: The versions whose results use ``ip4``/``ip6``.
 LEGACY: tuple[str, ...] = FAMILY_02
+
+
+#: The stdin of a VERSION probe: the request in the newest version (as Go's).
+VERSION_REQUEST: bytes = b'{"cniVersion":"%s"}' % CURRENT.encode()
 
 
 def or_default(version: str) -> str:
@@ -104,8 +109,8 @@ class PluginInfo:
     ``supported_versions`` every version it supports.
     """
 
-    cni_version: str
-    supported_versions: list[str] = attrs.field(factory=list)
+    cni_version: str = field(key="cniVersion")
+    supported_versions: list[str] = field(factory=list, key="supportedVersions")
 
     def supports(self, version: str) -> bool:
         """Whether the plugin supports ``version`` (the empty string means 0.1.0)."""
@@ -113,7 +118,7 @@ class PluginInfo:
 
 
 #: What a plugin that predates the VERSION command supports.
-LEGACY_PLUGIN_INFO = PluginInfo("0.1.0", ["0.1.0"])
+LEGACY_PLUGIN_INFO = PluginInfo(or_default(""), [or_default("")])
 
 
 def plugin_info_from_bytes(data: bytes | str) -> PluginInfo:
@@ -132,19 +137,17 @@ def plugin_info_from_bytes(data: bytes | str) -> PluginInfo:
         raise VersionError("decoding version info: reply is not JSON", _excerpt(data)) from e
     if not isinstance(obj, dict):
         raise VersionError("decoding version info: reply is not a JSON object", _excerpt(data))
-    cni_version = obj.get("cniVersion", "")
-    if not isinstance(cni_version, str) or cni_version == "":
+    if not obj.get("cniVersion"):
         raise VersionError("decoding version info: missing field cniVersion", _excerpt(data))
-    supported = obj.get("supportedVersions")
-    if supported is None:
-        if cni_version == "0.2.0":
-            return PluginInfo("0.2.0", ["0.1.0", "0.2.0"])
+    try:
+        info = structure(obj, PluginInfo)
+    except Invalid as e:
+        raise VersionError(f"decoding version info: {e}", _excerpt(data)) from None
+    if obj.get("supportedVersions") is None:
+        if info.cni_version == "0.2.0":
+            return PluginInfo("0.2.0", list(FAMILY_02))
         raise VersionError("decoding version info: missing field supportedVersions", _excerpt(data))
-    if not isinstance(supported, list) or not all(isinstance(v, str) for v in supported):
-        raise VersionError(
-            "decoding version info: supportedVersions must be a list of strings", _excerpt(data)
-        )
-    return PluginInfo(cni_version, list(supported))
+    return info
 
 
 def _excerpt(data: bytes | str, limit: int = 200) -> str:
