@@ -13,6 +13,9 @@ A class with an ``extra`` field keeps the JSON members it does not know
 there, and writes them back. A class may define ``_decoded(self)``, run on
 the structured instance (cross-field rules); it returns the instance to use.
 
+The converter is built at its first use (``import cattrs`` and the hooks
+cost about 10 ms, which ``import libcni`` does not pay).
+
 Primitives are strict (``"5"`` is not an int, ``True`` is not a number, a
 string is not a list); ``null`` is the empty value of a field. Every failure
 leaves :func:`structure` as an :class:`Invalid` whose ``path`` is the JSON
@@ -28,17 +31,12 @@ import json
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address, IPv6Interface
-from typing import Any, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin
 
 import attrs
-import cattrs
-from cattrs.errors import (
-    AttributeValidationNote,
-    ClassValidationError,
-    IterableValidationError,
-    IterableValidationNote,
-)
-from cattrs.gen import make_dict_structure_fn, override
+
+if TYPE_CHECKING:
+    import cattrs
 
 __all__ = ["Invalid", "converter", "field", "known_keys", "short", "structure", "unstructure"]
 
@@ -179,7 +177,9 @@ def _seq_hook(t: Any) -> Callable[[Any, Any], Any]:
     """A homogeneous tuple or list: a JSON array (``null``: empty), items strict."""
     args = get_args(t)
     item_type = args[0] if args else Any
-    item = converter.get_structure_hook(item_type)
+    from cattrs.errors import IterableValidationError, IterableValidationNote
+
+    item = converter().get_structure_hook(item_type)
     make: Any = tuple if get_origin(t) is tuple else list
 
     def hook(value: Any, _: Any = None) -> Any:
@@ -209,7 +209,7 @@ def _seq_hook(t: Any) -> Callable[[Any, Any], Any]:
 def _pair_hook(t: Any) -> Callable[[Any, Any], Any]:
     """A fixed-length tuple: a JSON array of exactly that many items."""
     types = get_args(t)
-    hooks = [converter.get_structure_hook(x) for x in types]
+    hooks = [converter().get_structure_hook(x) for x in types]
 
     def hook(value: Any, _: Any = None) -> Any:
         if type(value) is not list or len(value) != len(types):
@@ -260,6 +260,8 @@ def _checked(base: Any, check: Callable[[Any], Any]) -> Any:
 
 
 def _class_hook(cls: type) -> Callable[[Any, Any], Any]:
+    from cattrs.gen import make_dict_structure_fn, override
+
     attrs.resolve_types(cls)
     overrides: dict[str, Any] = {}
     for a in _fields(cls):
@@ -269,15 +271,15 @@ def _class_hook(cls: type) -> Callable[[Any, Any], Any]:
             a.default is not attrs.NOTHING
             and (attrs.has(a.type) or a.type == dict[str, Any])  # type: ignore[arg-type]
         ):
-            hook = _null_is_default(a, converter.get_structure_hook(a.type))
+            hook = _null_is_default(a, converter().get_structure_hook(a.type))
         if check is not None:
-            hook = _checked(hook or converter.get_structure_hook(a.type), check)
+            hook = _checked(hook or converter().get_structure_hook(a.type), check)
 
         overrides[a.name] = override(rename=_key(a), struct_hook=hook)
     has_extra = "extra" in attrs.fields_dict(cls)
     if has_extra:
         overrides["extra"] = override(omit=True)
-    make: Any = make_dict_structure_fn(cls, converter, **overrides)
+    make: Any = make_dict_structure_fn(cls, converter(), **overrides)
     known = known_keys(cls)
     decoded = getattr(cls, "_decoded", None)
 
@@ -309,7 +311,7 @@ def _dump_hook(t: Any) -> Callable[[Any], Any] | None:
     if t is bytes:
         return lambda b: base64.b64encode(b).decode("ascii")
     if attrs.has(t):
-        return converter.get_unstructure_hook(t)
+        return converter().get_unstructure_hook(t)
     args = get_args(t)
     if args and type(None) in args and len(args) == 2:
         return _dump_hook(args[0] if args[1] is type(None) else args[1])
@@ -360,21 +362,43 @@ def _class_dump(cls: type) -> Callable[[Any], dict[str, Any]]:
 # --------------------------------------------------------------------------
 # The converter, configured once
 
-converter = cattrs.Converter(detailed_validation=True)
-converter.register_structure_hook(str, _str)
-converter.register_structure_hook(int, _int)
-converter.register_structure_hook(bytes, _bytes)
-converter.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
-converter.register_structure_hook_func(lambda t: t == IPInterface, _cidr)
-converter.register_structure_hook_func(lambda t: t == IPAddress | None, _ip)
-converter.register_structure_hook_factory(_is_seq, _seq_hook)
-converter.register_structure_hook_factory(_is_pair, _pair_hook)
-converter.register_structure_hook_factory(attrs.has, _class_hook)
-converter.register_unstructure_hook_factory(attrs.has, _class_dump)
+_converter: cattrs.Converter | None = None
+#: What a failed structure raises: cattrs' errors (once imported) and ours.
+_ERRORS: tuple[type[Exception], ...] = (Invalid,)
+
+
+def converter() -> cattrs.Converter:
+    """The one converter, configured at its first use."""
+    global _converter, _ERRORS
+    if _converter is None:
+        import cattrs
+        from cattrs.errors import BaseValidationError
+
+        _ERRORS = (BaseValidationError, Invalid)
+        conv = cattrs.Converter(detailed_validation=True)
+        conv.register_structure_hook(str, _str)
+        conv.register_structure_hook(int, _int)
+        conv.register_structure_hook(bytes, _bytes)
+        conv.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
+        conv.register_structure_hook_func(lambda t: t == IPInterface, _cidr)
+        conv.register_structure_hook_func(lambda t: t == IPAddress | None, _ip)
+        conv.register_structure_hook_factory(_is_seq, _seq_hook)
+        conv.register_structure_hook_factory(_is_pair, _pair_hook)
+        conv.register_structure_hook_factory(attrs.has, _class_hook)
+        conv.register_unstructure_hook_factory(attrs.has, _class_dump)
+        _converter = conv
+    return _converter
 
 
 def _path_of(exc: BaseException, path: str) -> tuple[str, BaseException]:
     """The JSON path and the leaf exception of a cattrs error."""
+    from cattrs.errors import (
+        AttributeValidationNote,
+        ClassValidationError,
+        IterableValidationError,
+        IterableValidationNote,
+    )
+
     while isinstance(exc, (ClassValidationError, IterableValidationError)):
         cls = exc.cl
         exc = exc.exceptions[0]
@@ -395,9 +419,10 @@ def _path_of(exc: BaseException, path: str) -> tuple[str, BaseException]:
 def structure(value: Any, cls: type[_T], where: str = "") -> _T:
     """``value`` (decoded JSON) read as ``cls``; failure: :class:`Invalid` naming
     the JSON path (under ``where``) and the value."""
+    conv = converter()
     try:
-        return converter.structure(value, cls)
-    except (ClassValidationError, IterableValidationError, Invalid) as e:
+        return conv.structure(value, cls)
+    except _ERRORS as e:
         path, leaf = _path_of(e, where)
         if isinstance(leaf, Invalid):
             reason = leaf.reason
@@ -410,4 +435,4 @@ def structure(value: Any, cls: type[_T], where: str = "") -> _T:
 
 def unstructure(instance: Any) -> dict[str, Any]:
     """The JSON object of ``instance`` (declared names and omission rules, ``extra`` kept)."""
-    return converter.unstructure(instance)  # type: ignore[no-any-return]
+    return converter().unstructure(instance)  # type: ignore[no-any-return]
