@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address, IPv6Interface
 from typing import Any, ClassVar, TypeAlias, TypeVar
 
@@ -112,12 +112,14 @@ class _Value:
 
     #: The JSON names this class knows (the others are kept in ``extra``).
     KNOWN: ClassVar[frozenset[str]] = frozenset()
+    #: What the object is called in messages, when parsed on its own.
+    _WHERE: ClassVar[str] = ""
 
     @classmethod
     def from_dict(cls: type[_T], obj: Any, where: str = "") -> _T:
         """Parse a decoded JSON object; a malformed field raises
         :class:`~libcni.errors.DecodeError` naming its path (under ``where``)."""
-        return decode(obj, cls, where)
+        return decode(obj, cls, where or cls._WHERE)  # type: ignore[attr-defined]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: empty fields omitted (unless the layout always
@@ -131,13 +133,19 @@ def decode(obj: Any, cls: type[_T], where: str = "") -> _T:
     try:
         return structure(obj, cls, where)
     except Invalid as e:
-        raise DecodeError(f"{e.path or 'result'}: {e.reason}") from None
+        raise DecodeError(f"{e.path or where or 'result'}: {e.reason}") from None
 
 
-def _declared(cls: type[_T]) -> type[_T]:
-    """Class decorator: ``KNOWN`` from the declared fields."""
-    cls.KNOWN = known_keys(cls)  # type: ignore[attr-defined,arg-type]
-    return cls
+def _declared(where: str) -> Callable[[type[_T]], type[_T]]:
+    """Class decorator: ``KNOWN`` from the declared fields; ``where`` names the
+    object in messages when it is parsed on its own."""
+
+    def declare(cls: type[_T]) -> type[_T]:
+        cls.KNOWN = known_keys(cls)  # type: ignore[attr-defined,arg-type]
+        cls._WHERE = where  # type: ignore[attr-defined]
+        return cls
+
+    return declare
 
 
 def loads(data: bytes | bytearray | str) -> Any:
@@ -210,7 +218,7 @@ def _check_version(instance: Any, attribute: Any, value: str) -> None:
 # Route (0.3.0 and later)
 
 
-@_declared
+@_declared("route")
 @attrs.frozen
 class Route(_Value):
     """A route of a 0.3.0-or-later result.

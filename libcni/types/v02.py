@@ -23,7 +23,7 @@ __all__ = ["VERSIONS", "IPConfig020", "Result020", "Route020"]
 VERSIONS: tuple[str, ...] = FAMILY_02
 
 
-@_declared
+@_declared("route")
 @attrs.frozen
 class Route020(_Value):
     """A route of a legacy result: ``dst`` (CIDR, host bits kept) and ``gw``
@@ -34,7 +34,7 @@ class Route020(_Value):
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
 
 
-@_declared
+@_declared("ip4")
 @attrs.frozen
 class IPConfig020(_Value):
     """The ``ip4`` or ``ip6`` block of a legacy result: ``ip`` (CIDR, host bits
@@ -47,7 +47,7 @@ class IPConfig020(_Value):
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
 
 
-@_declared
+@_declared("result")
 @attrs.frozen
 class Result020(Result):
     """A result of specification 0.1.0 or 0.2.0.

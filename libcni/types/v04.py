@@ -26,7 +26,7 @@ __all__ = ["VERSIONS", "IPConfig040", "Interface040", "Result040"]
 VERSIONS: tuple[str, ...] = FAMILY_04
 
 
-@_declared
+@_declared("interface")
 @attrs.frozen
 class Interface040(_Value):
     """An interface of a 0.3.x/0.4.0 result: ``name``, ``mac``, ``sandbox``
@@ -49,7 +49,7 @@ def _version_matches(version: str, address: IPv4Interface | IPv6Interface) -> bo
     return version == "6" or (version == "4" and address.ip.ipv4_mapped is not None)
 
 
-@_declared
+@_declared("ip")
 @attrs.frozen
 class IPConfig040(_Value):
     """An IP address of a 0.3.x/0.4.0 result.
@@ -82,7 +82,7 @@ class IPConfig040(_Value):
         return self
 
 
-@_declared
+@_declared("result")
 @attrs.frozen
 class Result040(Result):
     """A result of specification 0.3.0, 0.3.1 or 0.4.0.

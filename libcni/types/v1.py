@@ -25,7 +25,7 @@ __all__ = ["VERSIONS", "IPConfig100", "Interface100", "Result100"]
 VERSIONS: tuple[str, ...] = FAMILY_1
 
 
-@_declared
+@_declared("interface")
 @attrs.frozen
 class Interface100(_Value):
     """An interface of a 1.x result.
@@ -45,7 +45,7 @@ class Interface100(_Value):
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
 
 
-@_declared
+@_declared("ip")
 @attrs.frozen
 class IPConfig100(_Value):
     """An IP address of a 1.x result.
@@ -63,7 +63,7 @@ class IPConfig100(_Value):
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
 
 
-@_declared
+@_declared("result")
 @attrs.frozen
 class Result100(Result):
     """A result of specification 1.0.0 or 1.1.0.
