@@ -32,7 +32,7 @@ import attrs
 
 from .errors import ConfigError, DecodeError, PluginError
 from .types import Result
-from .version import ALL
+from .version import ALL, CURRENT
 
 __all__ = ["MockExec", "PluginCall"]
 
@@ -183,7 +183,7 @@ def _as_plugin_failure(error: PluginError, call: PluginCall) -> PluginError:
 def _output(call: PluginCall, reply: Reply) -> bytes:
     if reply is None:
         if call.command == "VERSION":
-            return json.dumps({"cniVersion": "1.1.0", "supportedVersions": _ALL_VERSIONS}).encode()
+            return json.dumps({"cniVersion": CURRENT, "supportedVersions": _ALL_VERSIONS}).encode()
         if call.command != "ADD":
             return b""
         request = call.stdin if isinstance(call.stdin, dict) else {}

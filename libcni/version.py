@@ -144,8 +144,8 @@ def plugin_info_from_bytes(data: bytes | str) -> PluginInfo:
     except Invalid as e:
         raise VersionError(f"decoding version info: {e}", _excerpt(data)) from None
     if obj.get("supportedVersions") is None:
-        if info.cni_version == "0.2.0":
-            return PluginInfo("0.2.0", list(FAMILY_02))
+        if info.cni_version == FAMILY_02[-1]:
+            return PluginInfo(info.cni_version, list(FAMILY_02))
         raise VersionError("decoding version info: missing field supportedVersions", _excerpt(data))
     return info
 

@@ -30,6 +30,9 @@ from .v1 import Interface100, IPConfig100, Result100
 
 __all__ = ["convert", "family_of"]
 
+#: What the other families convert through.
+_040 = Result040.VERSIONS[-1]
+
 
 _FAMILY: dict[str, type[Result]] = {
     version: cls for cls in (Result020, Result040, Result100) for version in cls.VERSIONS
@@ -63,14 +66,14 @@ def convert(result: Result, version: str) -> Result:
     if type(result) is cls:
         return attrs.evolve(result, cni_version=target)  # type: ignore[misc]
     if isinstance(result, Result020):
-        r040 = _legacy_to_040(result, target if cls is Result040 else "0.4.0")
+        r040 = _legacy_to_040(result, target if cls is Result040 else _040)
         return r040 if cls is Result040 else _040_to_100(r040, target)
     if isinstance(result, Result040):
         if cls is Result100:
             return _040_to_100(result, target)
         return _040_to_legacy(result, target)
     if isinstance(result, Result100):
-        r040 = _100_to_040(result, target if cls is Result040 else "0.4.0")
+        r040 = _100_to_040(result, target if cls is Result040 else _040)
         return r040 if cls is Result040 else _040_to_legacy(r040, target)
     raise VersionError(f"cannot convert a {type(result).__name__} to {target}")
 
