@@ -268,8 +268,7 @@ def _class_hook(cls: type) -> Callable[[Any, Any], Any]:
         check = a.metadata.get("check")
         hook: Any = None
         if a.type is str or (
-            a.default is not attrs.NOTHING
-            and (attrs.has(a.type) or a.type == dict[str, Any])  # type: ignore[arg-type]
+            a.default is not attrs.NOTHING and (attrs.has(a.type) or a.type == dict[str, Any])  # type: ignore[arg-type]
         ):
             hook = _null_is_default(a, converter().get_structure_hook(a.type))
         if check is not None:

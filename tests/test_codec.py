@@ -23,17 +23,25 @@ from libcni.version import CURRENT, plugin_info_from_bytes
     ("doc", "message"),
     [
         ({"ips": [{"address": "10.1.2.3"}]}, "ips[0].address: invalid CIDR '10.1.2.3'"),
-        ({"ips": [{"address": "10.0.0.1/8", "interface": "0"}]},
-         "ips[0].interface: must be an integer, not '0'"),
-        ({"ips": [{"address": "10.0.0.1/8", "interface": True}]},
-         "ips[0].interface: must be an integer, not True"),
-        ({"interfaces": [{"name": "e", "mtu": 1500.0}]},
-         "interfaces[0].mtu: must be an integer, not 1500.0"),
+        (
+            {"ips": [{"address": "10.0.0.1/8", "interface": "0"}]},
+            "ips[0].interface: must be an integer, not '0'",
+        ),
+        (
+            {"ips": [{"address": "10.0.0.1/8", "interface": True}]},
+            "ips[0].interface: must be an integer, not True",
+        ),
+        (
+            {"interfaces": [{"name": "e", "mtu": 1500.0}]},
+            "interfaces[0].mtu: must be an integer, not 1500.0",
+        ),
         ({"ips": "10.0.0.1/8"}, "ips: must be a list, not '10.0.0.1/8'"),
         ({"dns": {"search": "example.com"}}, "dns.search: must be a list, not 'example.com'"),
         ({"interfaces": [{"socketPath": 5}]}, "interfaces[0].socketPath: must be a string, not 5"),
-        ({"routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0", "gw": 6}]},
-         "routes[1].gw: must be a string (an IP address), not 6"),
+        (
+            {"routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0", "gw": 6}]},
+            "routes[1].gw: must be a string (an IP address), not 6",
+        ),
     ],
 )
 def test_result_fields_are_strict_and_named_by_json_path(doc: dict[str, Any], message: str) -> None:

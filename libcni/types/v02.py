@@ -63,6 +63,7 @@ class Result020(Result):
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
 
     VERSIONS = VERSIONS
+
     def _decoded(self) -> Result020:
         """``ip4`` holds an IPv4 address and ``ip6`` an IPv6 one."""
         for name, block, family in (("ip4", self.ip4, 4), ("ip6", self.ip6, 6)):
