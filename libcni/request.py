@@ -20,6 +20,7 @@ from .errors import (
     ConfigError,
     ValidationError,
 )
+from .version import VERSION_REQUEST as VERSION_REQUEST  # the probe's stdin, stated there
 
 __all__ = [
     "ADD",
@@ -50,8 +51,6 @@ GC = "GC"
 STATUS = "STATUS"
 VERSION = "VERSION"
 
-#: The stdin of a VERSION probe.
-VERSION_REQUEST = b'{"cniVersion":"1.1.0"}'
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 

@@ -32,6 +32,7 @@ import attrs
 
 from .errors import ConfigError, DecodeError, PluginError
 from .types import Result
+from .version import ALL, CURRENT
 
 __all__ = ["MockExec", "PluginCall"]
 
@@ -41,7 +42,7 @@ __all__ = ["MockExec", "PluginCall"]
 Reply = Result | Mapping[str, Any] | bytes | str | None
 Handler = Callable[["PluginCall"], "Reply | Awaitable[Reply]"]
 
-_ALL_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
+_ALL_VERSIONS = list(ALL)
 
 
 @attrs.frozen
@@ -182,7 +183,7 @@ def _as_plugin_failure(error: PluginError, call: PluginCall) -> PluginError:
 def _output(call: PluginCall, reply: Reply) -> bytes:
     if reply is None:
         if call.command == "VERSION":
-            return json.dumps({"cniVersion": "1.1.0", "supportedVersions": _ALL_VERSIONS}).encode()
+            return json.dumps({"cniVersion": CURRENT, "supportedVersions": _ALL_VERSIONS}).encode()
         if call.command != "ADD":
             return b""
         request = call.stdin if isinstance(call.stdin, dict) else {}

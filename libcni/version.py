@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from ._codec import Invalid, field, structure
 from ._json import strict_loads
 from .errors import VersionError
 
@@ -26,12 +27,27 @@ __all__ = [
     "plugin_info_from_bytes",
 ]
 
+#: The versions whose results use ``ip4``/``ip6`` (one layout each family).
+FAMILY_02: tuple[str, ...] = ("0.1.0", "0.2.0")
+#: The versions whose results have ``ips`` with a ``version``.
+FAMILY_04: tuple[str, ...] = ("0.3.0", "0.3.1", "0.4.0")
+#: The 1.x versions.
+FAMILY_1: tuple[str, ...] = ("1.0.0", "1.1.0")
 #: Every specification version this library knows, oldest first.
-ALL: tuple[str, ...] = ("0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+ALL: tuple[str, ...] = FAMILY_02 + FAMILY_04 + FAMILY_1
 #: The newest specification version; what the library speaks by default.
-CURRENT: str = "1.1.0"
+CURRENT: str = FAMILY_1[-1]
 #: The versions whose results use ``ip4``/``ip6``.
-LEGACY: tuple[str, ...] = ("0.1.0", "0.2.0")
+LEGACY: tuple[str, ...] = FAMILY_02
+
+
+#: The stdin of a VERSION probe: the request in the newest version (as Go's).
+VERSION_REQUEST: bytes = b'{"cniVersion":"%s"}' % CURRENT.encode()
+
+
+def or_default(version: str) -> str:
+    """The version ``version`` stands for: an empty version means 0.1.0."""
+    return version or "0.1.0"
 
 _parsed_cache: dict[str, tuple[int, int, int]] = {}
 
@@ -53,7 +69,7 @@ def parse_version(version: str) -> tuple[int, int, int]:
     if not isinstance(version, str):
         raise VersionError("invalid version: not a string", repr(version))
     if version == "":
-        return (0, 1, 0)
+        return parse_version(or_default(version))
     parts = version.split(".")
     if len(parts) > 3:
         raise VersionError(f'invalid version "{version}": too many parts', version)
@@ -82,7 +98,7 @@ def greater_than_or_equal_to(version: str, other: str) -> bool:
 
 def is_known(version: str) -> bool:
     """Whether ``version`` is one of :data:`ALL` (the empty string counts as 0.1.0)."""
-    return (version or "0.1.0") in ALL
+    return or_default(version) in ALL
 
 
 @attrs.frozen
@@ -93,16 +109,16 @@ class PluginInfo:
     ``supported_versions`` every version it supports.
     """
 
-    cni_version: str
-    supported_versions: list[str] = attrs.field(factory=list)
+    cni_version: str = field(key="cniVersion")
+    supported_versions: list[str] = field(factory=list, key="supportedVersions")
 
     def supports(self, version: str) -> bool:
         """Whether the plugin supports ``version`` (the empty string means 0.1.0)."""
-        return (version or "0.1.0") in self.supported_versions
+        return or_default(version) in self.supported_versions
 
 
 #: What a plugin that predates the VERSION command supports.
-LEGACY_PLUGIN_INFO = PluginInfo("0.1.0", ["0.1.0"])
+LEGACY_PLUGIN_INFO = PluginInfo(or_default(""), [or_default("")])
 
 
 def plugin_info_from_bytes(data: bytes | str) -> PluginInfo:
@@ -121,19 +137,17 @@ def plugin_info_from_bytes(data: bytes | str) -> PluginInfo:
         raise VersionError("decoding version info: reply is not JSON", _excerpt(data)) from e
     if not isinstance(obj, dict):
         raise VersionError("decoding version info: reply is not a JSON object", _excerpt(data))
-    cni_version = obj.get("cniVersion", "")
-    if not isinstance(cni_version, str) or cni_version == "":
+    if not obj.get("cniVersion"):
         raise VersionError("decoding version info: missing field cniVersion", _excerpt(data))
-    supported = obj.get("supportedVersions")
-    if supported is None:
-        if cni_version == "0.2.0":
-            return PluginInfo("0.2.0", ["0.1.0", "0.2.0"])
+    try:
+        info = structure(obj, PluginInfo)
+    except Invalid as e:
+        raise VersionError(f"decoding version info: {e}", _excerpt(data)) from None
+    if obj.get("supportedVersions") is None:
+        if info.cni_version == FAMILY_02[-1]:
+            return PluginInfo(info.cni_version, list(FAMILY_02))
         raise VersionError("decoding version info: missing field supportedVersions", _excerpt(data))
-    if not isinstance(supported, list) or not all(isinstance(v, str) for v in supported):
-        raise VersionError(
-            "decoding version info: supportedVersions must be a list of strings", _excerpt(data)
-        )
-    return PluginInfo(cni_version, list(supported))
+    return info
 
 
 def _excerpt(data: bytes | str, limit: int = 200) -> str:

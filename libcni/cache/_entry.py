@@ -17,14 +17,13 @@ of the wrong type is an error (here a :class:`CorruptEntryError`, a
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
+from .._codec import Invalid, field, short, structure, unstructure
 from .._json import strict_loads
 from ..errors import CacheError
 
@@ -69,67 +68,8 @@ def loads(data: bytes | str, source: str) -> Any:
         raise CorruptEntryError(f"cache entry {source} is not valid JSON", str(e)) from None
 
 
-def _field_error(source: str, key: str, what: str, value: Any) -> CorruptEntryError:
-    return CorruptEntryError(
-        f"cache entry {source}: field {key!r} must be {what}, not {type(value).__name__}",
-        repr(value)[:200],
-    )
-
-
-def _get_str(obj: dict[str, Any], key: str, source: str) -> str:
-    value = obj.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _field_error(source, key, "a string", value)
-    return value
-
-
-def _decode_config(obj: dict[str, Any], source: str) -> bytes:
-    value = obj.get("config")
-    if value is None:
-        return b""
-    if not isinstance(value, str):
-        raise _field_error(source, "config", "a base64 string", value)
-    if "\n" in value or "\r" in value:  # Go's decoder skips line breaks
-        value = value.replace("\n", "").replace("\r", "")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError) as e:
-        raise CorruptEntryError(
-            f"cache entry {source}: field 'config' is not valid standard base64", str(e)
-        ) from None
-
-
-def _decode_args(obj: dict[str, Any], source: str) -> tuple[tuple[str, str], ...]:
-    value = obj.get("cniArgs")
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise _field_error(source, "cniArgs", "a list of [key, value] pairs", value)
-    out: list[tuple[str, str]] = []
-    for pair in value:
-        if (
-            not isinstance(pair, list)
-            or len(pair) != 2
-            or not isinstance(pair[0], str)
-            or not isinstance(pair[1], str)
-        ):
-            raise CorruptEntryError(
-                f"cache entry {source}: field 'cniArgs' must hold [key, value] string pairs",
-                repr(pair)[:200],
-            )
-        out.append((pair[0], pair[1]))
-    return tuple(out)
-
-
-def _decode_object(obj: dict[str, Any], key: str, source: str) -> dict[str, Any] | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise _field_error(source, key, "an object", value)
-    return value
+#: Go leaves a missing field at its zero value: the fields every entry names.
+_ABSENT: dict[str, Any] = {"containerId": None, "networkName": None, "ifName": None, "config": None}
 
 
 @attrs.frozen
@@ -142,15 +82,22 @@ class CacheEntry:
     or ``""`` for an entry read from a legacy file holding a bare result.
     """
 
-    container_id: str
-    network_name: str
-    ifname: str
-    config: bytes
+    container_id: str = field(key="containerId", always=True)
+    network_name: str = field(key="networkName", always=True)
+    ifname: str = field(key="ifName", always=True)
+    config: bytes = field(always=True)
     netns: str = ""
-    cni_args: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
-    capability_args: dict[str, Any] = attrs.field(factory=dict)
+    cni_args: tuple[tuple[str, str], ...] = field(default=(), converter=_pairs, key="cniArgs")
+    capability_args: dict[str, Any] = field(factory=dict, key="capabilityArgs")
     result: dict[str, Any] | None = None
-    kind: str = CNI_CACHE_V1
+    # Written as "cniCacheV1" always: a legacy entry is written back in the current format.
+    kind: str = field(default=CNI_CACHE_V1, always=True, dump=lambda _: CNI_CACHE_V1)
+
+    # Go's cachedInfo order.
+    _json_order = (
+        "kind", "container_id", "config", "ifname", "network_name",
+        "netns", "cni_args", "capability_args", "result",
+    )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """The ``cniCacheV1`` JSON object, in the Go field order, empty fields omitted.
@@ -162,22 +109,7 @@ class CacheEntry:
         {'kind': 'cniCacheV1', 'containerId': 'c1', 'config': 'e30=', 'ifName': 'eth0', \
 'networkName': 'net'}
         """
-        out: dict[str, Any] = {
-            "kind": CNI_CACHE_V1,
-            "containerId": self.container_id,
-            "config": base64.b64encode(self.config).decode("ascii"),
-            "ifName": self.ifname,
-            "networkName": self.network_name,
-        }
-        if self.netns:
-            out["netns"] = self.netns
-        if self.cni_args:
-            out["cniArgs"] = [[k, v] for k, v in self.cni_args]
-        if self.capability_args:
-            out["capabilityArgs"] = self.capability_args
-        if self.result:
-            out["result"] = self.result
-        return out
+        return unstructure(self)
 
     def to_json(self) -> bytes:
         """The compact ``cniCacheV1`` JSON bytes; ``CacheError`` if a value cannot be encoded."""
@@ -208,17 +140,12 @@ class CacheEntry:
             raise CorruptEntryError(
                 f"cache entry {source} has kind {kind!r}, not {CNI_CACHE_V1!r}"
             )
-        return cls(
-            container_id=_get_str(obj, "containerId", source),
-            network_name=_get_str(obj, "networkName", source),
-            ifname=_get_str(obj, "ifName", source),
-            config=_decode_config(obj, source),
-            netns=_get_str(obj, "netns", source),
-            cni_args=_decode_args(obj, source),
-            capability_args=_decode_object(obj, "capabilityArgs", source) or {},
-            result=_decode_object(obj, "result", source),
-            kind=CNI_CACHE_V1,
-        )
+        try:
+            return structure({**_ABSENT, **obj}, cls)
+        except Invalid as e:
+            raise CorruptEntryError(
+                f"cache entry {source}: field {e.path!r} {e.reason}", short(obj, 200)
+            ) from None
 
     @classmethod
     def from_json(

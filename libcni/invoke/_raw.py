@@ -13,7 +13,6 @@ import contextlib
 import errno
 import fcntl
 import importlib
-import json
 import logging
 import os
 import select
@@ -25,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
+from libcni.invoke._errobj import decode_error_object as _decode_error_object
 from libcni.invoke._find import find_in_path
 
 if TYPE_CHECKING:
@@ -88,28 +88,6 @@ def _status_text(status: int | None) -> str:
 def _excerpt(data: bytes) -> str:
     text = data[:_EXCERPT].decode("utf-8", errors="replace")
     return text + f"... ({len(data)} bytes)" if len(data) > _EXCERPT else text
-
-
-def _decode_error_object(stdout: bytes) -> tuple[int, str, str] | str:
-    """``(code, msg, details)`` of a CNI error object, or why ``stdout`` is not one."""
-    try:
-        obj = json.loads(stdout)
-    except RecursionError:
-        return "too deeply nested"
-    except ValueError as e:  # includes JSONDecodeError and UnicodeDecodeError
-        return f"not JSON ({e})"
-    if not isinstance(obj, dict):
-        return "not a JSON object"
-    code, msg, details = obj.get("code"), obj.get("msg"), obj.get("details")
-    if type(code) is not int:
-        return '"code" is missing or not an integer'
-    if not isinstance(msg, str):
-        return '"msg" is missing or not a string'
-    if details is None:
-        details = ""
-    elif not isinstance(details, str):
-        return '"details" is not a string'
-    return code, msg, details
 
 
 def _nonblocking(fd: int) -> None:

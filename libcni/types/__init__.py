@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import DecodeError, VersionError
+from ..version import or_default
 from ._base import IPAddress, IPInterface, Result, Route, _excerpt, _short, loads
 from .convert import family_of
 from .dns import DNS
@@ -94,7 +95,7 @@ def result_from_dict(obj: Any, default_version: str = "") -> Result:
     obj = _as_object(obj)
     version = obj.get("cniVersion")
     if version is None or version == "":
-        version = default_version or "0.1.0"
+        version = or_default(default_version)
     elif type(version) is not str:
         raise DecodeError(f"cniVersion: must be a string, not {_short(version)}")
     return family_of(version).from_dict(obj, version)
@@ -129,7 +130,7 @@ def create_result(version: str, data: bytes | bytearray | str | Mapping[str, Any
     6
     """
     cls = family_of(version)
-    version = version or "0.1.0"
+    version = or_default(version)
     obj = _as_object(loads(data) if isinstance(data, (bytes, bytearray, str)) else data)
     given = obj.get("cniVersion")
     if given is not None and given != "":

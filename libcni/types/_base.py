@@ -1,9 +1,6 @@
 """What the three result families share: the :class:`Result` base, the
-:class:`Route` of 0.3.0 and later, and the field parsers.
-
-The parsers take the decoded JSON value and ``where``, the path of the field
-(``"ips[1].address"``), so that a malformed field raises a
-:class:`~libcni.errors.DecodeError` that names it.
+:class:`Route` of 0.3.0 and later, and the one way they are read and written
+(the declarations read by the converter of :mod:`libcni._codec`).
 """
 
 from __future__ import annotations
@@ -11,15 +8,15 @@ from __future__ import annotations
 import abc
 import json
 from collections.abc import Callable, Mapping
-from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address, IPv6Interface
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
 import attrs
 
+from .._codec import Invalid, known_keys, short, structure, unstructure
 from .._json import strict_loads
 from ..errors import DecodeError, VersionError
-from .dns import DNS
+from ..version import or_default
 
 __all__ = ["IPAddress", "IPInterface", "Result", "Route"]
 
@@ -58,13 +55,33 @@ class Result(abc.ABC):
 
         return convert(self, version)
 
+    #: The JSON names this class knows (the others are kept in ``extra``).
+    KNOWN: ClassVar[frozenset[str]] = frozenset()
+
     @classmethod
-    @abc.abstractmethod
     def from_dict(cls, obj: Mapping[str, Any] | None, cni_version: str = "") -> Result:
         """Parse a decoded JSON result with this class's layout, labelled
-        ``cni_version`` (default: the object's ``cniVersion``)."""
+        ``cni_version`` (default: the object's ``cniVersion``, empty meaning
+        0.1.0). Malformed fields raise :class:`~libcni.errors.DecodeError`
+        naming them."""
+        if obj is None:
+            obj = {}
+        elif not isinstance(obj, Mapping):
+            raise DecodeError(f"result: must be an object, not {short(obj)}")
+        if cni_version:
+            if obj.get("cniVersion") != cni_version:
+                obj = {**obj, "cniVersion": cni_version}
+        else:
+            given = obj.get("cniVersion")
+            if given is None or given == "":
+                obj = {**obj, "cniVersion": or_default("")}
+        return decode(obj, cls)
 
     @abc.abstractmethod
+    def _decoded(self) -> Result:
+        """The family's rules across fields, checked on a parsed result (raise
+        :class:`~libcni._codec.Invalid`); returns the result to use."""
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object the specification defines for this version.
 
@@ -72,6 +89,7 @@ class Result(abc.ABC):
         are new, but the values of unknown fields are shared with the result:
         do not mutate them.
         """
+        return unstructure(self)
 
     def to_json(self, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON text (compact unless ``indent`` is given)."""
@@ -81,98 +99,53 @@ class Result(abc.ABC):
 
 
 # --------------------------------------------------------------------------
-# Field parsers
+# Reading and writing: the declarations of each class, read by the one converter
 
 
-def _path(where: str, name: str) -> str:
-    return f"{where}.{name}" if where else name
+_short = short
 
 
-def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+class _Value:
+    """The JSON form of a result's part, as declared (:mod:`libcni._codec`)."""
+
+    __slots__ = ()
+
+    #: The JSON names this class knows (the others are kept in ``extra``).
+    KNOWN: ClassVar[frozenset[str]] = frozenset()
+    #: What the object is called in messages, when parsed on its own.
+    _WHERE: ClassVar[str] = ""
+
+    @classmethod
+    def from_dict(cls: type[_T], obj: Any, where: str = "") -> _T:
+        """Parse a decoded JSON object; a malformed field raises
+        :class:`~libcni.errors.DecodeError` naming its path (under ``where``)."""
+        return decode(obj, cls, where or cls._WHERE)  # type: ignore[attr-defined]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: empty fields omitted (unless the layout always
+        writes them), unknown fields kept in ``extra`` written back."""
+        return unstructure(self)
 
 
-def _object(value: Any, where: str) -> Mapping[str, Any]:
-    """A JSON object."""
-    if type(value) is dict:
-        return value
-    if isinstance(value, Mapping):
-        return value
-    raise DecodeError(f"{where}: must be an object, not {_short(value)}")
-
-
-def _str(value: Any, where: str, name: str) -> str:
-    """A JSON string (``null`` is the empty string)."""
-    if type(value) is str:
-        return value
-    if value is None:
-        return ""
-    raise DecodeError(f"{_path(where, name)}: must be a string, not {_short(value)}")
-
-
-def _int(value: Any, where: str, name: str, minimum: int | None = None) -> int | None:
-    """A JSON integer, or ``None`` when absent or ``null``. Booleans and floats are refused."""
-    if value is None:
-        return None
-    if type(value) is not int:
-        raise DecodeError(f"{_path(where, name)}: must be an integer, not {_short(value)}")
-    if minimum is not None and value < minimum:
-        raise DecodeError(f"{_path(where, name)}: must be at least {minimum}, not {value}")
-    return value
-
-
-@lru_cache(maxsize=1024)
-def _parse_cidr(text: str) -> IPv4Interface | IPv6Interface | None:
-    addr, sep, prefix = text.partition("/")
-    if not sep or not (prefix.isascii() and prefix.isdigit()) or len(prefix) > 3:
-        return None
+def decode(obj: Any, cls: type[_T], where: str = "") -> _T:
+    """``obj`` read as ``cls``: the one place a result's :class:`Invalid` becomes
+    a :class:`~libcni.errors.DecodeError`."""
     try:
-        if ":" in addr:
-            return IPv6Interface(text)
-        return IPv4Interface(text)
-    except ValueError:
-        return None
+        return structure(obj, cls, where)
+    except Invalid as e:
+        raise DecodeError(f"{e.path or where or 'result'}: {e.reason}") from None
 
 
-@lru_cache(maxsize=1024)
-def _parse_ip(text: str) -> IPv4Address | IPv6Address | None:
-    try:
-        if ":" in text:
-            return IPv6Address(text)
-        return IPv4Address(text)
-    except ValueError:
-        return None
+def _declared(where: str) -> Callable[[type[_T]], type[_T]]:
+    """Class decorator: ``KNOWN`` from the declared fields; ``where`` names the
+    object in messages when it is parsed on its own."""
 
+    def declare(cls: type[_T]) -> type[_T]:
+        cls.KNOWN = known_keys(cls)  # type: ignore[attr-defined,arg-type]
+        cls._WHERE = where  # type: ignore[attr-defined]
+        return cls
 
-def _cidr(value: Any, where: str, name: str) -> IPv4Interface | IPv6Interface:
-    """An address in CIDR form (``10.0.0.5/24``), host bits kept. Required."""
-    if type(value) is not str:
-        if value is None:
-            raise DecodeError(f"{_path(where, name)}: missing (an address in CIDR form)")
-        raise DecodeError(
-            f"{_path(where, name)}: must be a string in CIDR form, not {_short(value)}"
-        )
-    parsed = _parse_cidr(value)
-    if parsed is None:
-        raise DecodeError(f"{_path(where, name)}: invalid CIDR {_short(value)}")
-    return parsed
-
-
-def _ip(value: Any, where: str, name: str) -> IPv4Address | IPv6Address | None:
-    """An optional IP address; absent, ``null`` and ``""`` are ``None``."""
-    if type(value) is not str:
-        if value is None:
-            return None
-        raise DecodeError(
-            f"{_path(where, name)}: must be a string (an IP address), not {_short(value)}"
-        )
-    if value == "":
-        return None
-    parsed = _parse_ip(value)
-    if parsed is None:
-        raise DecodeError(f"{_path(where, name)}: invalid IP address {_short(value)}")
-    return parsed
+    return declare
 
 
 def loads(data: bytes | bytearray | str) -> Any:
@@ -191,26 +164,6 @@ def _excerpt(data: Any, limit: int = 200) -> str:
     else:
         text = str(data)[: limit + 1]
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _check_json(extra: Mapping[str, Any], where: str) -> None:
-    """Refuse an unknown field whose value has no JSON form (NaN, a set, a
-    cycle...), so that :meth:`Result.to_json` cannot fail on what a parser accepted."""
-    for key, value in extra.items():
-        try:
-            json.dumps(value, allow_nan=False)
-        except (ValueError, TypeError, RecursionError) as e:
-            raise DecodeError(
-                f"{_path(where, key)}: value has no JSON form ({e}): {_short(value)}"
-            ) from None
-
-
-def _extra(obj: Mapping[str, Any], known: frozenset[str], where: str) -> dict[str, Any]:
-    """The members of ``obj`` whose keys are not in ``known`` (checked to be JSON)."""
-    extra = {k: v for k, v in obj.items() if k not in known}
-    if extra:
-        _check_json(extra, where)
-    return extra
 
 
 def _split_extra(
@@ -245,34 +198,11 @@ def _absorb(obj: _T, taken: Mapping[str, Any], parse: Any) -> _T:
     return parsed
 
 
-_P = TypeVar("_P")
-
-
-def _items(value: Any, name: str, parse: Callable[[Any, str], _P]) -> tuple[_P, ...]:
-    """Parse the JSON array ``value`` (``null``: empty) of the top-level field
-    ``name`` with ``parse(item, path)``."""
-    if value is None:
-        return ()
-    if type(value) is not list and not isinstance(value, tuple):
-        raise DecodeError(f"{name}: must be a list, not {_short(value)}")
-    return tuple([parse(item, f"{name}[{i}]") for i, item in enumerate(value)])
-
-
-_EMPTY_DNS = DNS()
-
-
-def _dns(value: Any, where: str = "dns") -> DNS:
-    """Parse a result's ``dns`` (absent and ``null`` are empty), unknown members kept."""
-    if value is None:
-        return _EMPTY_DNS
-    if not isinstance(value, Mapping):
-        raise DecodeError(f"{where}: must be an object, not {_short(value)}")
-    if not value:
-        return _EMPTY_DNS
-    dns = DNS.from_dict(value, DecodeError, keep_unknown=True)
-    if dns.extra:
-        _check_json(dns.extra, where)
-    return dns
+def _non_negative(value: int | None) -> int | None:
+    """An index: at least 0."""
+    if value is not None and value < 0:
+        raise Invalid(f"must be at least 0, not {value}")
+    return value
 
 
 def _check_version(instance: Any, attribute: Any, value: str) -> None:
@@ -288,8 +218,9 @@ def _check_version(instance: Any, attribute: Any, value: str) -> None:
 # Route (0.3.0 and later)
 
 
+@_declared("route")
 @attrs.frozen
-class Route:
+class Route(_Value):
     """A route of a 0.3.0-or-later result.
 
     ``dst`` is the destination in CIDR form (host bits kept, as written; its
@@ -306,41 +237,3 @@ class Route:
     table: int | None = None
     scope: int | None = None
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
-
-    KNOWN = frozenset({"dst", "gw", "mtu", "advmss", "priority", "table", "scope"})
-
-    @classmethod
-    def from_dict(cls, obj: Any, where: str = "route") -> Route:
-        """Parse a JSON route object; a malformed field raises :class:`~libcni.errors.DecodeError` naming it."""
-        obj = _object(obj, where)
-        get = obj.get
-        return cls(
-            dst=_cidr(get("dst"), where, "dst"),
-            gw=_ip(get("gw"), where, "gw"),
-            mtu=_int(get("mtu"), where, "mtu"),
-            advmss=_int(get("advmss"), where, "advmss"),
-            priority=_int(get("priority"), where, "priority"),
-            table=_int(get("table"), where, "table"),
-            scope=_int(get("scope"), where, "scope"),
-            extra=_extra(obj, cls.KNOWN, where),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON route object; absent fields omitted."""
-        out: dict[str, Any] = {"dst": str(self.dst)}
-        if self.gw is not None:
-            out["gw"] = str(self.gw)
-        if self.mtu is not None:
-            out["mtu"] = self.mtu
-        if self.advmss is not None:
-            out["advmss"] = self.advmss
-        if self.priority is not None:
-            out["priority"] = self.priority
-        if self.table is not None:
-            out["table"] = self.table
-        if self.scope is not None:
-            out["scope"] = self.scope
-        for key, value in self.extra.items():
-            if key not in out and key not in self.KNOWN:
-                out[key] = value
-        return out

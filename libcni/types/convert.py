@@ -22,7 +22,7 @@ from __future__ import annotations
 import attrs
 
 from ..errors import VersionError
-from ..version import ALL, parse_version
+from ..version import ALL, or_default
 from ._base import Result, Route, _absorb, _split_extra
 from .v02 import IPConfig020, Result020, Route020
 from .v04 import Interface040, IPConfig040, Result040
@@ -30,21 +30,13 @@ from .v1 import Interface100, IPConfig100, Result100
 
 __all__ = ["convert", "family_of"]
 
-
-def _family_table() -> dict[str, type[Result]]:
-    table: dict[str, type[Result]] = {}
-    for version in ALL:
-        major, minor, _ = parse_version(version)
-        if major >= 1:
-            table[version] = Result100
-        elif minor >= 3:
-            table[version] = Result040
-        else:
-            table[version] = Result020
-    return table
+#: What the other families convert through.
+_040 = Result040.VERSIONS[-1]
 
 
-_FAMILY = _family_table()
+_FAMILY: dict[str, type[Result]] = {
+    version: cls for cls in (Result020, Result040, Result100) for version in cls.VERSIONS
+}
 
 
 def family_of(version: str) -> type[Result]:
@@ -55,7 +47,7 @@ def family_of(version: str) -> type[Result]:
     >>> family_of("0.3.1").__name__
     'Result040'
     """
-    cls = _FAMILY.get(version or "0.1.0") if isinstance(version, str) else None
+    cls = _FAMILY.get(or_default(version)) if isinstance(version, str) else None
     if cls is None:
         raise VersionError(f"unknown CNI version {version!r}", ", ".join(ALL))
     return cls
@@ -63,7 +55,7 @@ def family_of(version: str) -> type[Result]:
 
 def convert(result: Result, version: str) -> Result:
     """``result`` converted to ``version`` (see the module documentation)."""
-    target = (version or "0.1.0") if isinstance(version, str) else version
+    target = or_default(version) if isinstance(version, str) else version
     if result.cni_version == target:
         return result
     cls = _FAMILY.get(target) if isinstance(target, str) else None
@@ -74,14 +66,14 @@ def convert(result: Result, version: str) -> Result:
     if type(result) is cls:
         return attrs.evolve(result, cni_version=target)  # type: ignore[misc]
     if isinstance(result, Result020):
-        r040 = _legacy_to_040(result, target if cls is Result040 else "0.4.0")
+        r040 = _legacy_to_040(result, target if cls is Result040 else _040)
         return r040 if cls is Result040 else _040_to_100(r040, target)
     if isinstance(result, Result040):
         if cls is Result100:
             return _040_to_100(result, target)
         return _040_to_legacy(result, target)
     if isinstance(result, Result100):
-        r040 = _100_to_040(result, target if cls is Result040 else "0.4.0")
+        r040 = _100_to_040(result, target if cls is Result040 else _040)
         return r040 if cls is Result040 else _040_to_legacy(r040, target)
     raise VersionError(f"cannot convert a {type(result).__name__} to {target}")
 

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
+from .._codec import Invalid, known_keys, structure, unstructure
 from ..errors import ConfigError
 
 __all__ = ["DNS"]
-
-
-def _str_tuple(value: Any, field: str, error: type[ConfigError]) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise error(f"invalid dns: '{field}' must be a list of strings", repr(value)[:200])
-    return tuple(value)
 
 
 @attrs.frozen
@@ -35,7 +27,8 @@ class DNS:
     options: tuple[str, ...] = ()
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
 
-    KNOWN = frozenset({"nameservers", "domain", "search", "options"})
+    #: The JSON names of the fields (the others go to ``extra``).
+    KNOWN: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def from_dict(
@@ -46,40 +39,20 @@ class DNS:
         With ``keep_unknown``, members other than the four known ones are kept
         in ``extra``.
         """
-        if not isinstance(obj, Mapping):
-            raise error("invalid dns: must be an object", repr(obj)[:200])
-        domain = obj.get("domain", "")
-        if domain is None:
-            domain = ""
-        if not isinstance(domain, str):
-            raise error("invalid dns: 'domain' must be a string", repr(domain)[:200])
-        return cls(
-            nameservers=_str_tuple(obj.get("nameservers"), "nameservers", error),
-            domain=domain,
-            search=_str_tuple(obj.get("search"), "search", error),
-            options=_str_tuple(obj.get("options"), "options", error),
-            extra=(
-                {k: v for k, v in obj.items() if k not in cls.KNOWN} if keep_unknown else {}
-            ),
-        )
+        try:
+            dns = structure(obj, cls)
+        except Invalid as e:
+            raise error(f"invalid dns: {e}", repr(obj)[:200]) from None
+        return dns if keep_unknown or not dns.extra else attrs.evolve(dns, extra={})
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, empty fields omitted (as the Go library's ``omitempty``),
         plus any unknown members kept in ``extra``."""
-        out: dict[str, Any] = {}
-        if self.nameservers:
-            out["nameservers"] = list(self.nameservers)
-        if self.domain:
-            out["domain"] = self.domain
-        if self.search:
-            out["search"] = list(self.search)
-        if self.options:
-            out["options"] = list(self.options)
-        for key, value in self.extra.items():
-            if key not in self.KNOWN:
-                out[key] = value
-        return out
+        return unstructure(self)
 
     def is_empty(self) -> bool:
         """Whether no known field is set (unknown members in ``extra`` do not count)."""
         return not (self.nameservers or self.domain or self.search or self.options)
+
+
+DNS.KNOWN = known_keys(DNS)

@@ -10,70 +10,32 @@ only ``name``, ``mac`` and ``sandbox``; ``dns`` is always written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address, IPv6Interface
 from typing import Any
 
 import attrs
 
-from ..errors import DecodeError
-from ._base import (
-    Result,
-    Route,
-    _check_version,
-    _cidr,
-    _dns,
-    _extra,
-    _int,
-    _ip,
-    _items,
-    _object,
-    _short,
-    _str,
-)
+from .._codec import Invalid, field
+from ..version import FAMILY_04
+from ._base import Result, Route, _check_version, _declared, _non_negative, _short, _Value
 from .dns import DNS
 
 __all__ = ["VERSIONS", "IPConfig040", "Interface040", "Result040"]
 
 #: The versions with this layout.
-VERSIONS: tuple[str, ...] = ("0.3.0", "0.3.1", "0.4.0")
+VERSIONS: tuple[str, ...] = FAMILY_04
 
 
+@_declared("interface")
 @attrs.frozen
-class Interface040:
+class Interface040(_Value):
     """An interface of a 0.3.x/0.4.0 result: ``name``, ``mac``, ``sandbox``
     (empty when absent). ``extra`` holds unknown fields, kept as given."""
 
-    name: str = ""
+    name: str = field(default="", always=True)
     mac: str = ""
     sandbox: str = ""
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
-
-    KNOWN = frozenset({"name", "mac", "sandbox"})
-
-    @classmethod
-    def from_dict(cls, obj: Any, where: str = "interface") -> Interface040:
-        """Parse a JSON interface object; a malformed field raises :class:`~libcni.errors.DecodeError`."""
-        obj = _object(obj, where)
-        get = obj.get
-        return cls(
-            name=_str(get("name"), where, "name"),
-            mac=_str(get("mac"), where, "mac"),
-            sandbox=_str(get("sandbox"), where, "sandbox"),
-            extra=_extra(obj, cls.KNOWN, where),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON interface object: ``name`` always, ``mac``/``sandbox`` when set."""
-        out: dict[str, Any] = {"name": self.name}
-        if self.mac:
-            out["mac"] = self.mac
-        if self.sandbox:
-            out["sandbox"] = self.sandbox
-        for key, value in self.extra.items():
-            if key not in out and key not in self.KNOWN:
-                out[key] = value
-        return out
 
 
 def _family(instance: IPConfig040) -> str:
@@ -87,8 +49,9 @@ def _version_matches(version: str, address: IPv4Interface | IPv6Interface) -> bo
     return version == "6" or (version == "4" and address.ip.ipv4_mapped is not None)
 
 
+@_declared("ip")
 @attrs.frozen
-class IPConfig040:
+class IPConfig040(_Value):
     """An IP address of a 0.3.x/0.4.0 result.
 
     As :class:`~libcni.types.v1.IPConfig100` plus ``version``, ``"4"`` or
@@ -97,49 +60,29 @@ class IPConfig040:
     """
 
     address: IPv4Interface | IPv6Interface
-    version: str = attrs.field(default=attrs.Factory(_family, takes_self=True))
+    version: str = field(default=attrs.Factory(_family, takes_self=True), always=True)
     gateway: IPv4Address | IPv6Address | None = None
-    interface: int | None = None
+    interface: int | None = field(default=None, check=_non_negative)
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
 
-    KNOWN = frozenset({"version", "address", "gateway", "interface"})
+    _json_order = ("version", "address", "gateway", "interface")
 
-    @classmethod
-    def from_dict(cls, obj: Any, where: str = "ip") -> IPConfig040:
-        """Parse a JSON IP object; a malformed field raises :class:`~libcni.errors.DecodeError` naming it."""
-        obj = _object(obj, where)
-        get = obj.get
-        address = _cidr(get("address"), where, "address")
-        version = get("version")
-        if version is None or version == "":
-            version = "4" if address.version == 4 else "6"
-        elif type(version) is not str or not _version_matches(version, address):
-            raise DecodeError(
-                f"{where}.version: {_short(version)} does not match address {str(address)!r}"
+    def _decoded(self) -> IPConfig040:
+        """A missing ``version`` is the address family; one that contradicts it is an error."""
+        version = self.version
+        if version == "":
+            return attrs.evolve(self, version=_family(self))
+        if not _version_matches(version, self.address):
+            raise Invalid(
+                f"{_short(version)} does not match address {str(self.address)!r}"
                 if version in ("4", "6")
-                else f"{where}.version: must be \"4\" or \"6\", not {_short(version)}"
+                else f'must be "4" or "6", not {_short(version)}',
+                "version",
             )
-        return cls(
-            address=address,
-            version=version,
-            gateway=_ip(get("gateway"), where, "gateway"),
-            interface=_int(get("interface"), where, "interface", 0),
-            extra=_extra(obj, cls.KNOWN, where),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON IP object; ``gateway``/``interface`` omitted when ``None``."""
-        out: dict[str, Any] = {"version": self.version, "address": str(self.address)}
-        if self.gateway is not None:
-            out["gateway"] = str(self.gateway)
-        if self.interface is not None:
-            out["interface"] = self.interface
-        for key, value in self.extra.items():
-            if key not in out and key not in self.KNOWN:
-                out[key] = value
-        return out
+        return self
 
 
+@_declared("result")
 @attrs.frozen
 class Result040(Result):
     """A result of specification 0.3.0, 0.3.1 or 0.4.0.
@@ -149,47 +92,15 @@ class Result040(Result):
     :class:`~libcni.types.DNS`. ``extra`` holds unknown top-level fields.
     """
 
-    cni_version: str = attrs.field(default="0.4.0", validator=_check_version)
+    cni_version: str = field(default=VERSIONS[-1], validator=_check_version, key="cniVersion", always=True)
     interfaces: tuple[Interface040, ...] = ()
     ips: tuple[IPConfig040, ...] = ()
     routes: tuple[Route, ...] = ()
-    dns: DNS = attrs.field(factory=DNS)
+    dns: DNS = field(factory=DNS, always=True)
     extra: dict[str, Any] = attrs.field(factory=dict, hash=False, kw_only=True)
 
     VERSIONS = VERSIONS
-    KNOWN = frozenset({"cniVersion", "interfaces", "ips", "routes", "dns"})
 
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any] | None, cni_version: str = "") -> Result040:
-        """Parse a decoded JSON result as ``cni_version`` (default: the object's
-        ``cniVersion``). Malformed fields raise :class:`~libcni.errors.DecodeError` naming them."""
-        obj = {} if obj is None else _object(obj, "result")
-        if not cni_version:
-            cni_version = _str(obj.get("cniVersion"), "", "cniVersion")
-        get = obj.get
-        interfaces = _items(get("interfaces"), "interfaces", Interface040.from_dict)
-        ips = _items(get("ips"), "ips", IPConfig040.from_dict)
-        routes = _items(get("routes"), "routes", Route.from_dict)
-        return cls(
-            cni_version=cni_version,
-            interfaces=interfaces,
-            ips=ips,
-            routes=routes,
-            dns=_dns(get("dns")),
-            extra=_extra(obj, cls.KNOWN, ""),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON result: empty lists omitted, ``dns`` always present."""
-        out: dict[str, Any] = {"cniVersion": self.cni_version}
-        if self.interfaces:
-            out["interfaces"] = [i.to_dict() for i in self.interfaces]
-        if self.ips:
-            out["ips"] = [i.to_dict() for i in self.ips]
-        if self.routes:
-            out["routes"] = [r.to_dict() for r in self.routes]
-        out["dns"] = self.dns.to_dict()
-        for key, value in self.extra.items():
-            if key not in out and key not in self.KNOWN:
-                out[key] = value
-        return out
+    def _decoded(self) -> Result040:
+        """No rule across fields in this family."""
+        return self
