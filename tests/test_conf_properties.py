@@ -157,7 +157,9 @@ def plugin_objects(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         obj["capabilities"] = draw(st.dictionaries(st.text(max_size=8), st.booleans(), max_size=3))
     if draw(st.booleans()):
-        ipam = draw(st.dictionaries(st.text(max_size=5), json_values, max_size=3))
+        # Any keys but "type", which is drawn (as a string) or left out just below.
+        ipam_keys = st.text(max_size=5).filter(lambda k: k != "type")
+        ipam = draw(st.dictionaries(ipam_keys, json_values, max_size=3))
         if draw(st.booleans()):
             ipam["type"] = draw(st.text(max_size=8))
         obj["ipam"] = ipam
