@@ -19,8 +19,9 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Generator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import attrs
 
@@ -50,9 +51,23 @@ _V040 = (0, 4, 0)
 _V110 = (1, 1, 0)
 
 
+def timeout_message(command: str, limit: float | None, what: str) -> str:
+    """The one wording of an operation that ran out of time.
+
+    ``ADD timed out: plugin p1 did not finish within the 2s timeout``:
+    ``limit`` is the operation's timeout, not the share of it that was left.
+    """
+    return f"{command or 'operation'} timed out: {what} within the {limit or 0.0:.3g}s timeout"
+
+
 @attrs.frozen
 class RunPlugin:
-    """Effect: run the plugin binary ``path``; the outcome is its stdout."""
+    """Effect: run the plugin binary ``path``; the outcome is its stdout.
+
+    ``path``, ``stdin``, ``env`` and ``timeout`` (the operation's time left)
+    are the arguments of ``Exec.exec_plugin``; the other fields are the
+    context a ``PluginError`` gets (:func:`_run`) and the DEBUG record shows.
+    """
 
     path: str
     stdin: bytes
@@ -115,10 +130,10 @@ class TakeLock:
             cid, ifname = self.attachment
             what = f"attachment (network {self.network!r}, container {cid!r}, interface {ifname!r})"
             path = os.path.join(self.cache.locks_dir, f"{self.network}-{cid}-{ifname}")
-        limit = self.limit if self.limit is not None else self.timeout or 0.0
+        limit = self.limit if self.limit is not None else self.timeout
         return LockTimeoutError(
-            f"{self.command or 'operation'} timed out after {limit:.3g}s waiting for the "
-            f"cache lock of {what}; another operation holds it",
+            timeout_message(self.command, limit, f"the cache lock of {what} was not free")
+            + "; another operation holds it",
             details or path,
         )
 
@@ -243,7 +258,7 @@ class _Deadline:
         return self._timeout
 
     def remaining(self) -> float | None:
-        """The time left (0 when none is), without raising: for a wait that is no plugin run."""
+        """The time left (0 when none is; ``None``: no limit)."""
         if self._end is None:
             return None
         return max(0.0, self._end - time.monotonic())
@@ -262,22 +277,116 @@ class _Deadline:
             cache, network, attachment, exclusive, self.remaining(), command, self._timeout
         )
 
-    def left(
-        self, plugin: str, command: str, network: str = "", container_id: str = ""
-    ) -> float | None:
-        """The time left for the next plugin; raises when none is left."""
-        if self._end is None:
-            return None
-        left = self._end - time.monotonic()
-        if left <= 0:
+
+
+_T = TypeVar("_T")
+
+
+def _stdout(out: bytes) -> bytes:
+    return out
+
+
+def _run(
+    effect: RunPlugin, decode: Callable[[bytes], _T] = _stdout  # type: ignore[assignment]
+) -> Generator[Effect, Any, _T]:
+    """Run one plugin and ``decode`` its stdout: the one place a plugin error gets its context.
+
+    Whatever went wrong (no time left, the run failed or timed out, the
+    output does not decode), the ``PluginError`` is given the plugin, the
+    command, the network and the container of ``effect``; a timeout is
+    worded against the operation's limit.
+    """
+    try:
+        if effect.timeout is not None and effect.timeout <= 0:
             raise PluginTimeoutError(
-                f"{command} timed out after {self._timeout:.3g}s before plugin {plugin} could run",
-                plugin=plugin,
-                command=command,
-                network=network,
-                container_id=container_id,
+                timeout_message(effect.command, effect.limit, f"plugin {effect.plugin} could not start")
             )
-        return left
+        return decode((yield effect))
+    except PluginError as e:
+        e.plugin = effect.plugin
+        e.command = effect.command
+        e.network = e.network or effect.network
+        e.container_id = e.container_id or effect.container_id
+        if isinstance(e, PluginTimeoutError) and effect.limit is not None:
+            e.msg = timeout_message(
+                effect.command, effect.limit, f"plugin {effect.plugin} did not finish"
+            )
+        raise
+
+
+def _result(version: str, plugin: str) -> Callable[[bytes], Result]:
+    """The decoder of a plugin's result (an invalid one is the plugin's ``PluginError``)."""
+
+    def decode(out: bytes) -> Result:
+        try:
+            return result_from_bytes(out, default_version=version)
+        except CNIError as e:
+            raise PluginError(
+                f"plugin {plugin} returned an invalid result: {e.msg}", e.details, code=e.code
+            ) from e
+
+    return decode
+
+
+@contextmanager
+def logged(effect: RunPlugin) -> Iterator[None]:
+    """Around one plugin run, for both drivers: its DEBUG record.
+
+    The record (on the ``libcni`` logger) carries, as attributes, ``plugin``,
+    ``command``, ``network``, ``container_id``, ``duration`` (seconds),
+    ``exit_code`` and ``signal`` (``None`` when not known: a timeout gives
+    the signal that killed the plugin, a cancellation neither).
+    """
+    if not log.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    started = time.monotonic()
+    outcome: BaseException | None = None
+    try:
+        yield
+    except BaseException as e:
+        outcome = e
+        raise
+    finally:
+        _log_run(effect, time.monotonic() - started, outcome)
+
+
+def _log_run(effect: RunPlugin, duration: float, outcome: BaseException | None) -> None:
+    exit_code: int | None = 0
+    sig: int | None = None
+    if outcome is None:
+        how = "exit status 0"
+    elif isinstance(outcome, PluginError):
+        exit_code, sig = outcome.exit_code, outcome.signal
+        if isinstance(outcome, PluginTimeoutError):
+            how = "timed out" + (f", killed by signal {sig}" if sig is not None else "")
+        elif sig is not None:
+            how = f"killed by signal {sig}"
+        elif exit_code is not None:
+            how = f"exit status {exit_code}"
+        else:
+            how = "failed to start" if outcome.code == 5 else "failed"
+    else:
+        exit_code = None
+        how = f"interrupted ({type(outcome).__name__})"
+    log.debug(
+        "plugin %s %s network=%s container=%s: %s after %.3fs",
+        effect.plugin,
+        effect.command,
+        effect.network or "-",
+        effect.container_id or "-",
+        how,
+        duration,
+        extra={
+            "plugin": effect.plugin,
+            "command": effect.command,
+            "network": effect.network,
+            "container_id": effect.container_id,
+            "duration": duration,
+            "exit_code": exit_code,
+            "signal": sig,
+        },
+    )
 
 
 class Operations:
@@ -373,21 +482,6 @@ class Operations:
             )
             return None
 
-    @staticmethod
-    def _decode_result(out: bytes, version: str, effect: RunPlugin) -> Result:
-        try:
-            return result_from_bytes(out, default_version=version)
-        except CNIError as e:
-            raise PluginError(
-                f"plugin {effect.plugin} returned an invalid result: {e.msg}",
-                e.details,
-                code=e.code,
-                plugin=effect.plugin,
-                command=effect.command,
-                network=effect.network,
-                container_id=effect.container_id,
-            ) from e
-
     def _calls(
         self, chain: _Chain, rt: RuntimeConf, command: str, deadline: _Deadline
     ) -> Callable[[PluginConfig, str, dict[str, Any] | None], RunPlugin]:
@@ -418,7 +512,7 @@ class Operations:
                     prev_result=prev,
                 ),
                 env,
-                deadline.left(plugin.type, command, chain.name, rt.container_id),
+                deadline.remaining(),
                 plugin.type,
                 command,
                 chain.name,
@@ -453,8 +547,9 @@ class Operations:
                 prev: dict[str, Any] | None = None
                 result: Result | None = None
                 for plugin, path in zip(chain.plugins, paths, strict=True):
-                    effect = call(plugin, path, prev)
-                    result = self._decode_result((yield effect), chain.cni_version, effect)
+                    result = yield from _run(
+                        call(plugin, path, prev), _result(chain.cni_version, plugin.type)
+                    )
                     prev = result.to_dict()
                 entry = CacheEntry(
                     container_id=rt.container_id,
@@ -497,7 +592,7 @@ class Operations:
                 cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
             )
             for plugin, path in zip(chain.plugins, paths, strict=True):
-                yield call(plugin, path, prev)
+                yield from _run(call(plugin, path, prev))
         finally:
             release()
         return None
@@ -529,7 +624,7 @@ class Operations:
             try:
                 prev = self._read_for_del(cache, chain, rt, with_prev)
                 for plugin in reversed(chain.plugins):
-                    yield call(plugin, self._find(plugin.type), prev)
+                    yield from _run(call(plugin, self._find(plugin.type), prev))
                 yield CacheIO(cache.remove, (chain.name, rt.container_id, rt.ifname))
             finally:
                 release()
@@ -609,7 +704,7 @@ class Operations:
                 env = rq.plugin_env(rq.environ_snapshot(), command=rq.GC, path=self.path)
                 for plugin in chain.plugins:
                     try:
-                        yield RunPlugin(
+                        yield from _run(RunPlugin(
                             self._find(plugin.type),
                             rq.gc_request(
                                 plugin.raw,
@@ -618,12 +713,12 @@ class Operations:
                                 valid_attachments=valid,
                             ),
                             env,
-                            deadline.left(plugin.type, rq.GC, chain.name),
+                            deadline.remaining(),
                             plugin.type,
                             rq.GC,
                             chain.name,
                             limit=deadline.limit,
-                        )
+                        ))
                     except CNIError as e:
                         errors.append(e)
         finally:
@@ -641,16 +736,16 @@ class Operations:
         deadline = self._deadline(timeout)
         env = rq.plugin_env(rq.environ_snapshot(), command=rq.STATUS, path=self.path)
         for plugin in chain.plugins:
-            yield RunPlugin(
+            yield from _run(RunPlugin(
                 self._find(plugin.type),
                 rq.status_request(plugin.raw, name=chain.name, cni_version=chain.cni_version),
                 env,
-                deadline.left(plugin.type, rq.STATUS, chain.name),
+                deadline.remaining(),
                 plugin.type,
                 rq.STATUS,
                 chain.name,
                 limit=deadline.limit,
-            )
+            ))
         return None
 
     # -- VERSION and validation -----------------------------------------
@@ -665,13 +760,13 @@ class Operations:
             path,
             rq.VERSION_REQUEST,
             rq.version_env(rq.environ_snapshot()),
-            deadline.left(plugin_type, rq.VERSION),
+            deadline.remaining(),
             plugin_type,
             rq.VERSION,
             limit=deadline.limit,
         )
         try:
-            out = yield effect
+            out: bytes = yield from _run(effect)
         except PluginError as e:
             if e.msg.startswith("unknown CNI_COMMAND: VERSION") and not isinstance(
                 e, PluginTimeoutError

@@ -18,8 +18,7 @@ import math
 import time
 from typing import Any
 
-from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin
-from .api import plugin_run
+from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin, logged
 from .cache._lock import POLL_FIRST, POLL_MAX
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
@@ -75,7 +74,7 @@ class AsyncCNIConfig(Operations):
 
     async def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
-            with plugin_run(effect):
+            with logged(effect):
                 run = getattr(self.exec, "aexec_plugin", None)
                 if run is not None:
                     return await run(effect.path, effect.stdin, effect.env, effect.timeout)

@@ -7,103 +7,15 @@ performs the same effects with ``await``.
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin
+from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin, logged
 from .conf import NetworkConfigList, PluginConfig
-from .errors import PluginError, PluginTimeoutError
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 __all__ = ["CNIConfig"]
-
-
-def add_context(error: PluginError, effect: RunPlugin) -> PluginError:
-    """Fill in which plugin, command, network and container a plugin error belongs to.
-
-    A timeout is reported against the operation's limit, not against the
-    share of it that was left for this one plugin.
-    """
-    error.plugin = effect.plugin
-    error.command = effect.command
-    error.network = error.network or effect.network
-    error.container_id = error.container_id or effect.container_id
-    if isinstance(error, PluginTimeoutError) and effect.limit is not None:
-        error.msg = (
-            f"plugin {effect.plugin} did not finish {effect.command} "
-            f"within the {effect.limit:.3g}s timeout"
-        )
-    return error
-
-
-_log = logging.getLogger("libcni")
-
-
-@contextmanager
-def plugin_run(effect: RunPlugin) -> Iterator[None]:
-    """Around one plugin run, for both drivers: the error's context and one DEBUG record.
-
-    The record (on the ``libcni`` logger) carries, as attributes, ``plugin``,
-    ``command``, ``network``, ``container_id``, ``duration`` (seconds),
-    ``exit_code`` and ``signal`` (``None`` when not known: a timeout gives
-    the signal that killed the plugin, a cancellation neither).
-    """
-    started = time.monotonic()
-    outcome: BaseException | None = None
-    try:
-        yield
-    except PluginError as e:
-        outcome = add_context(e, effect)
-        raise outcome from None
-    except BaseException as e:
-        outcome = e
-        raise
-    finally:
-        if _log.isEnabledFor(logging.DEBUG):
-            _log_run(effect, time.monotonic() - started, outcome)
-
-
-def _log_run(effect: RunPlugin, duration: float, outcome: BaseException | None) -> None:
-    exit_code: int | None = 0
-    sig: int | None = None
-    if outcome is None:
-        how = "exit status 0"
-    elif isinstance(outcome, PluginError):
-        exit_code, sig = outcome.exit_code, outcome.signal
-        if isinstance(outcome, PluginTimeoutError):
-            how = "timed out" + (f", killed by signal {sig}" if sig is not None else "")
-        elif sig is not None:
-            how = f"killed by signal {sig}"
-        elif exit_code is not None:
-            how = f"exit status {exit_code}"
-        else:
-            how = "failed to start" if outcome.code == 5 else "failed"
-    else:
-        exit_code = None
-        how = f"interrupted ({type(outcome).__name__})"
-    _log.debug(
-        "plugin %s %s network=%s container=%s: %s after %.3fs",
-        effect.plugin,
-        effect.command,
-        effect.network or "-",
-        effect.container_id or "-",
-        how,
-        duration,
-        extra={
-            "plugin": effect.plugin,
-            "command": effect.command,
-            "network": effect.network,
-            "container_id": effect.container_id,
-            "duration": duration,
-            "exit_code": exit_code,
-            "signal": sig,
-        },
-    )
 
 
 class CNIConfig(Operations):
@@ -135,7 +47,7 @@ class CNIConfig(Operations):
 
     def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
-            with plugin_run(effect):
+            with logged(effect):
                 return self.exec.exec_plugin(effect.path, effect.stdin, effect.env, effect.timeout)
         if isinstance(effect, CacheIO):
             return effect.call(*effect.args)
