@@ -152,7 +152,9 @@ class CacheIO:
 
 Effect = RunPlugin | TakeLock | CacheIO
 Release = Callable[[], None]
-Op = Generator[Effect, Any, Any]
+_R = TypeVar("_R")
+#: An operation: yields effects, is sent their outcomes, returns its value.
+Op = Generator[Effect, Any, _R]
 
 
 @attrs.frozen
@@ -524,9 +526,9 @@ class Operations:
 
     # -- ADD, CHECK, DEL -------------------------------------------------
 
-    def add(
+    def _add(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None
-    ) -> Op:
+    ) -> Op[Result]:
         """ADD: run the chain in order, each plugin getting the previous result; cache the last."""
         check_timeout(timeout)
         chain = _Chain.of(net)
@@ -562,15 +564,16 @@ class Operations:
                     result=prev,
                 )
                 yield CacheIO(cache.write, (entry,))
+                assert result is not None  # _require_plugins: at least one ran
                 return result
             finally:
                 release()
         finally:
             release_net()
 
-    def check(
+    def _check(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None
-    ) -> Op:
+    ) -> Op[None]:
         """CHECK: every plugin in order, each with the cached result as prevResult."""
         check_timeout(timeout)
         chain = _Chain.of(net)
@@ -597,7 +600,7 @@ class Operations:
             release()
         return None
 
-    def delete(
+    def _delete(
         self,
         net: NetworkConfigList | PluginConfig,
         rt: RuntimeConf,
@@ -605,7 +608,7 @@ class Operations:
         *,
         network_locked: bool = False,
         deadline: _Deadline | None = None,
-    ) -> Op:
+    ) -> Op[None]:
         """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it."""
         check_timeout(timeout)
         chain = _Chain.of(net)
@@ -635,14 +638,14 @@ class Operations:
 
     # -- GC and STATUS ---------------------------------------------------
 
-    def gc(
+    def _gc(
         self,
         net: NetworkConfigList,
         args: GCArgs | None,
         timeout: float | None,
         *,
         keep_containers: Collection[str] = (),
-    ) -> Op:
+    ) -> Op[None]:
         """GC: DEL every cached attachment of the network that is not valid, then GC every plugin.
 
         ``keep_containers`` (the network manager's): every attachment of these
@@ -689,7 +692,7 @@ class Operations:
                     cache_dir=cache.dir,
                 )
                 try:
-                    yield from self.delete(net, stale, None, network_locked=True, deadline=deadline)
+                    yield from self._delete(net, stale, None, network_locked=True, deadline=deadline)
                 except CNIError as e:
                     log.warning(
                         "GC of stale attachment %s/%s failed: %s",
@@ -727,7 +730,7 @@ class Operations:
             raise GCError(errors)
         return None
 
-    def status(self, net: NetworkConfigList, timeout: float | None) -> Op:
+    def _status(self, net: NetworkConfigList, timeout: float | None) -> Op[None]:
         """STATUS: every plugin in order (spec 1.1.0 and later); the first error is raised as is."""
         check_timeout(timeout)
         chain = _Chain.of(net)
@@ -750,9 +753,9 @@ class Operations:
 
     # -- VERSION and validation -----------------------------------------
 
-    def version_info(
+    def _version_info(
         self, plugin_type: str, timeout: float | None, *, path: str | None = None
-    ) -> Op:
+    ) -> Op[PluginInfo]:
         """VERSION: what the plugin supports (a plugin that predates VERSION supports 0.1.0)."""
         path = path or self._find(plugin_type)
         deadline = self._deadline(timeout)
@@ -779,7 +782,7 @@ class Operations:
             e.msg = f"plugin {plugin_type}: {e.msg}"
             raise
 
-    def validate(self, net: NetworkConfigList | PluginConfig, timeout: float | None) -> Op:
+    def _validate(self, net: NetworkConfigList | PluginConfig, timeout: float | None) -> Op[list[str]]:
         """Check every plugin exists and supports the version; return the enabled capabilities."""
         check_timeout(timeout)
         chain = _Chain.of(net)
@@ -804,7 +807,7 @@ class Operations:
             raise InvalidNetworkError(chain.name, errors)
         return sorted(capabilities)
 
-    def _probe(self, plugin_type: str, path: str, timeout: float | None) -> Op:
+    def _probe(self, plugin_type: str, path: str, timeout: float | None) -> Op[PluginInfo]:
         """VERSION of the binary at ``path``, probed once per path and modification time."""
         try:
             st = os.stat(path)
@@ -816,7 +819,7 @@ class Operations:
                 known = self._probes.get(key)
             if known is not None:
                 return known
-        info = yield from self.version_info(plugin_type, timeout, path=path)
+        info = yield from self._version_info(plugin_type, timeout, path=path)
         if key is not None:
             with self._probe_lock:
                 self._probes[key] = info
@@ -834,7 +837,7 @@ class Operations:
                 raise CacheError(f"cannot look up the cache without a {what}")
         return self._cache(rt).read(chain.name, rt.container_id, rt.ifname)
 
-    def cached_result(
+    def _cached_result(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf
     ) -> Result | None:
         chain = _Chain.of(net)
@@ -845,7 +848,7 @@ class Operations:
         assert prev is not None
         return result_from_dict(prev)
 
-    def cached_config(
+    def _cached_config(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         entry = self._entry(_Chain.of(net), rt)
@@ -857,7 +860,7 @@ class Operations:
             capability_args=entry.capability_args,
         )
 
-    def cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
+    def _cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         return [
             NetworkAttachment(
                 container_id=e.container_id,
@@ -872,4 +875,4 @@ class Operations:
         ]
 
 
-__all__ = ["CacheIO", "Operations", "RunPlugin", "TakeLock", "as_list", "as_plugin"]
+__all__ = ["CacheIO", "Effect", "Op", "Operations", "RunPlugin", "TakeLock", "as_list", "as_plugin"]
