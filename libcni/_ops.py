@@ -484,45 +484,56 @@ class Operations:
             )
             return None
 
-    def _calls(
-        self, chain: _Chain, rt: RuntimeConf, command: str, deadline: _Deadline
-    ) -> Callable[[PluginConfig, str, dict[str, Any] | None], RunPlugin]:
-        """How each plugin of an ADD, CHECK or DEL is run: its request, environment and time left.
+    def _env(self, command: str, rt: RuntimeConf | None = None) -> dict[str, str]:
+        """The environment of every plugin of one operation (``rq.operation_env``), taken once.
 
-        ``CNI_ARGS`` is encoded here, so an unrepresentable pair is refused
+        Unrepresentable ``CNI_ARGS`` or capability arguments are refused here,
         before any plugin runs.
         """
-        rq.check_capability_args(rt.capability_args)
-        env = rq.plugin_env(
-            rq.environ_snapshot(),
-            command=command,
+        if rt is None:
+            return rq.operation_env(command, path=self.path)
+        return rq.operation_env(
+            command,
             container_id=rt.container_id,
             netns=rt.netns,
             ifname=rt.ifname,
-            cni_args=rq.encode_cni_args(rt.args),
+            args=rt.args,
+            capability_args=rt.capability_args,
             path=self.path,
         )
 
-        def call(plugin: PluginConfig, path: str, prev: dict[str, Any] | None) -> RunPlugin:
-            return RunPlugin(
-                path,
-                rq.plugin_request(
-                    plugin.raw,
-                    name=chain.name,
-                    cni_version=chain.cni_version,
-                    capability_args=rt.capability_args,
-                    prev_result=prev,
-                ),
-                env,
-                deadline.remaining(),
-                plugin.type,
+    @staticmethod
+    def _call(
+        chain: _Chain,
+        plugin: PluginConfig,
+        path: str,
+        env: Mapping[str, str],
+        deadline: _Deadline,
+        rt: RuntimeConf | None = None,
+        prev: dict[str, Any] | None = None,
+        valid: Sequence[tuple[str, str]] = (),
+    ) -> RunPlugin:
+        """The effect of one plugin call: its stdin (``rq.plugin_stdin``), the environment, the time left."""
+        command = env["CNI_COMMAND"]
+        return RunPlugin(
+            path,
+            rq.plugin_stdin(
                 command,
-                chain.name,
-                rt.container_id,
-                deadline.limit,
-            )
-
-        return call
+                plugin.raw,
+                name=chain.name,
+                cni_version=chain.cni_version,
+                capability_args=None if rt is None else rt.capability_args,
+                prev_result=prev,
+                valid_attachments=valid,
+            ),
+            env,
+            deadline.remaining(),
+            plugin.type,
+            command,
+            chain.name,
+            "" if rt is None else rt.container_id,
+            deadline.limit,
+        )
 
     # -- ADD, CHECK, DEL -------------------------------------------------
 
@@ -534,7 +545,7 @@ class Operations:
         chain = _Chain.of(net)
         _require_plugins(chain)
         deadline = self._deadline(timeout)
-        call = self._calls(chain, rt, rq.ADD, deadline)
+        env = self._env(rq.ADD, rt)
         paths = []
         for plugin in chain.plugins:
             paths.append(self._find(plugin.type))
@@ -550,7 +561,8 @@ class Operations:
                 result: Result | None = None
                 for plugin, path in zip(chain.plugins, paths, strict=True):
                     result = yield from _run(
-                        call(plugin, path, prev), _result(chain.cni_version, plugin.type)
+                        self._call(chain, plugin, path, env, deadline, rt, prev),
+                        _result(chain.cni_version, plugin.type),
                     )
                     prev = result.to_dict()
                 entry = CacheEntry(
@@ -586,7 +598,7 @@ class Operations:
             return None
         _require_plugins(chain)
         deadline = self._deadline(timeout)
-        call = self._calls(chain, rt, rq.CHECK, deadline)
+        env = self._env(rq.CHECK, rt)
         paths = [self._find(plugin.type) for plugin in chain.plugins]
         cache = self._cache(rt)
         release = yield deadline.lock(cache, chain.name, rq.CHECK, (rt.container_id, rt.ifname))
@@ -595,7 +607,7 @@ class Operations:
                 cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
             )
             for plugin, path in zip(chain.plugins, paths, strict=True):
-                yield from _run(call(plugin, path, prev))
+                yield from _run(self._call(chain, plugin, path, env, deadline, rt, prev))
         finally:
             release()
         return None
@@ -615,7 +627,7 @@ class Operations:
         with_prev = parse_version(chain.cni_version) >= _V040
         _require_plugins(chain)
         deadline = deadline or self._deadline(timeout)
-        call = self._calls(chain, rt, rq.DEL, deadline)
+        env = self._env(rq.DEL, rt)
         cache = self._cache(rt)
         release_net = (
             None
@@ -627,7 +639,9 @@ class Operations:
             try:
                 prev = self._read_for_del(cache, chain, rt, with_prev)
                 for plugin in reversed(chain.plugins):
-                    yield from _run(call(plugin, self._find(plugin.type), prev))
+                    yield from _run(
+                        self._call(chain, plugin, self._find(plugin.type), env, deadline, rt, prev)
+                    )
                 yield CacheIO(cache.remove, (chain.name, rt.container_id, rt.ifname))
             finally:
                 release()
@@ -704,24 +718,14 @@ class Operations:
             # Lock files no one holds that have no entry.
             yield CacheIO(cache.remove_orphan_locks, ())
             if parse_version(chain.cni_version) >= _V110:
-                env = rq.plugin_env(rq.environ_snapshot(), command=rq.GC, path=self.path)
+                env = self._env(rq.GC)
                 for plugin in chain.plugins:
                     try:
-                        yield from _run(RunPlugin(
-                            self._find(plugin.type),
-                            rq.gc_request(
-                                plugin.raw,
-                                name=chain.name,
-                                cni_version=chain.cni_version,
-                                valid_attachments=valid,
-                            ),
-                            env,
-                            deadline.remaining(),
-                            plugin.type,
-                            rq.GC,
-                            chain.name,
-                            limit=deadline.limit,
-                        ))
+                        yield from _run(
+                            self._call(
+                                chain, plugin, self._find(plugin.type), env, deadline, valid=valid
+                            )
+                        )
                     except CNIError as e:
                         errors.append(e)
         finally:
@@ -737,18 +741,9 @@ class Operations:
         if parse_version(chain.cni_version) < _V110:
             return None
         deadline = self._deadline(timeout)
-        env = rq.plugin_env(rq.environ_snapshot(), command=rq.STATUS, path=self.path)
+        env = self._env(rq.STATUS)
         for plugin in chain.plugins:
-            yield from _run(RunPlugin(
-                self._find(plugin.type),
-                rq.status_request(plugin.raw, name=chain.name, cni_version=chain.cni_version),
-                env,
-                deadline.remaining(),
-                plugin.type,
-                rq.STATUS,
-                chain.name,
-                limit=deadline.limit,
-            ))
+            yield from _run(self._call(chain, plugin, self._find(plugin.type), env, deadline))
         return None
 
     # -- VERSION and validation -----------------------------------------
@@ -761,8 +756,8 @@ class Operations:
         deadline = self._deadline(timeout)
         effect = RunPlugin(
             path,
-            rq.VERSION_REQUEST,
-            rq.version_env(rq.environ_snapshot()),
+            rq.plugin_stdin(rq.VERSION, {}, name="", cni_version=""),
+            self._env(rq.VERSION),
             deadline.remaining(),
             plugin_type,
             rq.VERSION,

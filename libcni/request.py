@@ -32,8 +32,10 @@ __all__ = [
     "encode_cni_args",
     "environ_snapshot",
     "gc_request",
+    "operation_env",
     "plugin_env",
     "plugin_request",
+    "plugin_stdin",
     "runtime_config",
     "status_request",
     "validate_attachment",
@@ -69,6 +71,74 @@ def runtime_config(
         for key, enabled in capabilities.items()
         if enabled is True and key in capability_args
     }
+
+
+def plugin_stdin(
+    command: str,
+    conf: Mapping[str, Any],
+    *,
+    name: str,
+    cni_version: str,
+    capability_args: Mapping[str, Any] | None = None,
+    prev_result: Mapping[str, Any] | None = None,
+    valid_attachments: Iterable[tuple[str, str]] = (),
+) -> bytes:
+    """What one plugin call of ``command`` is sent on stdin: the one decision, per plugin call.
+
+    ``conf`` is the plugin's own configuration object, ``name`` and
+    ``cni_version`` the network's. ADD, CHECK and DEL: :func:`plugin_request`
+    (``capability_args``, ``prev_result``); GC: :func:`gc_request`
+    (``valid_attachments``); STATUS: :func:`status_request`; VERSION:
+    :data:`VERSION_REQUEST`. The environment is the operation's
+    (:func:`operation_env`), the same for each of its plugins.
+    """
+    if command == GC:
+        return gc_request(
+            conf, name=name, cni_version=cni_version, valid_attachments=valid_attachments
+        )
+    if command == STATUS:
+        return status_request(conf, name=name, cni_version=cni_version)
+    if command == VERSION:
+        return VERSION_REQUEST
+    return plugin_request(
+        conf,
+        name=name,
+        cni_version=cni_version,
+        capability_args=capability_args,
+        prev_result=prev_result,
+    )
+
+
+def operation_env(
+    command: str,
+    *,
+    container_id: str = "",
+    netns: str = "",
+    ifname: str = "",
+    args: Sequence[tuple[str, str]] = (),
+    capability_args: Mapping[str, Any] | None = None,
+    path: Sequence[str] = (),
+) -> dict[str, str]:
+    """The environment of every plugin call of one operation, from a snapshot of ``os.environ``.
+
+    Everything that can be refused is refused here, before any plugin runs:
+    ``args`` that ``CNI_ARGS`` cannot represent, ``capability_args`` without a
+    JSON form. VERSION gets :func:`version_env`.
+    """
+    base = environ_snapshot()
+    if command == VERSION:
+        return version_env(base)
+    if capability_args:
+        check_capability_args(capability_args)
+    return plugin_env(
+        base,
+        command=command,
+        container_id=container_id,
+        netns=netns,
+        ifname=ifname,
+        cni_args=encode_cni_args(args),
+        path=path,
+    )
 
 
 def plugin_request(
