@@ -589,3 +589,46 @@ def test_async_start_failure(tmp_path: Path) -> None:
     with pytest.raises(PluginError) as info:
         asyncio.run(RawExec().aexec_plugin(str(tmp_path / "missing"), b"", BASE_ENV, 1))
     assert info.value.code == 5
+
+
+def test_keyboard_interrupt_ends_the_plugin_as_a_timeout_does(tmp_path: Path) -> None:
+    # One termination sequence: SIGTERM first (the plugin may clean up), not SIGKILL at once.
+    marker = tmp_path / "terminated"
+    plugin = tmp_path / "trapper"
+    plugin.write_text(
+        f"#!/bin/sh\ntrap 'echo term > {marker}; exit 0' TERM\n"
+        "echo started >&2\nsleep 30 &\nwait\n"
+    )
+    plugin.chmod(0o755)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            RawExec(grace=5).exec_plugin(str(plugin), b"{}", BASE_ENV, 20)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert marker.read_text() == "term\n"
+
+
+def test_works_with_stdio_descriptors_closed_on_the_posix_spawn_path(testplugin: str) -> None:
+    # A blocked signal sends the start through os.posix_spawn, whose dup2 onto 0-2
+    # must not clobber a pipe that took the number of a closed stdio descriptor.
+    code = (
+        "import os, signal\n"
+        "os.close(0); os.close(1)\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+        "from libcni.invoke import RawExec\n"
+        f"out = RawExec().exec_plugin({testplugin!r}, b'{{}}', {BASE_ENV!r}, 10)\n"
+        "os.write(2, out)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stderr)["interfaces"] == [{"name": "eth0"}]

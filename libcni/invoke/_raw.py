@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
@@ -115,15 +115,6 @@ def _decode_error_object(stdout: bytes) -> tuple[int, str, str] | str:
 def _nonblocking(fd: int) -> None:
     # A fresh pipe end has no status flags, so one F_SETFL is enough.
     fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
-
-
-def _above_stdio(fd: int) -> int:
-    """Move ``fd`` above 2, so that the child's dup2 onto 0-2 cannot clobber it."""
-    if fd > 2:
-        return fd
-    new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    os.close(fd)
-    return new
 
 
 def _close_all(fds: Sequence[int]) -> None:
@@ -441,6 +432,14 @@ def _spawn_clean(path: str, env: Mapping[str, str], stdin: int, stdout: int, std
     vfork child would inherit both; ``posix_spawn`` resets them in the child,
     without ever unblocking anything in the runtime.
     """
+    if min(stdin, stdout, stderr) < 3:
+        # Our own stdio is closed and a pipe took its number: the child's
+        # dup2 onto 0-2 would clobber it (subprocess's vfork path copes).
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (stdin, stdout, stderr)]
+        try:
+            return _spawn_clean(path, env, *high)
+        finally:
+            _close_all(high)
     actions: list[tuple[int, ...]] = [
         (os.POSIX_SPAWN_DUP2, stdin, 0),
         (os.POSIX_SPAWN_DUP2, stdout, 1),
@@ -471,9 +470,6 @@ def _start(path: str, env: Mapping[str, str], stdin: bytes) -> _Run:
     try:
         for _ in range(3):
             fds += os.pipe2(os.O_CLOEXEC)
-        if min(fds) < 3:  # our own stdio is closed
-            for i, fd in enumerate(fds):
-                fds[i] = _above_stdio(fd)
         in_r, in_w, out_r, out_w, err_r, err_w = fds
         if _signals_clean():
             pid = _spawn_vfork(path, env, in_r, out_w, err_w)
@@ -557,6 +553,36 @@ class _Retry:
         ) from err
 
 
+def _starting(
+    path: str, env: Mapping[str, str], stdin: bytes, deadline: float | None, timeout: float | None
+) -> Generator[float, None, _Run]:
+    """Start the plugin, yielding how long to sleep before each retry (the one retry loop).
+
+    Driven by the synchronous path (``time.sleep``) and the asynchronous one
+    (``asyncio.sleep``); :class:`_Retry` decides.
+    """
+    retry = None
+    while True:
+        try:
+            return _start(path, env, stdin)
+        except (OSError, ValueError) as e:
+            retry = retry or _Retry(path, deadline, timeout)
+            yield retry.after(e)
+
+
+def _terminating(run: _Run, grace: float) -> Generator[float | None, bool, None]:
+    """The one termination sequence: SIGTERM to the group, ``grace`` seconds, then SIGKILL.
+
+    Yields the deadline of each wait for the leader to exit (``None``: as
+    long as it takes) and is sent whether it did. Used on timeout,
+    cancellation and ``KeyboardInterrupt`` alike, by both paths.
+    """
+    run.kill(signal.SIGTERM)
+    if not (yield time.monotonic() + grace):
+        run.kill(signal.SIGKILL)
+        yield None
+
+
 def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else deadline - time.monotonic()
 
@@ -621,29 +647,36 @@ class RawExec:
         no limit) bounds the whole call: :class:`~libcni.errors.PluginTimeoutError`.
         """
         deadline = _deadline(timeout)
-        retry = None
+        starting = _starting(path, env, stdin, deadline, timeout)
         while True:
             try:
-                run = _start(path, env, stdin)
+                time.sleep(next(starting))
+            except StopIteration as started:
+                run: _Run = started.value
                 break
-            except (OSError, ValueError) as e:
-                retry = retry or _Retry(path, deadline, timeout)
-                delay = retry.after(e)
-            time.sleep(delay)
         try:
             poller = select.poll()
             run.unwatch = poller.unregister
             for fd, write in run.watched():
                 poller.register(fd, select.POLLOUT if write else select.POLLIN)
-            if not self._wait(run, poller, deadline):
-                run.kill(signal.SIGTERM)
-                if not self._wait(run, poller, time.monotonic() + self.grace):
-                    run.kill(signal.SIGKILL)
-                    self._wait(run, poller, None)
+            try:
+                exited = self._wait(run, poller, deadline)
+            except (KeyboardInterrupt, SystemExit):  # a signal handler raised: end it as a timeout does
+                self._terminate(run, poller)
+                raise
+            if not exited:
+                self._terminate(run, poller)
                 raise run.timeout_error(timeout)
             return run.result()
         finally:
             run.close()
+
+    def _terminate(self, run: _Run, poller: select.poll) -> None:
+        steps = _terminating(run, self.grace)
+        with contextlib.suppress(StopIteration):
+            until = next(steps)
+            while True:
+                until = steps.send(self._wait(run, poller, until))
 
     @staticmethod
     def _wait(run: _Run, poller: select.poll, deadline: float | None) -> bool:
@@ -672,15 +705,13 @@ class RawExec:
 
         loop = asyncio.get_running_loop()
         deadline = _deadline(timeout)
-        retry = None
+        starting = _starting(path, env, stdin, deadline, timeout)
         while True:
             try:
-                run = _start(path, env, stdin)
+                await asyncio.sleep(next(starting))
+            except StopIteration as started:
+                run: _Run = started.value
                 break
-            except (OSError, ValueError) as e:
-                retry = retry or _Retry(path, deadline, timeout)
-                delay = retry.after(e)
-            await asyncio.sleep(delay)
         try:
 
             def unwatch(fd: int) -> None:
@@ -724,7 +755,8 @@ class RawExec:
                 timer.cancel()
 
     async def _aterminate(self, loop: asyncio.AbstractEventLoop, run: _Run) -> None:
-        run.kill(signal.SIGTERM)
-        if not await self._await(loop, run, time.monotonic() + self.grace):
-            run.kill(signal.SIGKILL)
-            await self._await(loop, run, None)
+        steps = _terminating(run, self.grace)
+        with contextlib.suppress(StopIteration):
+            until = next(steps)
+            while True:
+                until = steps.send(await self._await(loop, run, until))
