@@ -85,6 +85,11 @@ def _status_text(status: int | None) -> str:
     return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
+def _timed_out(name: str, timeout: float | None) -> str:
+    """The message of a call that outlasted its timeout (an operation rewords it: ``_ops._run``)."""
+    return f'plugin "{name}" timed out after {timeout or 0.0:.3g}s'
+
+
 def _excerpt(data: bytes) -> str:
     text = data[:_EXCERPT].decode("utf-8", errors="replace")
     return text + f"... ({len(data)} bytes)" if len(data) > _EXCERPT else text
@@ -379,7 +384,7 @@ class _Run:
     def timeout_error(self, timeout: float | None) -> PluginTimeoutError:
         self._log_stderr(logging.WARNING)
         return PluginTimeoutError(
-            f'plugin "{self.name}" timed out after {timeout:.3g}s',
+            _timed_out(self.name, timeout),
             f"its process group was killed ({_status_text(self.status)})",
             **self._context(),
         )
@@ -539,7 +544,7 @@ class _Retry:
             now = time.monotonic()
             if self.deadline is not None and now + self.delay >= self.deadline:
                 raise PluginTimeoutError(
-                    f'plugin "{self.name}" timed out after {self.timeout:.3g}s',
+                    _timed_out(self.name, self.timeout),
                     f"{self.path} stayed busy: {desc}",
                     plugin=self.name,
                 ) from err
