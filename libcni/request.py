@@ -20,6 +20,7 @@ from .errors import (
     ConfigError,
     ValidationError,
 )
+from .invoke._env import Environment
 
 __all__ = [
     "ADD",
@@ -123,21 +124,24 @@ def operation_env(
 
     Everything that can be refused is refused here, before any plugin runs:
     ``args`` that ``CNI_ARGS`` cannot represent, ``capability_args`` without a
-    JSON form. VERSION gets :func:`version_env`.
+    JSON form. VERSION gets :func:`version_env`. The result is read-only and
+    encoded once for all the plugins (:class:`~libcni.invoke._env.Environment`).
     """
     base = environ_snapshot()
     if command == VERSION:
-        return version_env(base)
+        return Environment(version_env(base))
     if capability_args:
         check_capability_args(capability_args)
-    return plugin_env(
-        base,
-        command=command,
-        container_id=container_id,
-        netns=netns,
-        ifname=ifname,
-        cni_args=encode_cni_args(args),
-        path=path,
+    return Environment(
+        plugin_env(
+            base,
+            command=command,
+            container_id=container_id,
+            netns=netns,
+            ifname=ifname,
+            cni_args=encode_cni_args(args),
+            path=path,
+        )
     )
 
 

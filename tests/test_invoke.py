@@ -632,3 +632,17 @@ def test_works_with_stdio_descriptors_closed_on_the_posix_spawn_path(testplugin:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stderr)["interfaces"] == [{"name": "eth0"}]
+
+
+def test_an_operation_environment_is_encoded_once_and_read_only(testplugin: str) -> None:
+    from libcni.invoke._env import Environment
+
+    env = Environment(BASE_ENV)
+    first = env.encoded()
+    assert b"CNI_COMMAND=ADD" in first
+    assert run(testplugin, request()) == RawExec().exec_plugin(testplugin, request(), env, 10)
+    assert env.encoded() is first  # not encoded again for the next plugin
+    with pytest.raises(TypeError):
+        env["X"] = "1"
+    with pytest.raises(TypeError):
+        env.update(X="1")
