@@ -243,20 +243,32 @@ def _check_keys(value: Any, where: str) -> None:
             _check_keys(item, f"{where}[{i}]")
 
 
+#: The last snapshot: ``os.environ``'s encoded data and its decoded copy.
+_last_environ: tuple[dict[bytes, bytes], dict[str, str]] = ({}, {})
+
+
 def environ_snapshot() -> dict[str, str]:
     """A copy of ``os.environ``, taken safely while other threads add or remove keys.
 
     ``dict(os.environ)`` iterates the keys and then looks each one up: a key
     removed in between raises ``KeyError`` (and a resize ``RuntimeError``).
     The underlying dict of encoded keys and values is copied in one C-level
-    call instead (atomic under the GIL), then decoded as ``os.environ`` would.
+    call instead (atomic under the GIL), then decoded as ``os.environ`` would;
+    when it equals the previous copy (the environment rarely changes), the
+    previous decoding is reused (a copy of it: the caller may change it).
     """
+    global _last_environ
     env = os.environ
     data = getattr(env, "_data", None)
     decodekey = getattr(env, "decodekey", None)
     decodevalue = getattr(env, "decodevalue", None)
     if type(data) is dict and decodekey is not None and decodevalue is not None:
-        return {decodekey(k): decodevalue(v) for k, v in data.copy().items()}
+        raw = data.copy()
+        last_raw, last = _last_environ
+        if raw != last_raw:
+            last = {decodekey(k): decodevalue(v) for k, v in raw.items()}
+            _last_environ = (raw, last)
+        return last.copy()
     for _ in range(100):  # another Python: retry the copy until no writer interfered
         try:
             return dict(env)

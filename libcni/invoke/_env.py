@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
 __all__ = ["Environment", "encode_env"]
 
 
+_UTF8 = sys.getfilesystemencoding() == "utf-8" and sys.getfilesystemencodeerrors() == "surrogateescape"
+
+
 def encode_env(env: Mapping[str, str]) -> list[bytes]:
-    """``env`` as ``execve`` takes it: ``KEY=VALUE`` byte strings (``ValueError`` for ``=`` in a key)."""
+    """``env`` as ``execve`` takes it: ``KEY=VALUE`` byte strings (``ValueError`` for ``=`` in a key).
+
+    Encoded as :func:`os.fsencode` does; a NUL is refused when the process starts.
+    """
+    if _UTF8 and all(type(k) is str and type(v) is str for k, v in env.items()):
+        if any("=" in k for k in env):
+            raise ValueError("illegal environment variable name")
+        return [f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in env.items()]
     out = []
     for key, value in env.items():
         k = os.fsencode(key)
