@@ -492,10 +492,21 @@ def test_concurrent_calls_from_threads(testplugin: str) -> None:
     assert sorted(json.loads(r)["i"] for r in results) == list(range(8))
 
 
-def test_works_with_stdio_descriptors_closed(testplugin: str) -> None:
+@pytest.mark.parametrize(
+    "start",
+    [
+        "",
+        # A blocked signal sends the start through os.posix_spawn, whose dup2 onto 0-2
+        # must not clobber a pipe that took the number of a closed stdio descriptor.
+        "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n",
+    ],
+    ids=["vfork", "posix_spawn"],
+)
+def test_works_with_stdio_descriptors_closed(testplugin: str, start: str) -> None:
     code = (
         "import os, sys\n"
         "os.close(0); os.close(1)\n"
+        f"{start}"
         "from libcni.invoke import RawExec\n"
         f"out = RawExec().exec_plugin({testplugin!r}, b'{{}}', {BASE_ENV!r}, 10)\n"
         "os.write(2, out)\n"
@@ -613,25 +624,6 @@ def test_keyboard_interrupt_ends_the_plugin_as_a_timeout_does(tmp_path: Path) ->
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert marker.read_text() == "term\n"
-
-
-def test_works_with_stdio_descriptors_closed_on_the_posix_spawn_path(testplugin: str) -> None:
-    # A blocked signal sends the start through os.posix_spawn, whose dup2 onto 0-2
-    # must not clobber a pipe that took the number of a closed stdio descriptor.
-    code = (
-        "import os, signal\n"
-        "os.close(0); os.close(1)\n"
-        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
-        "from libcni.invoke import RawExec\n"
-        f"out = RawExec().exec_plugin({testplugin!r}, b'{{}}', {BASE_ENV!r}, 10)\n"
-        "os.write(2, out)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, env=env
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stderr)["interfaces"] == [{"name": "eth0"}]
 
 
 def test_an_operation_environment_is_encoded_once_and_read_only(testplugin: str) -> None:
