@@ -638,3 +638,17 @@ def test_an_operation_environment_is_encoded_once_and_read_only(testplugin: str)
         env["X"] = "1"
     with pytest.raises(TypeError):
         env.update(X="1")
+
+
+def test_a_python_without_the_known_fork_exec_starts_plugins_through_popen(
+    testplugin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from libcni.invoke import _raw
+    from libcni.invoke._env import Environment
+
+    fast = RawExec().exec_plugin(testplugin, request(), Environment(BASE_ENV), 10)
+    monkeypatch.setattr(_raw, "_FORK_EXEC_TAIL", None)
+    assert RawExec().exec_plugin(testplugin, request(), Environment(BASE_ENV), 10) == fast
+    with pytest.raises(PluginError) as info:
+        RawExec().exec_plugin("/etc/passwd", request(), BASE_ENV, 10)
+    assert info.value.code == 5
