@@ -19,8 +19,9 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Generator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import attrs
 
@@ -42,7 +43,13 @@ from .errors import (
 from .invoke import Exec, RawExec
 from .types import Result, result_from_bytes, result_from_dict
 from .values import GCArgs, NetworkAttachment, RuntimeConf
-from .version import LEGACY_PLUGIN_INFO, PluginInfo, parse_version, plugin_info_from_bytes
+from .version import (
+    LEGACY_PLUGIN_INFO,
+    PluginInfo,
+    or_default,
+    parse_version,
+    plugin_info_from_bytes,
+)
 
 log = logging.getLogger("libcni")
 
@@ -50,9 +57,23 @@ _V040 = (0, 4, 0)
 _V110 = (1, 1, 0)
 
 
+def timeout_message(command: str, limit: float | None, what: str) -> str:
+    """The one wording of an operation that ran out of time.
+
+    ``ADD timed out: plugin p1 did not finish within the 2s timeout``:
+    ``limit`` is the operation's timeout, not the share of it that was left.
+    """
+    return f"{command or 'operation'} timed out: {what} within the {limit or 0.0:.3g}s timeout"
+
+
 @attrs.frozen
 class RunPlugin:
-    """Effect: run the plugin binary ``path``; the outcome is its stdout."""
+    """Effect: run the plugin binary ``path``; the outcome is its stdout.
+
+    ``path``, ``stdin``, ``env`` and ``timeout`` (the operation's time left)
+    are the arguments of ``Exec.exec_plugin``; the other fields are the
+    context a ``PluginError`` gets (:func:`_run`) and the DEBUG record shows.
+    """
 
     path: str
     stdin: bytes
@@ -115,10 +136,10 @@ class TakeLock:
             cid, ifname = self.attachment
             what = f"attachment (network {self.network!r}, container {cid!r}, interface {ifname!r})"
             path = os.path.join(self.cache.locks_dir, f"{self.network}-{cid}-{ifname}")
-        limit = self.limit if self.limit is not None else self.timeout or 0.0
+        limit = self.limit if self.limit is not None else self.timeout
         return LockTimeoutError(
-            f"{self.command or 'operation'} timed out after {limit:.3g}s waiting for the "
-            f"cache lock of {what}; another operation holds it",
+            timeout_message(self.command, limit, f"the cache lock of {what} was not free")
+            + "; another operation holds it",
             details or path,
         )
 
@@ -137,7 +158,9 @@ class CacheIO:
 
 Effect = RunPlugin | TakeLock | CacheIO
 Release = Callable[[], None]
-Op = Generator[Effect, Any, Any]
+_R = TypeVar("_R")
+#: An operation: yields effects, is sent their outcomes, returns its value.
+Op = Generator[Effect, Any, _R]
 
 
 @attrs.frozen
@@ -243,7 +266,7 @@ class _Deadline:
         return self._timeout
 
     def remaining(self) -> float | None:
-        """The time left (0 when none is), without raising: for a wait that is no plugin run."""
+        """The time left (0 when none is; ``None``: no limit)."""
         if self._end is None:
             return None
         return max(0.0, self._end - time.monotonic())
@@ -262,22 +285,116 @@ class _Deadline:
             cache, network, attachment, exclusive, self.remaining(), command, self._timeout
         )
 
-    def left(
-        self, plugin: str, command: str, network: str = "", container_id: str = ""
-    ) -> float | None:
-        """The time left for the next plugin; raises when none is left."""
-        if self._end is None:
-            return None
-        left = self._end - time.monotonic()
-        if left <= 0:
+
+
+_T = TypeVar("_T")
+
+
+def _stdout(out: bytes) -> bytes:
+    return out
+
+
+def _run(
+    effect: RunPlugin, decode: Callable[[bytes], _T] = _stdout  # type: ignore[assignment]
+) -> Generator[Effect, Any, _T]:
+    """Run one plugin and ``decode`` its stdout: the one place a plugin error gets its context.
+
+    Whatever went wrong (no time left, the run failed or timed out, the
+    output does not decode), the ``PluginError`` is given the plugin, the
+    command, the network and the container of ``effect``; a timeout is
+    worded against the operation's limit.
+    """
+    try:
+        if effect.timeout is not None and effect.timeout <= 0:
             raise PluginTimeoutError(
-                f"{command} timed out after {self._timeout:.3g}s before plugin {plugin} could run",
-                plugin=plugin,
-                command=command,
-                network=network,
-                container_id=container_id,
+                timeout_message(effect.command, effect.limit, f"plugin {effect.plugin} could not start")
             )
-        return left
+        return decode((yield effect))
+    except PluginError as e:
+        e.plugin = effect.plugin
+        e.command = effect.command
+        e.network = e.network or effect.network
+        e.container_id = e.container_id or effect.container_id
+        if isinstance(e, PluginTimeoutError) and effect.limit is not None:
+            e.msg = timeout_message(
+                effect.command, effect.limit, f"plugin {effect.plugin} did not finish"
+            )
+        raise
+
+
+def _result(version: str, plugin: str) -> Callable[[bytes], Result]:
+    """The decoder of a plugin's result (an invalid one is the plugin's ``PluginError``)."""
+
+    def decode(out: bytes) -> Result:
+        try:
+            return result_from_bytes(out, default_version=version)
+        except CNIError as e:
+            raise PluginError(
+                f"plugin {plugin} returned an invalid result: {e.msg}", e.details, code=e.code
+            ) from e
+
+    return decode
+
+
+@contextmanager
+def logged(effect: RunPlugin) -> Iterator[None]:
+    """Around one plugin run, for both drivers: its DEBUG record.
+
+    The record (on the ``libcni`` logger) carries, as attributes, ``plugin``,
+    ``command``, ``network``, ``container_id``, ``duration`` (seconds),
+    ``exit_code`` and ``signal`` (``None`` when not known: a timeout gives
+    the signal that killed the plugin, a cancellation neither).
+    """
+    if not log.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    started = time.monotonic()
+    outcome: BaseException | None = None
+    try:
+        yield
+    except BaseException as e:
+        outcome = e
+        raise
+    finally:
+        _log_run(effect, time.monotonic() - started, outcome)
+
+
+def _log_run(effect: RunPlugin, duration: float, outcome: BaseException | None) -> None:
+    exit_code: int | None = 0
+    sig: int | None = None
+    if outcome is None:
+        how = "exit status 0"
+    elif isinstance(outcome, PluginError):
+        exit_code, sig = outcome.exit_code, outcome.signal
+        if isinstance(outcome, PluginTimeoutError):
+            how = "timed out" + (f", killed by signal {sig}" if sig is not None else "")
+        elif sig is not None:
+            how = f"killed by signal {sig}"
+        elif exit_code is not None:
+            how = f"exit status {exit_code}"
+        else:
+            how = "failed to start" if outcome.code == 5 else "failed"
+    else:
+        exit_code = None
+        how = f"interrupted ({type(outcome).__name__})"
+    log.debug(
+        "plugin %s %s network=%s container=%s: %s after %.3fs",
+        effect.plugin,
+        effect.command,
+        effect.network or "-",
+        effect.container_id or "-",
+        how,
+        duration,
+        extra={
+            "plugin": effect.plugin,
+            "command": effect.command,
+            "network": effect.network,
+            "container_id": effect.container_id,
+            "duration": duration,
+            "exit_code": exit_code,
+            "signal": sig,
+        },
+    )
 
 
 class Operations:
@@ -373,72 +490,68 @@ class Operations:
             )
             return None
 
-    @staticmethod
-    def _decode_result(out: bytes, version: str, effect: RunPlugin) -> Result:
-        try:
-            return result_from_bytes(out, default_version=version)
-        except CNIError as e:
-            raise PluginError(
-                f"plugin {effect.plugin} returned an invalid result: {e.msg}",
-                e.details,
-                code=e.code,
-                plugin=effect.plugin,
-                command=effect.command,
-                network=effect.network,
-                container_id=effect.container_id,
-            ) from e
+    def _env(self, command: str, rt: RuntimeConf | None = None) -> dict[str, str]:
+        """The environment of every plugin of one operation (``rq.operation_env``), taken once.
 
-    def _calls(
-        self, chain: _Chain, rt: RuntimeConf, command: str, deadline: _Deadline
-    ) -> Callable[[PluginConfig, str, dict[str, Any] | None], RunPlugin]:
-        """How each plugin of an ADD, CHECK or DEL is run: its request, environment and time left.
-
-        ``CNI_ARGS`` is encoded here, so an unrepresentable pair is refused
+        Unrepresentable ``CNI_ARGS`` or capability arguments are refused here,
         before any plugin runs.
         """
-        rq.check_capability_args(rt.capability_args)
-        env = rq.plugin_env(
-            rq.environ_snapshot(),
-            command=command,
+        if rt is None:
+            return rq.operation_env(command, path=self.path)
+        return rq.operation_env(
+            command,
             container_id=rt.container_id,
             netns=rt.netns,
             ifname=rt.ifname,
-            cni_args=rq.encode_cni_args(rt.args),
+            args=rt.args,
+            capability_args=rt.capability_args,
             path=self.path,
         )
 
-        def call(plugin: PluginConfig, path: str, prev: dict[str, Any] | None) -> RunPlugin:
-            return RunPlugin(
-                path,
-                rq.plugin_request(
-                    plugin.raw,
-                    name=chain.name,
-                    cni_version=chain.cni_version,
-                    capability_args=rt.capability_args,
-                    prev_result=prev,
-                ),
-                env,
-                deadline.left(plugin.type, command, chain.name, rt.container_id),
-                plugin.type,
+    @staticmethod
+    def _call(
+        chain: _Chain,
+        plugin: PluginConfig,
+        path: str,
+        env: Mapping[str, str],
+        deadline: _Deadline,
+        rt: RuntimeConf | None = None,
+        prev: dict[str, Any] | None = None,
+        valid: Sequence[tuple[str, str]] = (),
+    ) -> RunPlugin:
+        """The effect of one plugin call: its stdin (``rq.plugin_stdin``), the environment, the time left."""
+        command = env["CNI_COMMAND"]
+        return RunPlugin(
+            path,
+            rq.plugin_stdin(
                 command,
-                chain.name,
-                rt.container_id,
-                deadline.limit,
-            )
-
-        return call
+                plugin.raw,
+                name=chain.name,
+                cni_version=chain.cni_version,
+                capability_args=None if rt is None else rt.capability_args,
+                prev_result=prev,
+                valid_attachments=valid,
+            ),
+            env,
+            deadline.remaining(),
+            plugin.type,
+            command,
+            chain.name,
+            "" if rt is None else rt.container_id,
+            deadline.limit,
+        )
 
     # -- ADD, CHECK, DEL -------------------------------------------------
 
-    def add(
+    def _add(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None
-    ) -> Op:
+    ) -> Op[Result]:
         """ADD: run the chain in order, each plugin getting the previous result; cache the last."""
         check_timeout(timeout)
         chain = _Chain.of(net)
         _require_plugins(chain)
         deadline = self._deadline(timeout)
-        call = self._calls(chain, rt, rq.ADD, deadline)
+        env = self._env(rq.ADD, rt)
         paths = []
         for plugin in chain.plugins:
             paths.append(self._find(plugin.type))
@@ -453,8 +566,10 @@ class Operations:
                 prev: dict[str, Any] | None = None
                 result: Result | None = None
                 for plugin, path in zip(chain.plugins, paths, strict=True):
-                    effect = call(plugin, path, prev)
-                    result = self._decode_result((yield effect), chain.cni_version, effect)
+                    result = yield from _run(
+                        self._call(chain, plugin, path, env, deadline, rt, prev),
+                        _result(chain.cni_version, plugin.type),
+                    )
                     prev = result.to_dict()
                 entry = CacheEntry(
                     container_id=rt.container_id,
@@ -467,15 +582,16 @@ class Operations:
                     result=prev,
                 )
                 yield CacheIO(cache.write, (entry,))
+                assert result is not None  # _require_plugins: at least one ran
                 return result
             finally:
                 release()
         finally:
             release_net()
 
-    def check(
+    def _check(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None
-    ) -> Op:
+    ) -> Op[None]:
         """CHECK: every plugin in order, each with the cached result as prevResult."""
         check_timeout(timeout)
         chain = _Chain.of(net)
@@ -488,7 +604,7 @@ class Operations:
             return None
         _require_plugins(chain)
         deadline = self._deadline(timeout)
-        call = self._calls(chain, rt, rq.CHECK, deadline)
+        env = self._env(rq.CHECK, rt)
         paths = [self._find(plugin.type) for plugin in chain.plugins]
         cache = self._cache(rt)
         release = yield deadline.lock(cache, chain.name, rq.CHECK, (rt.container_id, rt.ifname))
@@ -497,12 +613,12 @@ class Operations:
                 cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
             )
             for plugin, path in zip(chain.plugins, paths, strict=True):
-                yield call(plugin, path, prev)
+                yield from _run(self._call(chain, plugin, path, env, deadline, rt, prev))
         finally:
             release()
         return None
 
-    def delete(
+    def _delete(
         self,
         net: NetworkConfigList | PluginConfig,
         rt: RuntimeConf,
@@ -510,14 +626,14 @@ class Operations:
         *,
         network_locked: bool = False,
         deadline: _Deadline | None = None,
-    ) -> Op:
+    ) -> Op[None]:
         """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it."""
         check_timeout(timeout)
         chain = _Chain.of(net)
         with_prev = parse_version(chain.cni_version) >= _V040
         _require_plugins(chain)
         deadline = deadline or self._deadline(timeout)
-        call = self._calls(chain, rt, rq.DEL, deadline)
+        env = self._env(rq.DEL, rt)
         cache = self._cache(rt)
         release_net = (
             None
@@ -529,7 +645,9 @@ class Operations:
             try:
                 prev = self._read_for_del(cache, chain, rt, with_prev)
                 for plugin in reversed(chain.plugins):
-                    yield call(plugin, self._find(plugin.type), prev)
+                    yield from _run(
+                        self._call(chain, plugin, self._find(plugin.type), env, deadline, rt, prev)
+                    )
                 yield CacheIO(cache.remove, (chain.name, rt.container_id, rt.ifname))
             finally:
                 release()
@@ -540,14 +658,14 @@ class Operations:
 
     # -- GC and STATUS ---------------------------------------------------
 
-    def gc(
+    def _gc(
         self,
         net: NetworkConfigList,
         args: GCArgs | None,
         timeout: float | None,
         *,
         keep_containers: Collection[str] = (),
-    ) -> Op:
+    ) -> Op[None]:
         """GC: DEL every cached attachment of the network that is not valid, then GC every plugin.
 
         ``keep_containers`` (the network manager's): every attachment of these
@@ -594,7 +712,7 @@ class Operations:
                     cache_dir=cache.dir,
                 )
                 try:
-                    yield from self.delete(net, stale, None, network_locked=True, deadline=deadline)
+                    yield from self._delete(net, stale, None, network_locked=True, deadline=deadline)
                 except CNIError as e:
                     log.warning(
                         "GC of stale attachment %s/%s failed: %s",
@@ -606,23 +724,13 @@ class Operations:
             # Lock files no one holds that have no entry.
             yield CacheIO(cache.remove_orphan_locks, ())
             if parse_version(chain.cni_version) >= _V110:
-                env = rq.plugin_env(rq.environ_snapshot(), command=rq.GC, path=self.path)
+                env = self._env(rq.GC)
                 for plugin in chain.plugins:
                     try:
-                        yield RunPlugin(
-                            self._find(plugin.type),
-                            rq.gc_request(
-                                plugin.raw,
-                                name=chain.name,
-                                cni_version=chain.cni_version,
-                                valid_attachments=valid,
-                            ),
-                            env,
-                            deadline.left(plugin.type, rq.GC, chain.name),
-                            plugin.type,
-                            rq.GC,
-                            chain.name,
-                            limit=deadline.limit,
+                        yield from _run(
+                            self._call(
+                                chain, plugin, self._find(plugin.type), env, deadline, valid=valid
+                            )
                         )
                     except CNIError as e:
                         errors.append(e)
@@ -632,46 +740,37 @@ class Operations:
             raise GCError(errors)
         return None
 
-    def status(self, net: NetworkConfigList, timeout: float | None) -> Op:
+    def _status(self, net: NetworkConfigList, timeout: float | None) -> Op[None]:
         """STATUS: every plugin in order (spec 1.1.0 and later); the first error is raised as is."""
         check_timeout(timeout)
         chain = _Chain.of(net)
         if parse_version(chain.cni_version) < _V110:
             return None
         deadline = self._deadline(timeout)
-        env = rq.plugin_env(rq.environ_snapshot(), command=rq.STATUS, path=self.path)
+        env = self._env(rq.STATUS)
         for plugin in chain.plugins:
-            yield RunPlugin(
-                self._find(plugin.type),
-                rq.status_request(plugin.raw, name=chain.name, cni_version=chain.cni_version),
-                env,
-                deadline.left(plugin.type, rq.STATUS, chain.name),
-                plugin.type,
-                rq.STATUS,
-                chain.name,
-                limit=deadline.limit,
-            )
+            yield from _run(self._call(chain, plugin, self._find(plugin.type), env, deadline))
         return None
 
     # -- VERSION and validation -----------------------------------------
 
-    def version_info(
+    def _version_info(
         self, plugin_type: str, timeout: float | None, *, path: str | None = None
-    ) -> Op:
+    ) -> Op[PluginInfo]:
         """VERSION: what the plugin supports (a plugin that predates VERSION supports 0.1.0)."""
         path = path or self._find(plugin_type)
         deadline = self._deadline(timeout)
         effect = RunPlugin(
             path,
-            rq.VERSION_REQUEST,
-            rq.version_env(rq.environ_snapshot()),
-            deadline.left(plugin_type, rq.VERSION),
+            rq.plugin_stdin(rq.VERSION, {}, name="", cni_version=""),
+            self._env(rq.VERSION),
+            deadline.remaining(),
             plugin_type,
             rq.VERSION,
             limit=deadline.limit,
         )
         try:
-            out = yield effect
+            out: bytes = yield from _run(effect)
         except PluginError as e:
             if e.msg.startswith("unknown CNI_COMMAND: VERSION") and not isinstance(
                 e, PluginTimeoutError
@@ -684,11 +783,11 @@ class Operations:
             e.msg = f"plugin {plugin_type}: {e.msg}"
             raise
 
-    def validate(self, net: NetworkConfigList | PluginConfig, timeout: float | None) -> Op:
+    def _validate(self, net: NetworkConfigList | PluginConfig, timeout: float | None) -> Op[list[str]]:
         """Check every plugin exists and supports the version; return the enabled capabilities."""
         check_timeout(timeout)
         chain = _Chain.of(net)
-        version = chain.cni_version or "0.1.0"
+        version = or_default(chain.cni_version)
         errors: list[CNIError] = []
         capabilities: set[str] = set()
         for plugin in chain.plugins:
@@ -709,7 +808,7 @@ class Operations:
             raise InvalidNetworkError(chain.name, errors)
         return sorted(capabilities)
 
-    def _probe(self, plugin_type: str, path: str, timeout: float | None) -> Op:
+    def _probe(self, plugin_type: str, path: str, timeout: float | None) -> Op[PluginInfo]:
         """VERSION of the binary at ``path``, probed once per path and modification time."""
         try:
             st = os.stat(path)
@@ -721,7 +820,7 @@ class Operations:
                 known = self._probes.get(key)
             if known is not None:
                 return known
-        info = yield from self.version_info(plugin_type, timeout, path=path)
+        info = yield from self._version_info(plugin_type, timeout, path=path)
         if key is not None:
             with self._probe_lock:
                 self._probes[key] = info
@@ -739,7 +838,7 @@ class Operations:
                 raise CacheError(f"cannot look up the cache without a {what}")
         return self._cache(rt).read(chain.name, rt.container_id, rt.ifname)
 
-    def cached_result(
+    def _cached_result(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf
     ) -> Result | None:
         chain = _Chain.of(net)
@@ -750,7 +849,7 @@ class Operations:
         assert prev is not None
         return result_from_dict(prev)
 
-    def cached_config(
+    def _cached_config(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         entry = self._entry(_Chain.of(net), rt)
@@ -762,7 +861,7 @@ class Operations:
             capability_args=entry.capability_args,
         )
 
-    def cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
+    def _cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         return [
             NetworkAttachment(
                 container_id=e.container_id,
@@ -777,4 +876,4 @@ class Operations:
         ]
 
 
-__all__ = ["CacheIO", "Operations", "RunPlugin", "TakeLock", "as_list", "as_plugin"]
+__all__ = ["CacheIO", "Effect", "Op", "Operations", "RunPlugin", "TakeLock", "as_list", "as_plugin"]

@@ -16,15 +16,16 @@ import asyncio
 import functools
 import math
 import time
-from typing import Any
+from typing import Any, TypeVar
 
-from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin
-from .api import plugin_run
+from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin, logged
 from .cache._lock import POLL_FIRST, POLL_MAX
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
+
+_R = TypeVar("_R")
 
 __all__ = ["AsyncCNIConfig"]
 
@@ -59,14 +60,15 @@ class AsyncCNIConfig(Operations):
     the other (also across processes).
     """
 
-    async def _drive(self, op: Op) -> Any:
+    async def _drive(self, op: Op[_R]) -> _R:
         outcome: Any = None
         error: BaseException | None = None
         while True:
             try:
                 effect = op.send(outcome) if error is None else op.throw(error)
             except StopIteration as stop:
-                return stop.value
+                value: _R = stop.value
+                return value
             outcome, error = None, None
             try:
                 outcome = await self._perform(effect)
@@ -75,7 +77,7 @@ class AsyncCNIConfig(Operations):
 
     async def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
-            with plugin_run(effect):
+            with logged(effect):
                 run = getattr(self.exec, "aexec_plugin", None)
                 if run is not None:
                     return await run(effect.path, effect.stdin, effect.env, effect.timeout)
@@ -117,20 +119,20 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD the container to every network of the list; return the final result (cached)."""
-        result: Result = await self._drive(self.add(as_list(net, "add_network_list"), rt, timeout))
+        result: Result = await self._drive(self._add(as_list(net, "add_network_list"), rt, timeout))
         return result
 
     async def check_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK every plugin of the list against the cached result (version 0.4.0 and later)."""
-        await self._drive(self.check(as_list(net, "check_network_list"), rt, timeout))
+        await self._drive(self._check(as_list(net, "check_network_list"), rt, timeout))
 
     async def del_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL every plugin of the list in reverse order, then remove the cache entry."""
-        await self._drive(self.delete(as_list(net, "del_network_list"), rt, timeout))
+        await self._drive(self._delete(as_list(net, "del_network_list"), rt, timeout))
 
     # -- single plugins --------------------------------------------------
 
@@ -138,20 +140,20 @@ class AsyncCNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD with a single plugin configuration."""
-        result: Result = await self._drive(self.add(as_plugin(net, "add_network"), rt, timeout))
+        result: Result = await self._drive(self._add(as_plugin(net, "add_network"), rt, timeout))
         return result
 
     async def check_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK with a single plugin configuration."""
-        await self._drive(self.check(as_plugin(net, "check_network"), rt, timeout))
+        await self._drive(self._check(as_plugin(net, "check_network"), rt, timeout))
 
     async def del_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL with a single plugin configuration."""
-        await self._drive(self.delete(as_plugin(net, "del_network"), rt, timeout))
+        await self._drive(self._delete(as_plugin(net, "del_network"), rt, timeout))
 
     # -- the cache (local file reads; no plugin runs) --------------------
 
@@ -159,27 +161,27 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
-        return self.cached_result(as_list(net, "get_network_list_cached_result"), rt)
+        return self._cached_result(as_list(net, "get_network_list_cached_result"), rt)
 
     async def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
         """The cached result of a single-plugin attachment, or ``None``."""
-        return self.cached_result(as_plugin(net, "get_network_cached_result"), rt)
+        return self._cached_result(as_plugin(net, "get_network_cached_result"), rt)
 
     async def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
-        return self.cached_config(as_list(net, "get_network_list_cached_config"), rt)
+        return self._cached_config(as_list(net, "get_network_list_cached_config"), rt)
 
     async def get_network_cached_config(
         self, net: PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """As :meth:`get_network_list_cached_config`, for a single plugin."""
-        return self.cached_config(as_plugin(net, "get_network_cached_config"), rt)
+        return self._cached_config(as_plugin(net, "get_network_cached_config"), rt)
 
     async def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
-        return self.cached_attachments(container_id)
+        return self._cached_attachments(container_id)
 
     # -- validation, version, GC, STATUS ---------------------------------
 
@@ -187,37 +189,37 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
-        caps: list[str] = await self._drive(self.validate(as_list(net, "validate_network_list"), timeout))
+        caps: list[str] = await self._drive(self._validate(as_list(net, "validate_network_list"), timeout))
         return caps
 
     async def validate_network(
         self, net: PluginConfig, *, timeout: float | None = None
     ) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
-        caps: list[str] = await self._drive(self.validate(as_plugin(net, "validate_network"), timeout))
+        caps: list[str] = await self._drive(self._validate(as_plugin(net, "validate_network"), timeout))
         return caps
 
     async def get_version_info(
         self, plugin_type: str, *, timeout: float | None = None
     ) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
-        info: PluginInfo = await self._drive(self.version_info(plugin_type, timeout))
+        info: PluginInfo = await self._drive(self._version_info(plugin_type, timeout))
         return info
 
     async def gc_network_list(
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
-        await self._drive(self.gc(as_list(net, "gc_network_list"), args, timeout))
+        await self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout))
 
     async def _gc_keeping(
         self, net: NetworkConfigList, containers: frozenset[str], *, timeout: float | None = None
     ) -> None:
         """GC keeping every attachment of ``containers`` cached when it starts (the manager's)."""
-        await self._drive(self.gc(net, None, timeout, keep_containers=containers))
+        await self._drive(self._gc(net, None, timeout, keep_containers=containers))
 
     async def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
-        await self._drive(self.status(as_list(net, "get_status_network_list"), timeout))
+        await self._drive(self._status(as_list(net, "get_status_network_list"), timeout))

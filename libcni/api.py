@@ -7,103 +7,17 @@ performs the same effects with ``await``.
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin
+from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin, logged
 from .conf import NetworkConfigList, PluginConfig
-from .errors import PluginError, PluginTimeoutError
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
+_R = TypeVar("_R")
+
 __all__ = ["CNIConfig"]
-
-
-def add_context(error: PluginError, effect: RunPlugin) -> PluginError:
-    """Fill in which plugin, command, network and container a plugin error belongs to.
-
-    A timeout is reported against the operation's limit, not against the
-    share of it that was left for this one plugin.
-    """
-    error.plugin = effect.plugin
-    error.command = effect.command
-    error.network = error.network or effect.network
-    error.container_id = error.container_id or effect.container_id
-    if isinstance(error, PluginTimeoutError) and effect.limit is not None:
-        error.msg = (
-            f"plugin {effect.plugin} did not finish {effect.command} "
-            f"within the {effect.limit:.3g}s timeout"
-        )
-    return error
-
-
-_log = logging.getLogger("libcni")
-
-
-@contextmanager
-def plugin_run(effect: RunPlugin) -> Iterator[None]:
-    """Around one plugin run, for both drivers: the error's context and one DEBUG record.
-
-    The record (on the ``libcni`` logger) carries, as attributes, ``plugin``,
-    ``command``, ``network``, ``container_id``, ``duration`` (seconds),
-    ``exit_code`` and ``signal`` (``None`` when not known: a timeout gives
-    the signal that killed the plugin, a cancellation neither).
-    """
-    started = time.monotonic()
-    outcome: BaseException | None = None
-    try:
-        yield
-    except PluginError as e:
-        outcome = add_context(e, effect)
-        raise outcome from None
-    except BaseException as e:
-        outcome = e
-        raise
-    finally:
-        if _log.isEnabledFor(logging.DEBUG):
-            _log_run(effect, time.monotonic() - started, outcome)
-
-
-def _log_run(effect: RunPlugin, duration: float, outcome: BaseException | None) -> None:
-    exit_code: int | None = 0
-    sig: int | None = None
-    if outcome is None:
-        how = "exit status 0"
-    elif isinstance(outcome, PluginError):
-        exit_code, sig = outcome.exit_code, outcome.signal
-        if isinstance(outcome, PluginTimeoutError):
-            how = "timed out" + (f", killed by signal {sig}" if sig is not None else "")
-        elif sig is not None:
-            how = f"killed by signal {sig}"
-        elif exit_code is not None:
-            how = f"exit status {exit_code}"
-        else:
-            how = "failed to start" if outcome.code == 5 else "failed"
-    else:
-        exit_code = None
-        how = f"interrupted ({type(outcome).__name__})"
-    _log.debug(
-        "plugin %s %s network=%s container=%s: %s after %.3fs",
-        effect.plugin,
-        effect.command,
-        effect.network or "-",
-        effect.container_id or "-",
-        how,
-        duration,
-        extra={
-            "plugin": effect.plugin,
-            "command": effect.command,
-            "network": effect.network,
-            "container_id": effect.container_id,
-            "duration": duration,
-            "exit_code": exit_code,
-            "signal": sig,
-        },
-    )
 
 
 class CNIConfig(Operations):
@@ -119,14 +33,15 @@ class CNIConfig(Operations):
     in parallel, operations on the same attachment one after the other.
     """
 
-    def _drive(self, op: Op) -> Any:
+    def _drive(self, op: Op[_R]) -> _R:
         outcome: Any = None
         error: BaseException | None = None
         while True:
             try:
                 effect = op.send(outcome) if error is None else op.throw(error)
             except StopIteration as stop:
-                return stop.value
+                value: _R = stop.value
+                return value
             outcome, error = None, None
             try:
                 outcome = self._perform(effect)
@@ -135,7 +50,7 @@ class CNIConfig(Operations):
 
     def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
-            with plugin_run(effect):
+            with logged(effect):
                 return self.exec.exec_plugin(effect.path, effect.stdin, effect.env, effect.timeout)
         if isinstance(effect, CacheIO):
             return effect.call(*effect.args)
@@ -147,20 +62,20 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD the container to every network of the list; return the final result (cached)."""
-        result: Result = self._drive(self.add(as_list(net, "add_network_list"), rt, timeout))
+        result: Result = self._drive(self._add(as_list(net, "add_network_list"), rt, timeout))
         return result
 
     def check_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK every plugin of the list against the cached result (version 0.4.0 and later)."""
-        self._drive(self.check(as_list(net, "check_network_list"), rt, timeout))
+        self._drive(self._check(as_list(net, "check_network_list"), rt, timeout))
 
     def del_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL every plugin of the list in reverse order, then remove the cache entry."""
-        self._drive(self.delete(as_list(net, "del_network_list"), rt, timeout))
+        self._drive(self._delete(as_list(net, "del_network_list"), rt, timeout))
 
     # -- single plugins --------------------------------------------------
 
@@ -168,20 +83,20 @@ class CNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD with a single plugin configuration."""
-        result: Result = self._drive(self.add(as_plugin(net, "add_network"), rt, timeout))
+        result: Result = self._drive(self._add(as_plugin(net, "add_network"), rt, timeout))
         return result
 
     def check_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK with a single plugin configuration."""
-        self._drive(self.check(as_plugin(net, "check_network"), rt, timeout))
+        self._drive(self._check(as_plugin(net, "check_network"), rt, timeout))
 
     def del_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL with a single plugin configuration."""
-        self._drive(self.delete(as_plugin(net, "del_network"), rt, timeout))
+        self._drive(self._delete(as_plugin(net, "del_network"), rt, timeout))
 
     # -- the cache -------------------------------------------------------
 
@@ -189,27 +104,27 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
-        return self.cached_result(as_list(net, "get_network_list_cached_result"), rt)
+        return self._cached_result(as_list(net, "get_network_list_cached_result"), rt)
 
     def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
         """The cached result of a single-plugin attachment, or ``None``."""
-        return self.cached_result(as_plugin(net, "get_network_cached_result"), rt)
+        return self._cached_result(as_plugin(net, "get_network_cached_result"), rt)
 
     def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
-        return self.cached_config(as_list(net, "get_network_list_cached_config"), rt)
+        return self._cached_config(as_list(net, "get_network_list_cached_config"), rt)
 
     def get_network_cached_config(
         self, net: PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """As :meth:`get_network_list_cached_config`, for a single plugin."""
-        return self.cached_config(as_plugin(net, "get_network_cached_config"), rt)
+        return self._cached_config(as_plugin(net, "get_network_cached_config"), rt)
 
     def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
-        return self.cached_attachments(container_id)
+        return self._cached_attachments(container_id)
 
     # -- validation, version, GC, STATUS ---------------------------------
 
@@ -217,33 +132,33 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
-        caps: list[str] = self._drive(self.validate(as_list(net, "validate_network_list"), timeout))
+        caps: list[str] = self._drive(self._validate(as_list(net, "validate_network_list"), timeout))
         return caps
 
     def validate_network(self, net: PluginConfig, *, timeout: float | None = None) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
-        caps: list[str] = self._drive(self.validate(as_plugin(net, "validate_network"), timeout))
+        caps: list[str] = self._drive(self._validate(as_plugin(net, "validate_network"), timeout))
         return caps
 
     def get_version_info(self, plugin_type: str, *, timeout: float | None = None) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
-        info: PluginInfo = self._drive(self.version_info(plugin_type, timeout))
+        info: PluginInfo = self._drive(self._version_info(plugin_type, timeout))
         return info
 
     def gc_network_list(
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
-        self._drive(self.gc(as_list(net, "gc_network_list"), args, timeout))
+        self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout))
 
     def _gc_keeping(
         self, net: NetworkConfigList, containers: frozenset[str], *, timeout: float | None = None
     ) -> None:
         """GC keeping every attachment of ``containers`` cached when it starts (the manager's)."""
-        self._drive(self.gc(net, None, timeout, keep_containers=containers))
+        self._drive(self._gc(net, None, timeout, keep_containers=containers))
 
     def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
-        self._drive(self.status(as_list(net, "get_status_network_list"), timeout))
+        self._drive(self._status(as_list(net, "get_status_network_list"), timeout))

@@ -20,6 +20,7 @@ from .errors import (
     ConfigError,
     ValidationError,
 )
+from .invoke._env import Environment
 from .version import VERSION_REQUEST as VERSION_REQUEST  # the probe's stdin, stated there
 
 __all__ = [
@@ -33,8 +34,10 @@ __all__ = [
     "encode_cni_args",
     "environ_snapshot",
     "gc_request",
+    "operation_env",
     "plugin_env",
     "plugin_request",
+    "plugin_stdin",
     "runtime_config",
     "status_request",
     "validate_attachment",
@@ -68,6 +71,77 @@ def runtime_config(
         for key, enabled in capabilities.items()
         if enabled is True and key in capability_args
     }
+
+
+def plugin_stdin(
+    command: str,
+    conf: Mapping[str, Any],
+    *,
+    name: str,
+    cni_version: str,
+    capability_args: Mapping[str, Any] | None = None,
+    prev_result: Mapping[str, Any] | None = None,
+    valid_attachments: Iterable[tuple[str, str]] = (),
+) -> bytes:
+    """What one plugin call of ``command`` is sent on stdin: the one decision, per plugin call.
+
+    ``conf`` is the plugin's own configuration object, ``name`` and
+    ``cni_version`` the network's. ADD, CHECK and DEL: :func:`plugin_request`
+    (``capability_args``, ``prev_result``); GC: :func:`gc_request`
+    (``valid_attachments``); STATUS: :func:`status_request`; VERSION:
+    :data:`VERSION_REQUEST`. The environment is the operation's
+    (:func:`operation_env`), the same for each of its plugins.
+    """
+    if command == GC:
+        return gc_request(
+            conf, name=name, cni_version=cni_version, valid_attachments=valid_attachments
+        )
+    if command == STATUS:
+        return status_request(conf, name=name, cni_version=cni_version)
+    if command == VERSION:
+        return VERSION_REQUEST
+    return plugin_request(
+        conf,
+        name=name,
+        cni_version=cni_version,
+        capability_args=capability_args,
+        prev_result=prev_result,
+    )
+
+
+def operation_env(
+    command: str,
+    *,
+    container_id: str = "",
+    netns: str = "",
+    ifname: str = "",
+    args: Sequence[tuple[str, str]] = (),
+    capability_args: Mapping[str, Any] | None = None,
+    path: Sequence[str] = (),
+) -> dict[str, str]:
+    """The environment of every plugin call of one operation, from a snapshot of ``os.environ``.
+
+    Everything that can be refused is refused here, before any plugin runs:
+    ``args`` that ``CNI_ARGS`` cannot represent, ``capability_args`` without a
+    JSON form. VERSION gets :func:`version_env`. The result is read-only and
+    encoded once for all the plugins (:class:`~libcni.invoke._env.Environment`).
+    """
+    base = environ_snapshot()
+    if command == VERSION:
+        return Environment(version_env(base))
+    if capability_args:
+        check_capability_args(capability_args)
+    return Environment(
+        plugin_env(
+            base,
+            command=command,
+            container_id=container_id,
+            netns=netns,
+            ifname=ifname,
+            cni_args=encode_cni_args(args),
+            path=path,
+        )
+    )
 
 
 def plugin_request(
@@ -168,20 +242,32 @@ def _check_keys(value: Any, where: str) -> None:
             _check_keys(item, f"{where}[{i}]")
 
 
+#: The last snapshot: ``os.environ``'s encoded data and its decoded copy.
+_last_environ: tuple[dict[bytes, bytes], dict[str, str]] = ({}, {})
+
+
 def environ_snapshot() -> dict[str, str]:
     """A copy of ``os.environ``, taken safely while other threads add or remove keys.
 
     ``dict(os.environ)`` iterates the keys and then looks each one up: a key
     removed in between raises ``KeyError`` (and a resize ``RuntimeError``).
     The underlying dict of encoded keys and values is copied in one C-level
-    call instead (atomic under the GIL), then decoded as ``os.environ`` would.
+    call instead (atomic under the GIL), then decoded as ``os.environ`` would;
+    when it equals the previous copy (the environment rarely changes), the
+    previous decoding is reused (a copy of it: the caller may change it).
     """
+    global _last_environ
     env = os.environ
     data = getattr(env, "_data", None)
     decodekey = getattr(env, "decodekey", None)
     decodevalue = getattr(env, "decodevalue", None)
     if type(data) is dict and decodekey is not None and decodevalue is not None:
-        return {decodekey(k): decodevalue(v) for k, v in data.copy().items()}
+        raw = data.copy()
+        last_raw, last = _last_environ
+        if raw != last_raw:
+            last = {decodekey(k): decodevalue(v) for k, v in raw.items()}
+            _last_environ = (raw, last)
+        return last.copy()
     for _ in range(100):  # another Python: retry the copy until no writer interfered
         try:
             return dict(env)

@@ -807,3 +807,17 @@ def test_processes_adding_different_containers_lose_no_entry(env: Env, tmp_path:
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
     ids = sorted(a.container_id for a in env.cni.get_cached_attachments())
     assert ids == sorted(f"p{n}-{i}" for n in range(4) for i in range(3))
+
+
+def test_the_operation_generators_are_not_public() -> None:
+    # cni.gc(net, None, None) used to return an unstarted generator, silently.
+    public = {
+        "add_network", "add_network_list", "check_network", "check_network_list",
+        "del_network", "del_network_list", "gc_network_list", "get_cached_attachments",
+        "get_network_cached_config", "get_network_cached_result",
+        "get_network_list_cached_config", "get_network_list_cached_result",
+        "get_status_network_list", "get_version_info", "validate_network",
+        "validate_network_list",
+    }  # fmt: skip
+    for cls in (CNIConfig, libcni.AsyncCNIConfig):
+        assert {n for n in dir(cls) if not n.startswith("_")} == public, cls

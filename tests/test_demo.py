@@ -18,7 +18,7 @@ import pytest
 from _require import unavailable
 
 from libcni import conf_list_from_bytes
-from libcni._demo import (
+from libcni.cli._demo import (
     DEMO_PLUGINS,
     DEMO_SUBNET,
     INSTALL_COMMAND,
@@ -261,7 +261,7 @@ def test_demo_without_root_says_so(readable_deps: str) -> None:
     env = demo_env(HOME="/")
     env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], readable_deps])
     probe = subprocess.run(
-        [*prefix, sys.executable, "-c", "import libcni._demo"],
+        [*prefix, sys.executable, "-c", "import libcni.cli._demo"],
         capture_output=True,
         text=True,
         env=env,

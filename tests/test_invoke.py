@@ -492,10 +492,21 @@ def test_concurrent_calls_from_threads(testplugin: str) -> None:
     assert sorted(json.loads(r)["i"] for r in results) == list(range(8))
 
 
-def test_works_with_stdio_descriptors_closed(testplugin: str) -> None:
+@pytest.mark.parametrize(
+    "start",
+    [
+        "",
+        # A blocked signal sends the start through os.posix_spawn, whose dup2 onto 0-2
+        # must not clobber a pipe that took the number of a closed stdio descriptor.
+        "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n",
+    ],
+    ids=["vfork", "posix_spawn"],
+)
+def test_works_with_stdio_descriptors_closed(testplugin: str, start: str) -> None:
     code = (
         "import os, sys\n"
         "os.close(0); os.close(1)\n"
+        f"{start}"
         "from libcni.invoke import RawExec\n"
         f"out = RawExec().exec_plugin({testplugin!r}, b'{{}}', {BASE_ENV!r}, 10)\n"
         "os.write(2, out)\n"
@@ -592,4 +603,56 @@ def test_async_child_outliving_the_plugin(testplugin: str, record: Path) -> None
 def test_async_start_failure(tmp_path: Path) -> None:
     with pytest.raises(PluginError) as info:
         asyncio.run(RawExec().aexec_plugin(str(tmp_path / "missing"), b"", BASE_ENV, 1))
+    assert info.value.code == 5
+
+
+def test_keyboard_interrupt_ends_the_plugin_as_a_timeout_does(tmp_path: Path) -> None:
+    # One termination sequence: SIGTERM first (the plugin may clean up), not SIGKILL at once.
+    marker = tmp_path / "terminated"
+    plugin = tmp_path / "trapper"
+    plugin.write_text(
+        f"#!/bin/sh\ntrap 'echo term > {marker}; exit 0' TERM\n"
+        "echo started >&2\nsleep 30 &\nwait\n"
+    )
+    plugin.chmod(0o755)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            RawExec(grace=5).exec_plugin(str(plugin), b"{}", BASE_ENV, 20)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert marker.read_text() == "term\n"
+
+
+def test_an_operation_environment_is_encoded_once_and_read_only(testplugin: str) -> None:
+    from libcni.invoke._env import Environment
+
+    env = Environment(BASE_ENV)
+    first = env.encoded()
+    assert b"CNI_COMMAND=ADD" in first
+    assert run(testplugin, request()) == RawExec().exec_plugin(testplugin, request(), env, 10)
+    assert env.encoded() is first  # not encoded again for the next plugin
+    with pytest.raises(TypeError):
+        env["X"] = "1"
+    with pytest.raises(TypeError):
+        env.update(X="1")
+
+
+def test_a_python_without_the_known_fork_exec_starts_plugins_through_popen(
+    testplugin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from libcni.invoke import _raw
+    from libcni.invoke._env import Environment
+
+    fast = RawExec().exec_plugin(testplugin, request(), Environment(BASE_ENV), 10)
+    monkeypatch.setattr(_raw, "_FORK_EXEC_TAIL", None)
+    assert RawExec().exec_plugin(testplugin, request(), Environment(BASE_ENV), 10) == fast
+    with pytest.raises(PluginError) as info:
+        RawExec().exec_plugin("/etc/passwd", request(), BASE_ENV, 10)
     assert info.value.code == 5

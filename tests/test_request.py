@@ -235,3 +235,27 @@ def test_runtime_config_is_the_enabled_intersection(
     rc = rq.runtime_config(caps, provided)
     assert set(rc) == {k for k, v in caps.items() if v and k in provided}
     assert all(rc[k] == provided[k] for k in rc)
+
+
+def test_plugin_stdin_is_the_one_decision_per_plugin_call() -> None:
+    base: dict[str, Any] = {"name": "n", "cni_version": "1.1.0"}
+    for command in (rq.ADD, rq.CHECK, rq.DEL):
+        assert rq.plugin_stdin(command, CONF, prev_result={"ips": []}, **base) == rq.plugin_request(
+            CONF, prev_result={"ips": []}, **base
+        )
+    valid = [("c1", "eth0")]
+    assert rq.plugin_stdin(rq.GC, CONF, valid_attachments=valid, **base) == rq.gc_request(
+        CONF, valid_attachments=valid, **base
+    )
+    assert rq.plugin_stdin(rq.STATUS, CONF, **base) == rq.status_request(CONF, **base)
+    assert rq.plugin_stdin(rq.VERSION, CONF, **base) == rq.VERSION_REQUEST
+
+
+def test_operation_env_refuses_bad_cni_args_and_capability_args_before_anything_runs() -> None:
+    with pytest.raises(ConfigError):
+        rq.operation_env(rq.ADD, args=[("A;B", "1")])
+    with pytest.raises(ConfigError):
+        rq.operation_env(rq.ADD, capability_args={"x": float("nan")})
+    env = rq.operation_env(rq.DEL, container_id="c", ifname="eth0", args=[("K", "V")], path=["/p"])
+    assert env["CNI_COMMAND"] == "DEL" and env["CNI_ARGS"] == "K=V" and env["CNI_PATH"] == "/p"
+    assert rq.operation_env(rq.VERSION)["CNI_NETNS"] == "dummy"

@@ -7,7 +7,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import CacheError, LockTimeoutError
@@ -27,6 +27,28 @@ MAX_ENTRY_SIZE = 16 << 20
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@contextlib.contextmanager
+def _opened(path: str, *, action: str) -> Iterator[int | None]:
+    """Open the directory ``path`` (``open_dir``), use it, close it; ``None`` if it is missing."""
+    dfd = open_dir(path, create=False, action=action)
+    try:
+        yield dfd
+    finally:
+        if dfd is not None:
+            os.close(dfd)
+
+
+@contextlib.contextmanager
+def _created(path: str, *, action: str) -> Iterator[int]:
+    """As :func:`_opened`, creating the directory (and its parents) when missing."""
+    dfd = open_dir(path, create=True, action=action)
+    assert dfd is not None  # open_dir(create=True) creates it or raises
+    try:
+        yield dfd
+    finally:
+        os.close(dfd)
 
 
 def _strerror(e: OSError) -> str:
@@ -208,10 +230,7 @@ class ResultCache:
         name = attachment_name(entry.network_name, entry.container_id, entry.ifname)
         data = entry.to_json()
         path = os.path.join(self.results_dir, name)
-        dfd = open_dir(self.results_dir, create=True, action=f"write cache entry {path}")
-        if dfd is None:  # pragma: no cover - open_dir(create=True) never returns None
-            raise CacheError(f"cannot write cache entry {path}: no results directory")
-        try:
+        with _created(self.results_dir, action=f"write cache entry {path}") as dfd:
             self._check_owner_at(
                 dfd, name, path, entry.network_name, entry.container_id, entry.ifname
             )
@@ -228,8 +247,6 @@ class ResultCache:
                     f"cache entry {path} was written but its directory could not be synced",
                     _strerror(e),
                 ) from None
-        finally:
-            os.close(dfd)
 
     @staticmethod
     def _unlink_quietly(dfd: int, name: str) -> None:
@@ -258,10 +275,7 @@ class ResultCache:
             try:
                 view = memoryview(data)
                 while view:
-                    n = os.write(fd, view)
-                    if n <= 0:  # pragma: no cover - regular files never do this
-                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                    view = view[n:]
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -283,13 +297,10 @@ class ResultCache:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        dfd = open_dir(self.results_dir, create=False, action=f"write cache entry {path}")
-        if dfd is None:
-            return
-        try:
+        with _opened(self.results_dir, action=f"write cache entry {path}") as dfd:
+            if dfd is None:
+                return
             self._check_owner_at(dfd, name, path, network, container_id, ifname)
-        finally:
-            os.close(dfd)
 
     @staticmethod
     def _check_owner_at(
@@ -327,15 +338,13 @@ class ResultCache:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        dfd = open_dir(self.results_dir, create=False, action=f"read cache entry {path}")
-        if dfd is None:
-            return None
-        try:
-            data = _read_at(dfd, name, path)
-        except FileNotFoundError:
-            return None
-        finally:
-            os.close(dfd)
+        with _opened(self.results_dir, action=f"read cache entry {path}") as dfd:
+            if dfd is None:
+                return None
+            try:
+                data = _read_at(dfd, name, path)
+            except FileNotFoundError:
+                return None
         obj: Any = loads(data, path)
         if _held_by_other(obj, network, container_id, ifname):
             return None
@@ -358,30 +367,28 @@ class ResultCache:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        dfd = open_dir(self.results_dir, create=False, action=f"remove cache entry {path}")
-        if dfd is None:
-            return False
-        try:
+        with _opened(self.results_dir, action=f"remove cache entry {path}") as dfd:
+            if dfd is None:
+                return False
             try:
-                obj: Any = loads(_read_at(dfd, name, path), path)
-                if _held_by_other(obj, network, container_id, ifname):
+                try:
+                    obj: Any = loads(_read_at(dfd, name, path), path)
+                    if _held_by_other(obj, network, container_id, ifname):
+                        return False
+                except FileNotFoundError:
                     return False
+                except CorruptEntryError:
+                    pass
+                except CacheError as e:
+                    raise CacheError(
+                        f"cannot remove cache entry {path}: cannot read it to check whose it is",
+                        e.details,
+                    ) from None
+                os.unlink(name, dir_fd=dfd)
             except FileNotFoundError:
                 return False
-            except CorruptEntryError:
-                pass
-            except CacheError as e:
-                raise CacheError(
-                    f"cannot remove cache entry {path}: cannot read it to check whose it is",
-                    e.details,
-                ) from None
-            os.unlink(name, dir_fd=dfd)
-        except FileNotFoundError:
-            return False
-        except OSError as e:
-            raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
-        finally:
-            os.close(dfd)
+            except OSError as e:
+                raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return True
 
     def entries(self, container_id: str = "") -> list[CacheEntry]:
@@ -399,10 +406,9 @@ class ResultCache:
             # The shortest file name that could hold it must fit, as in every method.
             fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
         action = "list the cache entries"
-        dfd = open_dir(self.results_dir, create=False, action=action)
-        if dfd is None:
-            return []
-        try:
+        with _opened(self.results_dir, action=action) as dfd:
+            if dfd is None:
+                return []
             try:
                 names = os.listdir(dfd)
             except OSError as e:
@@ -424,8 +430,6 @@ class ResultCache:
                     continue
                 out.append(entry)
             return out
-        finally:
-            os.close(dfd)
 
     def remove_stale_temporaries(self) -> list[str]:
         """Remove the temporary files that writers killed mid-write left; return their names.
@@ -437,25 +441,23 @@ class ResultCache:
         an attachment. Best effort: failures (a read-only cache, a file gone
         meanwhile) are ignored.
         """
-        dfd = open_dir(self.results_dir, create=False, action="remove stale temporary files")
-        if dfd is None:
-            return []
-        removed: list[str] = []
-        try:
-            prefix = f"{TEMP_PREFIX}tmp-"
-            stale_before = time.time() - TEMP_STALE_AFTER
-            for name in os.listdir(dfd):
-                if not name.startswith(prefix):
-                    continue
-                with contextlib.suppress(OSError):
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    if stat.S_ISREG(st.st_mode) and st.st_mtime < stale_before:
-                        os.unlink(name, dir_fd=dfd)
-                        removed.append(name)
-        except OSError:
-            pass
-        finally:
-            os.close(dfd)
+        with _opened(self.results_dir, action="remove stale temporary files") as dfd:
+            if dfd is None:
+                return []
+            removed: list[str] = []
+            try:
+                prefix = f"{TEMP_PREFIX}tmp-"
+                stale_before = time.time() - TEMP_STALE_AFTER
+                for name in os.listdir(dfd):
+                    if not name.startswith(prefix):
+                        continue
+                    with contextlib.suppress(OSError):
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                        if stat.S_ISREG(st.st_mode) and st.st_mtime < stale_before:
+                            os.unlink(name, dir_fd=dfd)
+                            removed.append(name)
+            except OSError:
+                pass
         return sorted(removed)
 
     def remove_unreadable(
@@ -492,12 +494,11 @@ class ResultCache:
         action = f"clean up unreadable entries of network {network}"
         valid_pairs = set(valid)
         valid_names = {f"{prefix}{cid}-{ifname}" for cid, ifname in valid_pairs}
-        dfd = open_dir(self.results_dir, create=False, action=action)
-        if dfd is None:
-            return [], []
-        removed: list[str] = []
-        errors: list[CacheError] = []
-        try:
+        with _opened(self.results_dir, action=action) as dfd:
+            if dfd is None:
+                return [], []
+            removed: list[str] = []
+            errors: list[CacheError] = []
             try:
                 names = sorted(os.listdir(dfd))
             except OSError as e:
@@ -574,8 +575,6 @@ class ResultCache:
                         lk.release()
                 removed.append(name)
             return removed, errors
-        finally:
-            os.close(dfd)
 
     def _try_lock_file(self, network: str, name: str) -> CacheLock | None:
         """The attachment lock of the entry file ``name`` of ``network``, without waiting.
@@ -733,13 +732,7 @@ class ResultCache:
         listed removes nothing.
         """
         try:
-            rdfd = open_dir(self.results_dir, create=False, action="clean up lock files")
-            entries: set[str] = set()
-            if rdfd is not None:
-                try:
-                    entries = set(os.listdir(rdfd))
-                finally:
-                    os.close(rdfd)
+            entries = set(self._list_dir(self.results_dir, "clean up lock files"))
             locks = self._list_dir(self.locks_dir, "clean up lock files")
             networks = self._list_dir(os.path.join(self.locks_dir, "networks"), "")
             containers = self._list_dir(os.path.join(self.locks_dir, "containers"), "")
@@ -780,13 +773,10 @@ class ResultCache:
 
     def _list_dir(self, path: str, action: str) -> list[str]:
         """The names in the (trusted) directory ``path``; ``[]`` when it is missing."""
-        dfd = open_dir(path, create=False, action=action or f"list {path}")
-        if dfd is None:
-            return []
-        try:
+        with _opened(path, action=action or f"list {path}") as dfd:
+            if dfd is None:
+                return []
             return os.listdir(dfd)
-        finally:
-            os.close(dfd)
 
 
 def _timed_out(timeout: float | None, what: str, path: str) -> LockTimeoutError:

@@ -20,10 +20,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
+from libcni.invoke._env import Environment, encode_env
 from libcni.invoke._errobj import decode_error_object as _decode_error_object
 from libcni.invoke._find import find_in_path
 
@@ -85,6 +86,11 @@ def _status_text(status: int | None) -> str:
     return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
+def _timed_out(name: str, timeout: float | None) -> str:
+    """The message of a call that outlasted its timeout (an operation rewords it: ``_ops._run``)."""
+    return f'plugin "{name}" timed out after {timeout or 0.0:.3g}s'
+
+
 def _excerpt(data: bytes) -> str:
     text = data[:_EXCERPT].decode("utf-8", errors="replace")
     return text + f"... ({len(data)} bytes)" if len(data) > _EXCERPT else text
@@ -93,15 +99,6 @@ def _excerpt(data: bytes) -> str:
 def _nonblocking(fd: int) -> None:
     # A fresh pipe end has no status flags, so one F_SETFL is enough.
     fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
-
-
-def _above_stdio(fd: int) -> int:
-    """Move ``fd`` above 2, so that the child's dup2 onto 0-2 cannot clobber it."""
-    if fd > 2:
-        return fd
-    new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    os.close(fd)
-    return new
 
 
 def _close_all(fds: Sequence[int]) -> None:
@@ -366,7 +363,7 @@ class _Run:
     def timeout_error(self, timeout: float | None) -> PluginTimeoutError:
         self._log_stderr(logging.WARNING)
         return PluginTimeoutError(
-            f'plugin "{self.name}" timed out after {timeout:.3g}s',
+            _timed_out(self.name, timeout),
             f"its process group was killed ({_status_text(self.status)})",
             **self._context(),
         )
@@ -387,8 +384,61 @@ def _signals_clean() -> bool:
     return _IGNORED not in map(_getsignal, _CHECKED_SIGNALS)
 
 
-def _spawn_vfork(path: str, env: Mapping[str, str], stdin: int, stdout: int, stderr: int) -> int:
-    """Start ``path`` through subprocess's vfork path (the fast path); return its pid."""
+#: ``_posixsubprocess.fork_exec``'s arguments after ``restore_signals`` (new
+#: process group, no uid/gid/umask change, no preexec_fn, vfork allowed), for
+#: the Python versions whose signature is known; others go through ``Popen``.
+_FORK_EXEC_TAIL: tuple[Any, ...] | None = {
+    (3, 10): (True, None, None, None, -1, None),  # start_new_session, gid, gids, uid, umask, preexec
+    (3, 11): (False, 0, None, None, None, -1, None, True),  # ..., process_group=0, ..., allow_vfork
+    (3, 12): (False, 0, None, None, None, -1, None, True),
+    (3, 13): (False, 0, None, None, None, -1, None, True),
+}.get(sys.version_info[:2])
+_fork_exec: Any = getattr(importlib.import_module("_posixsubprocess"), "fork_exec", None)
+if _fork_exec is None:  # pragma: no cover - another Python
+    _FORK_EXEC_TAIL = None
+
+
+def _spawn_vfork(
+    path: str, env: Mapping[str, str] | list[bytes], stdin: int, stdout: int, stderr: int
+) -> int:
+    """Start ``path`` through subprocess's vfork path (the fast path); return its pid.
+
+    ``env`` encoded already (``KEY=VALUE`` bytes) is passed as is: what
+    ``Popen`` would do, without building a ``Popen`` and re-encoding the
+    environment each time. ``OSError`` when the exec fails, as from ``Popen``.
+    """
+    if _FORK_EXEC_TAIL is not None:
+        exe = os.fsencode(path)
+        envb = env if isinstance(env, list) else encode_env(env)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            if err_w < 3:  # our stdio is closed: the child's dup2 onto 0-2 must not hit it
+                low = err_w
+                err_w = fcntl.fcntl(low, fcntl.F_DUPFD_CLOEXEC, 3)
+                os.close(low)
+            try:
+                pid: int = _fork_exec(
+                    (exe,), (exe,), True, (err_w,), None, envb,
+                    stdin, -1, -1, stdout, -1, stderr, err_r, err_w,
+                    True, *_FORK_EXEC_TAIL,
+                )  # fmt: skip
+            finally:
+                os.close(err_w)
+            failure = os.read(err_r, 50000)  # EOF: the exec closed it (close-on-exec)
+        finally:
+            os.close(err_r)
+        if failure:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            _, _, hex_errno = failure.partition(b":")
+            try:
+                code = int(hex_errno.partition(b":")[0], 16)
+            except ValueError:
+                code = errno.EIO
+            raise OSError(code or errno.EIO, os.strerror(code or errno.EIO), path)
+        return pid
+    if isinstance(env, list):
+        env = dict(e.decode("utf-8", "surrogateescape").split("=", 1) for e in env)
     # Not os.posix_spawn: both start the child in its own process group with
     # the pipes as its stdio and SIGPIPE/SIGXFSZ reset, but posix_spawn holds
     # the GIL until the child has exec'd, so threads starting plugins at once
@@ -419,6 +469,14 @@ def _spawn_clean(path: str, env: Mapping[str, str], stdin: int, stdout: int, std
     vfork child would inherit both; ``posix_spawn`` resets them in the child,
     without ever unblocking anything in the runtime.
     """
+    if min(stdin, stdout, stderr) < 3:
+        # Our own stdio is closed and a pipe took its number: the child's
+        # dup2 onto 0-2 would clobber it (subprocess's vfork path copes).
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (stdin, stdout, stderr)]
+        try:
+            return _spawn_clean(path, env, *high)
+        finally:
+            _close_all(high)
     actions: list[tuple[int, ...]] = [
         (os.POSIX_SPAWN_DUP2, stdin, 0),
         (os.POSIX_SPAWN_DUP2, stdout, 1),
@@ -444,17 +502,19 @@ def _spawn_clean(path: str, env: Mapping[str, str], stdin: int, stdout: int, std
 
 
 def _start(path: str, env: Mapping[str, str], stdin: bytes) -> _Run:
-    """Start the plugin once; ``OSError`` from starting it (ETXTBSY, EACCES...) propagates."""
+    """Start the plugin once; ``OSError`` from starting it (ETXTBSY, EACCES...) propagates.
+
+    ``env`` as an :class:`Environment` is encoded once for all the plugins
+    of an operation.
+    """
     fds: list[int] = []
     try:
         for _ in range(3):
             fds += os.pipe2(os.O_CLOEXEC)
-        if min(fds) < 3:  # our own stdio is closed
-            for i, fd in enumerate(fds):
-                fds[i] = _above_stdio(fd)
         in_r, in_w, out_r, out_w, err_r, err_w = fds
         if _signals_clean():
-            pid = _spawn_vfork(path, env, in_r, out_w, err_w)
+            encoded = env.encoded() if isinstance(env, Environment) else env
+            pid = _spawn_vfork(path, encoded, in_r, out_w, err_w)
         else:
             pid = _spawn_clean(path, env, in_r, out_w, err_w)
     except BaseException:
@@ -521,7 +581,7 @@ class _Retry:
             now = time.monotonic()
             if self.deadline is not None and now + self.delay >= self.deadline:
                 raise PluginTimeoutError(
-                    f'plugin "{self.name}" timed out after {self.timeout:.3g}s',
+                    _timed_out(self.name, self.timeout),
                     f"{self.path} stayed busy: {desc}",
                     plugin=self.name,
                 ) from err
@@ -533,6 +593,36 @@ class _Retry:
         raise PluginError(
             f'failed to execute plugin "{self.path}"', desc, code=CODE_IO, plugin=self.name
         ) from err
+
+
+def _starting(
+    path: str, env: Mapping[str, str], stdin: bytes, deadline: float | None, timeout: float | None
+) -> Generator[float, None, _Run]:
+    """Start the plugin, yielding how long to sleep before each retry (the one retry loop).
+
+    Driven by the synchronous path (``time.sleep``) and the asynchronous one
+    (``asyncio.sleep``); :class:`_Retry` decides.
+    """
+    retry = None
+    while True:
+        try:
+            return _start(path, env, stdin)
+        except (OSError, ValueError) as e:
+            retry = retry or _Retry(path, deadline, timeout)
+            yield retry.after(e)
+
+
+def _terminating(run: _Run, grace: float) -> Generator[float | None, bool, None]:
+    """The one termination sequence: SIGTERM to the group, ``grace`` seconds, then SIGKILL.
+
+    Yields the deadline of each wait for the leader to exit (``None``: as
+    long as it takes) and is sent whether it did. Used on timeout,
+    cancellation and ``KeyboardInterrupt`` alike, by both paths.
+    """
+    run.kill(signal.SIGTERM)
+    if not (yield time.monotonic() + grace):
+        run.kill(signal.SIGKILL)
+        yield None
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -599,29 +689,36 @@ class RawExec:
         no limit) bounds the whole call: :class:`~libcni.errors.PluginTimeoutError`.
         """
         deadline = _deadline(timeout)
-        retry = None
+        starting = _starting(path, env, stdin, deadline, timeout)
         while True:
             try:
-                run = _start(path, env, stdin)
+                time.sleep(next(starting))
+            except StopIteration as started:
+                run: _Run = started.value
                 break
-            except (OSError, ValueError) as e:
-                retry = retry or _Retry(path, deadline, timeout)
-                delay = retry.after(e)
-            time.sleep(delay)
         try:
             poller = select.poll()
             run.unwatch = poller.unregister
             for fd, write in run.watched():
                 poller.register(fd, select.POLLOUT if write else select.POLLIN)
-            if not self._wait(run, poller, deadline):
-                run.kill(signal.SIGTERM)
-                if not self._wait(run, poller, time.monotonic() + self.grace):
-                    run.kill(signal.SIGKILL)
-                    self._wait(run, poller, None)
+            try:
+                exited = self._wait(run, poller, deadline)
+            except (KeyboardInterrupt, SystemExit):  # a signal handler raised: end it as a timeout does
+                self._terminate(run, poller)
+                raise
+            if not exited:
+                self._terminate(run, poller)
                 raise run.timeout_error(timeout)
             return run.result()
         finally:
             run.close()
+
+    def _terminate(self, run: _Run, poller: select.poll) -> None:
+        steps = _terminating(run, self.grace)
+        with contextlib.suppress(StopIteration):
+            until = next(steps)
+            while True:
+                until = steps.send(self._wait(run, poller, until))
 
     @staticmethod
     def _wait(run: _Run, poller: select.poll, deadline: float | None) -> bool:
@@ -650,15 +747,13 @@ class RawExec:
 
         loop = asyncio.get_running_loop()
         deadline = _deadline(timeout)
-        retry = None
+        starting = _starting(path, env, stdin, deadline, timeout)
         while True:
             try:
-                run = _start(path, env, stdin)
+                await asyncio.sleep(next(starting))
+            except StopIteration as started:
+                run: _Run = started.value
                 break
-            except (OSError, ValueError) as e:
-                retry = retry or _Retry(path, deadline, timeout)
-                delay = retry.after(e)
-            await asyncio.sleep(delay)
         try:
 
             def unwatch(fd: int) -> None:
@@ -702,7 +797,8 @@ class RawExec:
                 timer.cancel()
 
     async def _aterminate(self, loop: asyncio.AbstractEventLoop, run: _Run) -> None:
-        run.kill(signal.SIGTERM)
-        if not await self._await(loop, run, time.monotonic() + self.grace):
-            run.kill(signal.SIGKILL)
-            await self._await(loop, run, None)
+        steps = _terminating(run, self.grace)
+        with contextlib.suppress(StopIteration):
+            until = next(steps)
+            while True:
+                until = steps.send(await self._await(loop, run, until))

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TextIO
 
-from .cli import CLIError
+from ._errors import CLIError
 
 __all__ = [
     "DEMO_CAPABILITY_ARGS",
@@ -300,7 +300,8 @@ def _cleanup(
 
 
 def _package_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """The directory that holds the ``libcni`` package (for the child's ``PYTHONPATH``)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run(environ: Mapping[str, str], out: TextIO, err: TextIO, timeout: float | None = None) -> int:
@@ -525,10 +526,10 @@ def _hide_ip6tables(workdir: str) -> None:
 
 def run_inside(args: argparse.Namespace, out: TextIO) -> int:
     """The library calls of the demo; runs inside the throwaway host namespace."""
-    from .api import CNIConfig
-    from .cache import ResultCache
-    from .conf import conf_list_from_bytes
-    from .values import RuntimeConf
+    from ..api import CNIConfig
+    from ..cache import ResultCache
+    from ..conf import conf_list_from_bytes
+    from ..values import RuntimeConf
 
     if not (args.workdir and args.netns and args.bridge and args.container_id):
         raise DemoError("--inside is the internal half of `libcni demo`; run `libcni demo`")
@@ -631,8 +632,8 @@ def _run_manager(
 ) -> None:
     """What a runtime does: attach loopback and two networks with the NetworkManager,
     show the merged and the kernel's view, tear down, then a setup that fails and rolls back."""
-    from .errors import SetupError
-    from .manager import NetworkManager
+    from ..errors import SetupError
+    from ..manager import NetworkManager
 
     conf_dir = os.path.join(workdir, "net.d")
     os.makedirs(conf_dir)

@@ -21,7 +21,7 @@ refuses it), plus ``CNI_CACHE_DIR`` (default: :func:`libcni.cache.default_cache_
 container ID is derived from the network namespace path exactly as ``cnitool``
 derives it, so both tools find the same cache entries.
 
-This module (with :mod:`libcni._demo`) is the only part of libcni that prints.
+This package (with its demo, :mod:`libcni.cli._demo`) is the only part of libcni that prints.
 Errors are one line on standard error, ``libcni: <message>``, exit status 1;
 usage errors exit with status 2.
 """
@@ -36,13 +36,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from . import __version__
-from ._json import strict_loads
-from .api import CNIConfig
-from .cache import default_cache_dir
-from .conf import NetworkConfigList, load_conf_list
-from .errors import CNIError, PluginError
-from .values import RuntimeConf
+from .. import __version__
+from .._json import strict_loads
+from ..api import CNIConfig
+from ..cache import default_cache_dir
+from ..conf import NetworkConfigList, load_conf_list
+from ..errors import CNIError, PluginError
+from ..values import RuntimeConf
+from ._errors import CLIError
 
 __all__ = [
     "DEFAULT_CNI_PATH",
@@ -63,10 +64,6 @@ DEFAULT_CNI_PATH = "/opt/cni/bin"
 DEFAULT_IFNAME = "eth0"
 
 log = logging.getLogger("libcni")
-
-
-class CLIError(Exception):
-    """A problem with the command line's input (environment, arguments): exit status 1."""
 
 
 # -- what cnitool derives from its environment -------------------------------
@@ -254,7 +251,7 @@ def _cmd_cache_list(args: argparse.Namespace, environ: Mapping[str, str], out: T
 
 
 def _manager(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
-    from .manager import NetworkManager
+    from ..manager import NetworkManager
 
     return NetworkManager(
         environ.get("NETCONFPATH") or DEFAULT_NETCONFPATH,
@@ -265,7 +262,7 @@ def _manager(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
 
 
 def _network_requests(values: Sequence[str]) -> list[Any] | None:
-    from .manager import NetworkRequest
+    from ..manager import NetworkRequest
 
     if not values:
         return None
