@@ -163,6 +163,7 @@ _R = TypeVar("_R")
 Op = Generator[Effect, Any, _R]
 
 
+
 @attrs.frozen
 class _Chain:
     """What the operations need of a network, for a list or a single plugin."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from ._drive import drive
 from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin, logged
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
@@ -34,19 +35,7 @@ class CNIConfig(Operations):
     """
 
     def _drive(self, op: Op[_R]) -> _R:
-        outcome: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                effect = op.send(outcome) if error is None else op.throw(error)
-            except StopIteration as stop:
-                value: _R = stop.value
-                return value
-            outcome, error = None, None
-            try:
-                outcome = self._perform(effect)
-            except BaseException as e:  # handed to the operation, which may handle it
-                error = e
+        return drive(op, self._perform)
 
     def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):

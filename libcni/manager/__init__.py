@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from .._drive import drive
 from ..api import CNIConfig
 from ..invoke import Exec
 from ._core import Blocking, Call, Core, Effect, LockContainer, Op, Outcome, Together
@@ -123,18 +124,7 @@ class NetworkManager(_ManagerBase):
     # -- the driver ------------------------------------------------------
 
     def _drive(self, op: Op) -> Any:
-        outcome: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                effect = op.send(outcome) if error is None else op.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            outcome, error = None, None
-            try:
-                outcome = self._perform(effect)
-            except BaseException as e:  # handed to the rule, which may handle it
-                error = e
+        return drive(op, self._perform)
 
     def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, Call):

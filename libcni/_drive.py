@@ -1,0 +1,33 @@
+"""The blocking driver of effect generators, shared by ``CNIConfig`` and ``NetworkManager``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
+
+_R = TypeVar("_R")
+
+
+def drive(op: Generator[Any, Any, _R], perform: Callable[[Any], Any]) -> _R:
+    """Run ``op`` to its end with blocking calls: ``perform`` each effect it yields.
+
+    The outcome of an effect is sent back in; an exception it raised is
+    thrown in, so that the operation may handle it (GC collects plugin
+    errors). Shared by ``CNIConfig`` and the blocking network manager.
+    """
+    outcome: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = op.send(outcome) if error is None else op.throw(error)
+        except StopIteration as stop:
+            value: _R = stop.value
+            return value
+        outcome, error = None, None
+        try:
+            outcome = perform(effect)
+        except BaseException as e:  # handed to the operation, which may handle it
+            error = e
+
+
+__all__ = ["drive"]
