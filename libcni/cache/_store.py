@@ -7,7 +7,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..errors import CacheError, LockTimeoutError
@@ -739,36 +739,38 @@ class ResultCache:
         except (CacheError, OSError):
             return []
         removed: list[str] = []
-        for name in sorted(locks):
-            if name in entries or name in ("networks", "containers") or name.startswith("."):
-                continue
-            with contextlib.suppress(CacheError, OSError):
-                lk = acquire(
-                    self.locks_dir, name, exclusive=True, blocking=False,
-                    entry=os.path.join(self.results_dir, name),
-                )
-                if lk is not None and lk._release():
-                    removed.append(lk.path)
-        for name in sorted(networks):
-            prefix = f"{name}-"
-            if name.startswith(".") or any(e.startswith(prefix) for e in entries):
-                continue
-            with contextlib.suppress(CacheError, OSError):
-                lk = acquire(
-                    self.locks_dir, name, subdir="networks", exclusive=True, blocking=False
-                )
-                if lk is not None and lk._release(remove=True):
-                    removed.append(lk.path)
-        for name in sorted(containers):
-            # A container lock holds no state: any file no one holds can go.
-            if name.startswith("."):
-                continue
-            with contextlib.suppress(CacheError, OSError):
-                lk = acquire(
-                    self.locks_dir, name, subdir="containers", exclusive=True, blocking=False
-                )
-                if lk is not None and lk._release(remove=True):
-                    removed.append(lk.path)
+
+        def sweep(
+            names: list[str], subdir: str, keep: Callable[[str], bool], *, of_entry: bool = False
+        ) -> None:
+            for name in sorted(names):
+                if name.startswith(".") or keep(name):
+                    continue
+                with contextlib.suppress(CacheError, OSError):
+                    # An attachment lock is removed on release only if its entry is
+                    # still missing then (an ADD may have written it meanwhile).
+                    entry = os.path.join(self.results_dir, name) if of_entry else None
+                    lk = acquire(
+                        self.locks_dir,
+                        name,
+                        subdir=subdir,
+                        exclusive=True,
+                        blocking=False,
+                        entry=entry,
+                    )
+                    if lk is not None and lk._release(remove=not of_entry):
+                        removed.append(lk.path)
+
+        # "networks" and "containers" are the directories of the other two kinds.
+        sweep(
+            locks,
+            "",
+            lambda name: name in entries or name in ("networks", "containers"),
+            of_entry=True,
+        )
+        sweep(networks, "networks", lambda name: any(e.startswith(f"{name}-") for e in entries))
+        # A container lock holds no state: any file no one holds can go.
+        sweep(containers, "containers", lambda name: False)
         return removed
 
     def _list_dir(self, path: str, action: str) -> list[str]:
