@@ -136,6 +136,9 @@ class _Deadline:
 
 _DIGITS = re.compile(r"(\d+)")
 
+#: How many cached configurations a manager keeps parsed (see ``Core._parse_cached``).
+_PARSED_MAX = 256
+
 
 def _natural(ifname: str) -> list[Any]:
     return [int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(ifname))]
@@ -179,6 +182,7 @@ class Core:
         self.loopback_net = conf_list_from_bytes(LOOPBACK_CONFIG)
         # The CNIConfig's own cache (so that the default directory is decided in one place).
         self.cache: ResultCache = cni._cache()
+        self._parsed: dict[bytes, NetworkConfigList] = {}
 
     def _timeout(self, timeout: float | None) -> float | None:
         return self.timeout if timeout is None else timeout
@@ -421,6 +425,21 @@ class Core:
         atts: list[NetworkAttachment] = yield Call("get_cached_attachments", (container_id,))
         return sorted(atts, key=lambda a: attachment_order(a.ifname, a.network))
 
+    def _parse_cached(self, config: bytes) -> NetworkConfigList:
+        """``conf_list_from_bytes(config)``, remembered: containers share a few configurations.
+
+        A configuration list is immutable, so one parse serves every teardown
+        and check of the containers attached with it. Bounded: the memory is
+        cleared when it holds too many (configurations that are gone).
+        """
+        net = self._parsed.get(config)
+        if net is None:
+            net = conf_list_from_bytes(config)
+            if len(self._parsed) >= _PARSED_MAX:
+                self._parsed.clear()
+            self._parsed[config] = net
+        return net
+
     def _cached_net(
         self, att: NetworkAttachment, rt: RuntimeConf, loaded: LoadedNetworks | None = None
     ) -> tuple[NetworkConfigList, RuntimeConf]:
@@ -435,7 +454,7 @@ class Core:
             capability_args=att.capability_args,
         )
         try:
-            net = conf_list_from_bytes(att.config)
+            net = self._parse_cached(att.config)
             if net.plugins and net.name == att.network:
                 return net, rt
             problem = "the cached configuration has no plugins"
