@@ -729,3 +729,22 @@ def test_setup_sends_no_status(env: Env) -> None:
     env.write("10-a.conflist", "a", fail("STATUS", 50, "not ready"), version="1.1.0")
     env.manager().setup("c1", "ns")
     assert [c[0] for c in env.calls()] == ["ADD", "ADD"]
+
+
+def test_libcni_exports_every_public_name_of_the_manager_lazily() -> None:
+    """``libcni`` lists the manager's names by hand (to import it lazily): they must match."""
+    import subprocess
+    import sys
+
+    import libcni
+    import libcni.manager
+
+    public = set(libcni.manager.__all__) - {"LOOPBACK_NETWORK"}
+    assert public == set(libcni._MANAGER_NAMES)
+    assert public <= set(libcni.__all__)
+    for name in public:
+        assert getattr(libcni, name) is getattr(libcni.manager, name)
+    # ... and `import libcni` alone does not load it.
+    code = "import sys, libcni; print('libcni.manager' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
