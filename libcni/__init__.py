@@ -16,7 +16,6 @@ See https://www.cni.dev/ for the specification.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from .api import CNIConfig
@@ -72,9 +71,10 @@ if TYPE_CHECKING:
         NetworkRequest,
     )
 
-# A program that configures no logging sees nothing from the library: without
-# this, logging's last-resort handler would print its warnings on stderr.
-logging.getLogger("libcni").addHandler(logging.NullHandler())
+# A program that configures no logging sees nothing from the library: the
+# "libcni" logger gets a NullHandler (else logging's last-resort handler would
+# print its warnings on stderr) before its first record, at import when logging
+# is imported already (libcni/_log.py: ``import libcni`` spares logging).
 
 __version__ = "0.1.0"
 

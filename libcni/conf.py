@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import builtins
 import json
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
 import attrs
 
+from . import _log as logging  # logging, imported at first use
 from ._json import strict_loads
 from .errors import ConfigError, NoConfigsFoundError, NotFoundError, VersionError
 from .types.dns import DNS
