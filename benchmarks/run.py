@@ -843,6 +843,11 @@ def _spawn_ms(argv: list[str], env: dict[str, str]) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+#: The budget of ``import libcni`` (issue 12): the wall measure "as installed"
+#: and the -X importtime total.
+IMPORT_TARGET_MS = 35
+
+
 def bench_import(table: Table, runs: int) -> None:
     exe = sys.executable
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
@@ -881,8 +886,8 @@ def bench_import(table: Table, runs: int) -> None:
             f"{lb - b:.1f} ms",
             f"bare start {b:.1f} ms",
             f"{lb / b:.2f}x start",
-            "< 60 ms" if name == "normal" else "",
-            (lb - b < 60) if name == "normal" else None,
+            f"< {IMPORT_TARGET_MS} ms" if name == "normal" else "",
+            (lb - b < IMPORT_TARGET_MS) if name == "normal" else None,
         )
     # 3. In-process only (no interpreter start or teardown): -X importtime's total.
     cumulative = []
@@ -906,8 +911,8 @@ def bench_import(table: Table, runs: int) -> None:
             f"{c:.1f} ms",
             "",
             "",
-            "< 60 ms",
-            c < 60,
+            f"< {IMPORT_TARGET_MS} ms",
+            c < IMPORT_TARGET_MS,
         )
     table.add("import libcni imports asyncio", out, "", "", "False", out == "False")
 
