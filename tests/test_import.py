@@ -21,6 +21,7 @@ LAZY = (
     "asyncio",  # the async API
     "base64",  # the cache's bytes fields
     "cattrs",  # the converter, built at first use
+    "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
     "libcni.types.convert",  # conversions between versions
     "libcni.types.v02",  # the 0.1.0/0.2.0 results
