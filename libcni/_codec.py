@@ -25,7 +25,6 @@ value: :func:`structure` is the one place that reads cattrs' errors.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address, IPv6Interface
@@ -232,6 +231,8 @@ def _is_pair(t: Any) -> bool:
 def _json_check(extra: Mapping[str, Any]) -> None:
     """Refuse an unknown member without a JSON form (NaN, a set, a cycle...), so that
     writing back what was read cannot fail."""
+    import json
+
     for key, value in extra.items():
         try:
             json.dumps(value, allow_nan=False)

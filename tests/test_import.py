@@ -20,6 +20,7 @@ PLUGINS = str(REPO / "tests" / "plugins")
 LAZY = (
     "asyncio",  # the async API
     "base64",  # the cache's bytes fields
+    "json",  # imported where first used
     "cattrs",  # the converter, built at first use
     "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
