@@ -843,6 +843,11 @@ def _spawn_ms(argv: list[str], env: dict[str, str]) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+#: The budget of ``import libcni`` (issue 12): the wall measure "as installed"
+#: and the -X importtime total.
+IMPORT_TARGET_MS = 35
+
+
 def bench_import(table: Table, runs: int) -> None:
     exe = sys.executable
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
@@ -864,6 +869,9 @@ def bench_import(table: Table, runs: int) -> None:
     variants = {
         "normal": ([exe, "-c", "pass"], [exe, "-c", "import libcni"]),
         "clean": ([exe, "-S", "-c", clean], [exe, "-S", "-c", clean + "; import libcni"]),
+        # CNIConfig (the operations, the cache, the plugin runner) loads on first
+        # use: what a runtime pays before its first operation.
+        "CNIConfig": ([exe, "-c", "pass"], [exe, "-c", "import libcni; libcni.CNIConfig"]),
     }
     for name, (bare_argv, lib_argv) in variants.items():
         bare, lib = [], []
@@ -875,14 +883,18 @@ def bench_import(table: Table, runs: int) -> None:
             lib.append(_spawn_ms(lib_argv, env))
         b, lb = statistics.median(bare), statistics.median(lib)
         table.data[f"import_{name}"] = {"bare_ms": b, "with_libcni_ms": lb, "libcni_ms": lb - b}
-        label = "site as installed" if name == "normal" else "clean, python -S"
+        label = {
+            "normal": "site as installed",
+            "clean": "clean, python -S",
+            "CNIConfig": "then libcni.CNIConfig",
+        }[name]
         table.add(
             f"import libcni ({label}), median of {runs}",
             f"{lb - b:.1f} ms",
             f"bare start {b:.1f} ms",
             f"{lb / b:.2f}x start",
-            "< 60 ms" if name == "normal" else "",
-            (lb - b < 60) if name == "normal" else None,
+            f"< {IMPORT_TARGET_MS} ms" if name == "normal" else "",
+            (lb - b < IMPORT_TARGET_MS) if name == "normal" else None,
         )
     # 3. In-process only (no interpreter start or teardown): -X importtime's total.
     cumulative = []
@@ -906,8 +918,8 @@ def bench_import(table: Table, runs: int) -> None:
             f"{c:.1f} ms",
             "",
             "",
-            "< 60 ms",
-            c < 60,
+            f"< {IMPORT_TARGET_MS} ms",
+            c < IMPORT_TARGET_MS,
         )
     table.add("import libcni imports asyncio", out, "", "", "False", out == "False")
 

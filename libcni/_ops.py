@@ -14,7 +14,6 @@ are short and done inline.
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import threading
@@ -25,6 +24,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from . import _log as logging  # logging, imported at first use
 from . import request as rq
 from .cache import CacheEntry, CorruptEntryError, ResultCache, default_cache_dir
 from .conf import NetworkConfigList, PluginConfig

@@ -22,14 +22,13 @@ message names the field, plugin index, file or value at fault.
 from __future__ import annotations
 
 import builtins
-import json
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
 import attrs
 
+from . import _log as logging  # logging, imported at first use
 from ._json import strict_loads
 from .errors import ConfigError, NoConfigsFoundError, NotFoundError, VersionError
 from .types.dns import DNS
@@ -202,6 +201,8 @@ def _to_bytes(data: Any, what: str) -> builtins.bytes:
 
 def _loads(data: builtins.bytes, what: str) -> Any:
     """Strict JSON: UTF-8 only, no NaN/Infinity, no out-of-range numbers."""
+    import json
+
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -224,6 +225,8 @@ def _loads(data: builtins.bytes, what: str) -> Any:
 
 def _dumps(obj: Any, what: str) -> builtins.bytes:
     """Compact JSON bytes; ``ConfigError`` if ``obj`` cannot be represented."""
+    import json
+
     try:
         text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as e:

@@ -7,7 +7,6 @@ checks before ADD are tested without running anything.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,7 +54,14 @@ STATUS = "STATUS"
 VERSION = "VERSION"
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+def _dumps(obj: Any, /) -> str:
+    """Compact JSON text; replaced by the encoder itself at the first call
+    (``import libcni`` spares :mod:`json`)."""
+    global _dumps
+    import json
+
+    _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+    return _dumps(obj)
 
 
 def runtime_config(
@@ -208,6 +214,8 @@ def _encode(request: Mapping[str, Any]) -> bytes:
         try:
             return _dumps(request).encode()
         except UnicodeEncodeError:
+            import json
+
             # Lone surrogates (from "\ud800" escapes): keep them escaped, as conf does.
             return json.dumps(request, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError, RecursionError) as e:
@@ -221,6 +229,8 @@ def check_capability_args(capability_args: Mapping[str, Any]) -> None:
     otherwise reach the plugin and the cache as an object with two ``"1"``
     keys) and numbers finite.
     """
+    import json
+
     try:
         _check_keys(capability_args, "capabilityArgs")
         json.dumps(dict(capability_args), allow_nan=False)

@@ -17,7 +17,6 @@ of the wrong type is an error (here a :class:`CorruptEntryError`, a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -113,6 +112,8 @@ class CacheEntry:
 
     def to_json(self) -> bytes:
         """The compact ``cniCacheV1`` JSON bytes; ``CacheError`` if a value cannot be encoded."""
+        import json  # here: ``import libcni`` spares it
+
         try:
             return json.dumps(
                 self.to_dict(), separators=(",", ":"), allow_nan=False

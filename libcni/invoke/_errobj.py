@@ -13,21 +13,24 @@ converter (:mod:`libcni._codec`): ``code`` is an integer (not ``true``, not
 
 from __future__ import annotations
 
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from .._codec import Invalid, structure
 from .._json import strict_loads
 
+if TYPE_CHECKING:
+    from ._errvalue import ErrorObject
+
 __all__ = ["ErrorObject", "decode_error_object"]
 
 
-@attrs.frozen
-class ErrorObject:
-    """The fields of a CNI error object (other members are ignored, as Go does)."""
+def __getattr__(name: str) -> Any:
+    # ErrorObject is built when first needed (a failing plugin), not at import.
+    if name == "ErrorObject":
+        from ._errvalue import ErrorObject
 
-    code: int
-    msg: str
-    details: str = ""
+        return ErrorObject
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def decode_error_object(stdout: bytes) -> tuple[int, str, str] | str:
@@ -42,6 +45,8 @@ def decode_error_object(stdout: bytes) -> tuple[int, str, str] | str:
         return "not a JSON object"
     if obj.get("msg") is None:  # a message is what an error object is for
         return "msg: missing"
+    from ._errvalue import ErrorObject
+
     try:
         err = structure(obj, ErrorObject)
     except Invalid as e:

@@ -13,16 +13,15 @@ import contextlib
 import errno
 import fcntl
 import importlib
-import logging
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from libcni import _log as logging  # logging, imported at first use
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
 from libcni.invoke._env import Environment, encode_env
 from libcni.invoke._errobj import decode_error_object as _decode_error_object
@@ -444,6 +443,8 @@ def _spawn_vfork(
     # the GIL until the child has exec'd, so threads starting plugins at once
     # queue behind each other (8 threads reached 1.25x the throughput of one,
     # against 1.86x this way).
+    import subprocess  # here: only this fallback needs it (about 2 ms to import)
+
     child = subprocess.Popen(
         [path],
         executable=path,

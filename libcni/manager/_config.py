@@ -16,7 +16,6 @@ one it started with.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 import time
@@ -24,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from .. import _log as logging  # logging, imported at first use
 from ..conf import (
     NetworkConfigList,
     conf_files,

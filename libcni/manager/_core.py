@@ -18,7 +18,6 @@ operation of ``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`).
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import time
@@ -27,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
 from ..cache import ResultCache
 from ..conf import NetworkConfigList, conf_list_from_bytes

@@ -28,16 +28,17 @@ IPv4Interface('10.1.0.5/16')
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DecodeError, VersionError
-from ..version import or_default
+from ..version import ALL, FAMILY_02, FAMILY_04, or_default
 from ._base import IPAddress, IPInterface, Result, Route, _excerpt, _short, loads
-from .convert import family_of
 from .dns import DNS
-from .v02 import IPConfig020, Result020, Route020
-from .v04 import Interface040, IPConfig040, Result040
 from .v1 import Interface100, IPConfig100, Result100
+
+if TYPE_CHECKING:
+    from .v02 import IPConfig020, Result020, Route020
+    from .v04 import Interface040, IPConfig040, Result040
 
 __all__ = [
     "DNS",
@@ -66,6 +67,58 @@ __all__ = [
 Interface = Interface100
 #: The IP class of the current (1.x) results.
 IPConfig = IPConfig100
+
+# The 0.x families (their modules, and the conversions between versions) are
+# imported when first met: a version of theirs decoded, or a name asked for
+# (``from libcni.types import Result040``). ``import libcni`` spares them.
+_OLD_NAMES = {
+    "IPConfig020": "v02",
+    "Result020": "v02",
+    "Route020": "v02",
+    "IPConfig040": "v04",
+    "Interface040": "v04",
+    "Result040": "v04",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _OLD_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_OLD_NAMES))
+
+
+#: The result class of each known version; the 0.x ones added when first met.
+_FAMILY: dict[str, type[Result]] = dict.fromkeys(Result100.VERSIONS, Result100)
+
+
+def family_of(version: str) -> type[Result]:
+    """The result class for ``version`` (the empty string means 0.1.0).
+
+    An unknown version raises :class:`~libcni.errors.VersionError`.
+
+    >>> family_of("0.3.1").__name__
+    'Result040'
+    """
+    cls = _FAMILY.get(or_default(version)) if isinstance(version, str) else None
+    if cls is None:
+        if isinstance(version, str) and or_default(version) in FAMILY_02 + FAMILY_04:
+            from .v02 import Result020
+            from .v04 import Result040
+
+            _FAMILY.update(dict.fromkeys(Result020.VERSIONS, Result020))
+            _FAMILY.update(dict.fromkeys(Result040.VERSIONS, Result040))
+            return _FAMILY[or_default(version)]
+        raise VersionError(f"unknown CNI version {version!r}", ", ".join(ALL))
+    return cls
 
 
 def _as_object(obj: Any) -> Mapping[str, Any]:

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import abc
-import json
 from collections.abc import Callable, Mapping
 from ipaddress import IPv4Address, IPv4Interface, IPv6Address, IPv6Interface
 from typing import Any, ClassVar, TypeAlias, TypeVar
@@ -93,6 +92,8 @@ class Result(abc.ABC):
 
     def to_json(self, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON text (compact unless ``indent`` is given)."""
+        import json
+
         if indent is None:
             return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import attrs
 
 from ..errors import VersionError
-from ..version import ALL, or_default
+from ..version import or_default
+from . import family_of
 from ._base import Result, Route, _absorb, _split_extra
 from .v02 import IPConfig020, Result020, Route020
 from .v04 import Interface040, IPConfig040, Result040
@@ -37,20 +38,6 @@ _040 = Result040.VERSIONS[-1]
 _FAMILY: dict[str, type[Result]] = {
     version: cls for cls in (Result020, Result040, Result100) for version in cls.VERSIONS
 }
-
-
-def family_of(version: str) -> type[Result]:
-    """The result class for ``version`` (the empty string means 0.1.0).
-
-    An unknown version raises :class:`~libcni.errors.VersionError`.
-
-    >>> family_of("0.3.1").__name__
-    'Result040'
-    """
-    cls = _FAMILY.get(or_default(version)) if isinstance(version, str) else None
-    if cls is None:
-        raise VersionError(f"unknown CNI version {version!r}", ", ".join(ALL))
-    return cls
 
 
 def convert(result: Result, version: str) -> Result:
