@@ -869,9 +869,6 @@ def bench_import(table: Table, runs: int) -> None:
     variants = {
         "normal": ([exe, "-c", "pass"], [exe, "-c", "import libcni"]),
         "clean": ([exe, "-S", "-c", clean], [exe, "-S", "-c", clean + "; import libcni"]),
-        # CNIConfig (the operations, the cache, the plugin runner) loads on first
-        # use: what a runtime pays before its first operation.
-        "CNIConfig": ([exe, "-c", "pass"], [exe, "-c", "import libcni; libcni.CNIConfig"]),
     }
     for name, (bare_argv, lib_argv) in variants.items():
         bare, lib = [], []
@@ -883,11 +880,7 @@ def bench_import(table: Table, runs: int) -> None:
             lib.append(_spawn_ms(lib_argv, env))
         b, lb = statistics.median(bare), statistics.median(lib)
         table.data[f"import_{name}"] = {"bare_ms": b, "with_libcni_ms": lb, "libcni_ms": lb - b}
-        label = {
-            "normal": "site as installed",
-            "clean": "clean, python -S",
-            "CNIConfig": "then libcni.CNIConfig",
-        }[name]
+        label = "site as installed" if name == "normal" else "clean, python -S"
         table.add(
             f"import libcni ({label}), median of {runs}",
             f"{lb - b:.1f} ms",

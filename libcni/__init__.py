@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .api import CNIConfig
 from .conf import (
     NetworkConfig,
     NetworkConfigList,
@@ -59,10 +60,7 @@ from .values import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 if TYPE_CHECKING:
-    from . import cache as cache
-    from . import invoke as invoke
     from .aio import AsyncCNIConfig
-    from .api import CNIConfig
     from .manager import (
         AsyncNetworkManager,
         AttachmentResult,
@@ -146,24 +144,7 @@ _MANAGER_NAMES = frozenset(
 )
 
 
-#: Modules that ``import libcni`` imported before ``CNIConfig`` was loaded on
-#: first use: ``libcni.cache`` and ``libcni.invoke`` still work without their
-#: own import.
-_SUBMODULES = frozenset({"api", "cache", "invoke"})
-
-
 def __getattr__(name: str) -> Any:
-    # CNIConfig is loaded on first use: it brings the operations, the cache,
-    # the plugin runner and their requests (about 6 ms of ``import libcni``).
-    if name == "CNIConfig":
-        from .api import CNIConfig
-
-        globals()[name] = CNIConfig
-        return CNIConfig
-    if name in _SUBMODULES:
-        import importlib
-
-        return importlib.import_module(f".{name}", __name__)
     # The async API pulls in asyncio (~20 ms); load it only when asked for.
     if name == "AsyncCNIConfig":
         from .aio import AsyncCNIConfig
@@ -178,7 +159,3 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'libcni' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _SUBMODULES)

@@ -24,10 +24,6 @@ LAZY = (
     "asyncio",  # the async API
     "base64",  # the cache's bytes fields
     "json",  # imported where first used
-    "libcni._ops",  # with CNIConfig, at its first use
-    "libcni.api",
-    "libcni.cache",
-    "libcni.invoke",
     "cattrs",  # the converter, built at first use
     "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
@@ -53,22 +49,6 @@ def run(code: str) -> str:
 def test_import_libcni_leaves_the_lazy_modules_unimported() -> None:
     code = f"import sys, libcni; print([m for m in {LAZY!r} if m in sys.modules])"
     assert run(code) == "[]\n"
-
-
-def test_cni_config_and_the_public_submodules_load_on_first_use() -> None:
-    code = (
-        "import sys, libcni\n"
-        "print(libcni.CNIConfig.__module__, libcni.invoke.RawExec.__name__,"
-        " libcni.cache.ResultCache.__name__)\n"
-        "from libcni import CNIConfig\n"
-        "print(CNIConfig is libcni.CNIConfig, 'CNIConfig' in dir(libcni), 'invoke' in dir(libcni))\n"
-        "print([m for m in ('libcni.api', 'libcni._ops', 'libcni.cache') if m not in sys.modules])\n"
-    )
-    assert run(code).splitlines() == [
-        "libcni.api RawExec ResultCache",
-        "True True True",
-        "[]",
-    ]
 
 
 def test_an_old_result_version_imports_its_family_and_works() -> None:
