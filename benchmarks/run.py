@@ -12,7 +12,8 @@ It compiles ``benchmarks/noop_plugin.c`` with the system ``cc`` into
 ``benchmarks/build/`` (gitignored), then measures, each time side by side with
 a floor or baseline measured in the same run:
 
-``go``        the same add+del, side by side with Go libcni (Debian's 1.1.2:
+``go``        the same add+del (of the no-op plugin linked statically, as Go
+              plugins are), side by side with Go libcni (Debian's 1.1.2:
               ``benchmarks/go_driver``, built with ``golang-go`` against
               ``golang-github-appc-cni-dev`` when both are installed, skipped
               with a message otherwise), interleaved, with both caches on
@@ -82,14 +83,25 @@ NETNS = "/var/run/netns/bench"
 # --------------------------------------------------------------------------- setup
 
 
-def build_plugin() -> str:
-    """Compile the no-op plugin (when the source is newer) and return its directory."""
-    BUILD.mkdir(exist_ok=True)
-    src, out = HERE / "noop_plugin.c", BUILD / PLUGIN
+def build_plugin(static: bool = False) -> str | None:
+    """Compile the no-op plugin (when the source is newer) and return its directory.
+
+    ``static``: linked statically, as Go plugins are (no dynamic loader at
+    each start), into ``build/static/``; ``None`` when the C library has no
+    static form here.
+    """
+    out_dir = BUILD / "static" if static else BUILD
+    out_dir.mkdir(parents=True, exist_ok=True)
+    src, out = HERE / "noop_plugin.c", out_dir / PLUGIN
     if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
         cc = os.environ.get("CC", "cc")
-        subprocess.run([cc, "-O2", "-o", str(out), str(src)], check=True)
-    return str(BUILD)
+        flags = ["-O2", "-static"] if static else ["-O2"]
+        done = subprocess.run([cc, *flags, "-o", str(out), str(src)], capture_output=static)
+        if done.returncode != 0:
+            if static:
+                return None
+            done.check_returncode()
+    return str(out_dir)
 
 
 def conflist(name: str, plugins: int, version: str = "1.0.0") -> dict[str, Any]:
@@ -413,6 +425,12 @@ def bench_go(table: Table, plugin_dir: str, n: int, warmup: int) -> None:
     binary = build_go_driver()
     if binary is None:
         return
+    # As the comparison was first made: a statically linked no-op plugin.
+    static = build_plugin(static=True)
+    if static is None:
+        print("  go: no static C library (libc6-dev), using the dynamic plugin", flush=True)
+    else:
+        plugin_dir = static
     shm = tmpfs_dir()
     if shm is None or os.fsync is not REAL_FSYNC:
         print("  go: skipped, needs a tmpfs directory and the real fsync", flush=True)
@@ -1064,6 +1082,7 @@ def main() -> None:
     n, warmup = (60, 10) if q else (400, 40)
 
     plugin_dir = build_plugin()
+    assert plugin_dir is not None  # a failed dynamic build raised
     info = libcni.CNIConfig([plugin_dir]).get_version_info(PLUGIN)
     assert "1.0.0" in info.supported_versions, info
     load = os.getloadavg()[0]

@@ -27,6 +27,7 @@ import attrs
 from . import _log as logging  # logging, imported at first use
 from . import request as rq
 from .cache import CacheEntry, CorruptEntryError, ResultCache, default_cache_dir
+from .cache._store import FileIdent
 from .conf import NetworkConfigList, PluginConfig
 from .errors import (
     CacheError,
@@ -457,17 +458,19 @@ class Operations:
 
     def _read_for_del(
         self, cache: ResultCache, chain: _Chain, rt: RuntimeConf, with_prev: bool
-    ) -> dict[str, Any] | None:
-        """DEL's prevResult (``with_prev``), read before any plugin runs.
+    ) -> tuple[dict[str, Any] | None, FileIdent | None]:
+        """DEL's prevResult (``with_prev``), read before any plugin runs, and the entry's identity.
 
-        A missing entry, or another attachment's, gives none. So does one
+        The identity lets the entry be removed after the plugins without
+        being read again (``ResultCache.remove_read``). A missing entry, or
+        another attachment's, gives none. So does one
         whose content is unusable (empty, corrupt, unconvertible): a warning
         is logged and DEL goes on; the entry is removed only once every
         plugin has succeeded. An entry that cannot be *read* (an I/O error)
         raises ``CacheError``: nothing runs and the entry stays.
         """
         try:
-            entry = cache.read(chain.name, rt.container_id, rt.ifname)
+            entry, ident = cache.read_ident(chain.name, rt.container_id, rt.ifname)
         except CorruptEntryError as e:
             log.warning(
                 "DEL of %s-%s-%s goes on without prevResult: unusable cache entry: %s",
@@ -476,11 +479,11 @@ class Operations:
                 rt.ifname,
                 e,
             )
-            return None
+            return None, None
         if not with_prev:
-            return None
+            return None, ident
         try:
-            return self._cached_prev(entry, chain.cni_version)
+            return self._cached_prev(entry, chain.cni_version), ident
         except (CacheError, VersionError) as e:
             log.warning(
                 "DEL of %s-%s-%s goes on without prevResult: the cached result is unusable: %s",
@@ -489,7 +492,7 @@ class Operations:
                 rt.ifname,
                 e,
             )
-            return None
+            return None, ident
 
     def _env(self, command: str, rt: RuntimeConf | None = None) -> dict[str, str]:
         """The environment of every plugin of one operation (``rq.operation_env``), taken once.
@@ -644,12 +647,12 @@ class Operations:
         try:
             release = yield deadline.lock(cache, chain.name, rq.DEL, (rt.container_id, rt.ifname))
             try:
-                prev = self._read_for_del(cache, chain, rt, with_prev)
+                prev, ident = self._read_for_del(cache, chain, rt, with_prev)
                 for plugin in reversed(chain.plugins):
                     yield from _run(
                         self._call(chain, plugin, self._find(plugin.type), env, deadline, rt, prev)
                     )
-                yield CacheIO(cache.remove, (chain.name, rt.container_id, rt.ifname))
+                yield CacheIO(cache.remove_read, (chain.name, rt.container_id, rt.ifname, ident))
             finally:
                 release()
         finally:

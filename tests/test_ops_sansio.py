@@ -203,7 +203,7 @@ def test_del_runs_plugins_in_reverse_with_the_cached_result_then_removes_it(
         ("run", "p3", "DEL", "ctr1"),
         ("run", "p2", "DEL", "ctr1"),
         ("run", "p1", "DEL", "ctr1"),
-        ("cache", "remove"),
+        ("cache", "remove_read"),
         ("release", "ctr1/eth0"),
         ("release", "net+"),
     ]

@@ -55,8 +55,22 @@ def _strerror(e: OSError) -> str:
     return e.strerror or str(e)
 
 
+#: What tells one version of an entry file from another: device, inode, size,
+#: modification and change times (a rename over it, or any write, changes it).
+FileIdent = tuple[int, int, int, int, int]
+
+
+def _ident(st: os.stat_result) -> FileIdent:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def _read_at(dfd: int, name: str, path: str) -> bytes:
-    """The content of the regular file ``name`` in ``dfd``; ``FileNotFoundError`` if absent.
+    """The content of the regular file ``name`` in ``dfd``; ``FileNotFoundError`` if absent (see :func:`_read_ident_at`)."""
+    return _read_ident_at(dfd, name, path)[0]
+
+
+def _read_ident_at(dfd: int, name: str, path: str) -> tuple[bytes, FileIdent]:
+    """The content of the regular file ``name`` in ``dfd`` and its identity; ``FileNotFoundError`` if absent.
 
     Never follows a symlink, never blocks on a FIFO and never reads more than
     ``MAX_ENTRY_SIZE`` bytes: a symlink, a non-regular file or a larger file
@@ -92,7 +106,7 @@ def _read_at(dfd: int, name: str, path: str) -> bytes:
             total += len(chunk)
             if total > MAX_ENTRY_SIZE:
                 raise _too_large(path, total)
-        return b"".join(chunks)
+        return b"".join(chunks), _ident(st)
     except OSError as e:
         raise CacheError(f"cannot read cache entry {path}", _strerror(e)) from None
     finally:
@@ -336,25 +350,65 @@ class ResultCache:
         :class:`CorruptEntryError`; a file that cannot be read (too many open
         files, EIO, permission denied) a plain ``CacheError``; both name it.
         """
+        return self.read_ident(network, container_id, ifname)[0]
+
+    def read_ident(
+        self, network: str, container_id: str, ifname: str
+    ) -> tuple[CacheEntry | None, FileIdent | None]:
+        """:meth:`read`, and the identity of the file read (``None`` when it gives ``None``).
+
+        For :meth:`remove_read`: DEL reads the entry before its plugins run
+        and removes it after, without reading it twice.
+        """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
         with _opened(self.results_dir, action=f"read cache entry {path}") as dfd:
             if dfd is None:
-                return None
+                return None, None
             try:
-                data = _read_at(dfd, name, path)
+                data, ident = _read_ident_at(dfd, name, path)
             except FileNotFoundError:
-                return None
+                return None, None
         obj: Any = loads(data, path)
         if _held_by_other(obj, network, container_id, ifname):
-            return None
-        return CacheEntry.from_object(
+            return None, None
+        entry = CacheEntry.from_object(
             obj,
             network_name=network,
             container_id=container_id,
             ifname=ifname,
             source=path,
         )
+        return entry, ident
+
+    def remove_read(
+        self, network: str, container_id: str, ifname: str, ident: FileIdent | None
+    ) -> bool:
+        """:meth:`remove`, for an entry :meth:`read_ident` gave with identity ``ident``.
+
+        While the file at the entry path is still the one read (same device,
+        inode, size, modification and change times) it is known to be this
+        attachment's and is unlinked without being read again. Otherwise
+        (``ident`` is ``None``, or the file was replaced or written since, by
+        a writer outside this cache's locks) it is :meth:`remove`, which reads
+        it again to tell whose it is.
+        """
+        if ident is None:
+            return self.remove(network, container_id, ifname)
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.results_dir, name)
+        with _opened(self.results_dir, action=f"remove cache entry {path}") as dfd:
+            if dfd is not None:
+                try:
+                    unchanged = _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
+                    if unchanged:
+                        os.unlink(name, dir_fd=dfd)
+                        return True
+                except FileNotFoundError:
+                    return False
+                except OSError as e:
+                    raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
+        return self.remove(network, container_id, ifname)
 
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
         """Remove the entry of one attachment; return whether a file was removed.

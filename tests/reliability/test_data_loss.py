@@ -391,6 +391,45 @@ def test_two_attachments_sharing_a_file_name_never_use_or_remove_each_others_ent
     assert json.loads(entry.read_bytes())["networkName"] == "a"
 
 
+_SWAP_ON_DEL = """#!/bin/sh
+cat >/dev/null
+if [ "$CNI_COMMAND" = DEL ]; then
+    {how} {planted} {entry}
+fi
+echo '{{"cniVersion":"1.0.0"}}'
+"""
+
+
+@pytest.mark.parametrize("how", ["mv", "cp"])  # a new file renamed over it, or written in place
+def test_del_removes_the_entry_it_read_never_one_written_there_since(
+    env: Env, tmp_path: Path, how: str
+) -> None:
+    # DEL reads the entry before its plugins run and removes it after without
+    # reading it again, only while the file is still the one it read. A
+    # writer outside libcni's locks (here: a plugin) puts another
+    # attachment's entry at the same path meanwhile: DEL must leave it.
+    other = ResultCache(tmp_path / "other")
+    other.write(CacheEntry("c", "a-b", "eth0", b"{}", result=RESULT))
+    planted = tmp_path / "planted"
+    theirs = Path(other.entry_path("a-b", "c", "eth0")).read_bytes()
+    planted.write_bytes(theirs)
+    entry = env.entry_path("a", "b-c")
+    script = env.plugins / "swap"
+    script.write_text(_SWAP_ON_DEL.format(how=how, planted=planted, entry=entry))
+    script.chmod(0o755)
+    net = env.conflist({"type": "swap"}, name="a")
+    rt = RuntimeConf("b-c", "", "eth0")
+    env.cni.add_network_list(net, rt)
+    assert json.loads(entry.read_bytes())["containerId"] == "b-c"
+    env.cni.del_network_list(net, rt)
+    assert entry.read_bytes() == theirs  # the other attachment's, kept
+    # Without a writer in between, DEL removes what it read.
+    plain = env.conflist(env.plugin("p1"), name="n")
+    env.cni.add_network_list(plain, env.rt)
+    env.cni.del_network_list(plain, env.rt)
+    assert not env.entry_path("n").exists()
+
+
 def test_the_cache_never_reads_removes_or_overwrites_another_attachments_entry(
     tmp_path: Path,
 ) -> None:
