@@ -456,7 +456,12 @@ class Operations:
         return result.as_version(version).to_dict()
 
     def _read_for_del(
-        self, cache: ResultCache, chain: _Chain, rt: RuntimeConf, with_prev: bool
+        self,
+        cache: ResultCache,
+        chain: _Chain,
+        rt: RuntimeConf,
+        with_prev: bool,
+        known: tuple[CacheEntry, bytes] | None = None,
     ) -> dict[str, Any] | None:
         """DEL's prevResult (``with_prev``), read before any plugin runs.
 
@@ -464,10 +469,15 @@ class Operations:
         whose content is unusable (empty, corrupt, unconvertible): a warning
         is logged and DEL goes on; the entry is removed only once every
         plugin has succeeded. An entry that cannot be *read* (an I/O error)
-        raises ``CacheError``: nothing runs and the entry stays.
+        raises ``CacheError``: nothing runs and the entry stays. ``known``:
+        an entry already decoded and its bytes (``ResultCache.read_known``).
         """
         try:
-            entry = cache.read(chain.name, rt.container_id, rt.ifname)
+            entry = (
+                cache.read(chain.name, rt.container_id, rt.ifname)
+                if known is None
+                else cache.read_known(chain.name, rt.container_id, rt.ifname, *known)
+            )
         except CorruptEntryError as e:
             log.warning(
                 "DEL of %s-%s-%s goes on without prevResult: unusable cache entry: %s",
@@ -627,8 +637,14 @@ class Operations:
         *,
         network_locked: bool = False,
         deadline: _Deadline | None = None,
+        known: tuple[CacheEntry, bytes] | None = None,
     ) -> Op[None]:
-        """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it."""
+        """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it.
+
+        ``known``: the entry as the caller already read it, with its bytes (the
+        network manager's teardown); it is reused only if the file still holds
+        exactly those bytes when DEL reads it (``ResultCache.read_known``).
+        """
         check_timeout(timeout)
         chain = _Chain.of(net)
         with_prev = parse_version(chain.cni_version) >= _V040
@@ -644,7 +660,7 @@ class Operations:
         try:
             release = yield deadline.lock(cache, chain.name, rq.DEL, (rt.container_id, rt.ifname))
             try:
-                prev = self._read_for_del(cache, chain, rt, with_prev)
+                prev = self._read_for_del(cache, chain, rt, with_prev, known)
                 for plugin in reversed(chain.plugins):
                     yield from _run(
                         self._call(chain, plugin, self._find(plugin.type), env, deadline, rt, prev)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import libcni
-from libcni.cache import CacheEntry, CacheLock, ResultCache, _store
+from libcni.cache import CacheEntry, CacheLock, CorruptEntryError, ResultCache, _store
 from libcni.errors import CacheError, ValidationError
 
 DATA = Path(__file__).parent / "data" / "cache"
@@ -630,6 +630,45 @@ def test_entries_of_one_container(cache: ResultCache) -> None:
     assert [e.network_name for e in cache.entries("c1-c1")] == ["x"]
     assert [e.network_name for e in cache.entries("c2")] == ["net-a"]
     assert cache.entries("nope") == []
+
+
+def test_entries_raw_gives_the_bytes_of_each_entry_in_order(cache: ResultCache) -> None:
+    _populate_listing(cache)
+    raw: list[bytes] = []
+    listed = cache.entries("c1", raw=raw)
+    assert len(raw) == len(listed) == 3
+    for entry, data in zip(listed, raw, strict=True):
+        name = f"{entry.network_name}-{entry.container_id}-{entry.ifname}"
+        assert (results(cache) / name).read_bytes() == data
+
+
+def test_read_known_reuses_the_entry_only_while_the_file_holds_its_bytes(
+    cache: ResultCache,
+) -> None:
+    # The network manager's teardown: a DEL reuses the entry the listing decoded
+    # (no second decode) only while the file is unchanged and the entry is this one's.
+    cache.write(full_entry(network_name="a", container_id="c-1"))
+    raw: list[bytes] = []
+    (known,) = cache.entries("c-1", raw=raw)
+    assert cache.read_known("a", "c-1", "eth0", known, raw[0]) is known
+    # Asked for another attachment, even one sharing the file name: what read() says.
+    assert cache.read_known("a-c", "1", "eth0", known, raw[0]) is None
+    assert cache.read_known("a", "c-1", "eth1", known, raw[0]) is None
+    # Rewritten meanwhile: the entry as it is now.
+    cache.write(full_entry(network_name="a", container_id="c-1", netns="/new"))
+    now = cache.read_known("a", "c-1", "eth0", known, raw[0])
+    assert now is not None and now is not known and now.netns == "/new"
+    assert now == cache.read("a", "c-1", "eth0")
+    # Replaced by another attachment's entry at the same path: refused, as read() does.
+    assert cache.remove("a", "c-1", "eth0")
+    cache.write(full_entry(network_name="a-c", container_id="1"))
+    assert cache.read_known("a", "c-1", "eth0", known, raw[0]) is None
+    # Removed: none; corrupt: CorruptEntryError, as read() raises.
+    assert cache.remove("a-c", "1", "eth0")
+    assert cache.read_known("a", "c-1", "eth0", known, raw[0]) is None
+    put_file(cache, "a-c-1-eth0", b"{")
+    with pytest.raises(CorruptEntryError):
+        cache.read_known("a", "c-1", "eth0", known, raw[0])
 
 
 def test_entries_unlistable_directory(cache: ResultCache, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import harness
 import pytest
 
@@ -28,6 +30,7 @@ from libcni import (
     TeardownError,
     ValidationError,
 )
+from libcni.cache import CacheEntry, ResultCache
 
 PLUGIN = harness.TESTPLUGIN
 
@@ -519,6 +522,77 @@ def test_teardown_uses_the_cached_configuration_after_the_file_changed_or_vanish
     assert [(r["stdin"]["name"], r["stdin"]["gen"]) for r in runs] == [("b", "old"), ("a", "old")]
     assert all(r["env"]["CNI_ARGS"] == "K=V" for r in runs)
     assert env.cached() == []
+
+
+def _teardown_while_b_dels(env: Env, cid: str, meanwhile: Any) -> dict[str, Any]:
+    """Tear down ``cid`` (networks ``a`` on eth0, ``b`` on eth1) in a thread; run
+    ``meanwhile()`` while b's DEL plugin runs, i.e. after the teardown listed the
+    cache and before a's DEL reads its entry. Returns the request a's DEL got."""
+    m = env.manager(loopback=False)
+    m.setup(cid, "ns")
+    env.record.unlink()
+    done: list[BaseException | None] = []
+
+    def teardown() -> None:
+        try:
+            m.teardown(cid, "ns")
+            done.append(None)
+        except BaseException as e:  # pragma: no cover - reported below
+            done.append(e)
+
+    t = threading.Thread(target=teardown)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not any(r["stdin"]["name"] == "b" for r in env.runs()):  # b's DEL started
+        assert time.monotonic() < deadline and t.is_alive()
+        time.sleep(0.005)
+    meanwhile()
+    t.join(30)
+    assert done == [None]
+    assert [(r["command"], r["stdin"]["name"]) for r in env.runs()] == [("DEL", "b"), ("DEL", "a")]
+    return env.runs()[1]["stdin"]
+
+
+def test_teardown_del_reads_an_entry_rewritten_after_the_listing(env: Env) -> None:
+    # The teardown lists the entries under the container lock and each DEL reuses its
+    # listed entry only if the file still holds the same bytes: an entry rewritten
+    # meanwhile (here by a direct CNIConfig user) gives DEL the new prevResult.
+    env.write("10-a.conflist", "a")
+    env.write("20-b.conflist", "b", {"type": "testplugin", "test": {"DEL": {"sleep": 1.0}}})
+    cache = ResultCache(env.cache)
+    new = {"cniVersion": "1.0.0", "ips": [{"address": "10.9.9.9/24"}]}
+
+    def rewrite() -> None:
+        with cache.lock("a", "c1", "eth0"):
+            entry = cache.read("a", "c1", "eth0")
+            assert entry is not None
+            cache.write(attrs.evolve(entry, result=new))
+
+    request = _teardown_while_b_dels(env, "c1", rewrite)
+    assert request["prevResult"]["ips"] == [{"address": "10.9.9.9/24"}]
+    assert env.cached() == []
+
+
+def test_teardown_del_leaves_another_attachments_entry_written_after_the_listing(
+    env: Env,
+) -> None:
+    # Network "a" + container "c-1" and network "a-c" + container "1" share the file
+    # name a-c-1-eth0. Replaced meanwhile by the other attachment's entry, the listed
+    # entry is not reused: a's DEL runs without prevResult and leaves the other's entry.
+    env.write("10-a.conflist", "a")
+    env.write("20-b.conflist", "b", {"type": "testplugin", "test": {"DEL": {"sleep": 1.0}}})
+    cache = ResultCache(env.cache)
+    other = {"cniVersion": "1.0.0", "ips": [{"address": "10.7.7.7/24"}]}
+
+    def replace() -> None:
+        with cache.lock("a", "c-1", "eth0"):
+            assert cache.remove("a", "c-1", "eth0")
+            cache.write(CacheEntry("1", "a-c", "eth0", b"{}", result=other))
+
+    request = _teardown_while_b_dels(env, "c-1", replace)
+    assert "prevResult" not in request
+    kept = cache.read("a-c", "1", "eth0")
+    assert kept is not None and kept.result == other
 
 
 def test_teardown_falls_back_to_the_current_file_when_the_cache_has_no_usable_config(

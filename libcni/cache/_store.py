@@ -356,6 +356,43 @@ class ResultCache:
             source=path,
         )
 
+    def read_known(
+        self, network: str, container_id: str, ifname: str, known: CacheEntry, raw: bytes
+    ) -> CacheEntry | None:
+        """:meth:`read`, without decoding again an entry that is already known.
+
+        ``known`` was decoded from ``raw`` (:meth:`entries` with ``raw``, for
+        the network manager's teardown). The file is read as by :meth:`read`,
+        now; when it still holds exactly ``raw`` and ``known`` names this
+        attachment, ``known`` is the entry :meth:`read` would decode, and is
+        returned as it is. Anything else (another attachment's entry, a file
+        rewritten, removed or unreadable meanwhile) is what :meth:`read` gives.
+        """
+        name = attachment_name(network, container_id, ifname)
+        if (known.network_name, known.container_id, known.ifname, known.kind) != (
+            network,
+            container_id,
+            ifname,
+            CNI_CACHE_V1,
+        ):
+            return self.read(network, container_id, ifname)
+        path = os.path.join(self.results_dir, name)
+        with _opened(self.results_dir, action=f"read cache entry {path}") as dfd:
+            if dfd is None:
+                return None
+            try:
+                data = _read_at(dfd, name, path)
+            except FileNotFoundError:
+                return None
+        if data == raw:
+            return known
+        obj: Any = loads(data, path)
+        if _held_by_other(obj, network, container_id, ifname):
+            return None
+        return CacheEntry.from_object(
+            obj, network_name=network, container_id=container_id, ifname=ifname, source=path
+        )
+
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
         """Remove the entry of one attachment; return whether a file was removed.
 
@@ -391,7 +428,9 @@ class ResultCache:
                 raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return True
 
-    def entries(self, container_id: str = "") -> list[CacheEntry]:
+    def entries(
+        self, container_id: str = "", *, raw: list[bytes] | None = None
+    ) -> list[CacheEntry]:
         """Every readable ``cniCacheV1`` entry, of one container if ``container_id``.
 
         Sorted by file name. Entries that cannot be read or decoded, legacy
@@ -401,6 +440,10 @@ class ResultCache:
         ``-<containerID>-`` are opened, and their ``containerId`` must match.
         A missing results directory gives ``[]``; one that cannot be listed
         raises ``CacheError``.
+
+        ``raw`` (internal, for the network manager's teardown): receives the
+        bytes each returned entry was decoded from, in the same order, for
+        :meth:`read_known`.
         """
         if container_id:
             # The shortest file name that could hold it must fit, as in every method.
@@ -423,12 +466,15 @@ class ResultCache:
             for name in names:
                 if name.startswith(TEMP_PREFIX):
                     continue
-                entry = self._load_listed(dfd, name)
-                if entry is None:
+                loaded = self._load_listed(dfd, name)
+                if loaded is None:
                     continue
+                entry, data = loaded
                 if container_id and entry.container_id != container_id:
                     continue
                 out.append(entry)
+                if raw is not None:
+                    raw.append(data)
             return out
 
     def remove_stale_temporaries(self) -> list[str]:
@@ -599,11 +645,12 @@ class ResultCache:
         except CacheError:
             return False
 
-    def _load_listed(self, dfd: int, name: str) -> CacheEntry | None:
-        """The ``cniCacheV1`` entry in the listed file ``name``, or ``None`` to skip it."""
+    def _load_listed(self, dfd: int, name: str) -> tuple[CacheEntry, bytes] | None:
+        """The ``cniCacheV1`` entry in the listed file ``name`` and its bytes, or ``None``."""
         path = os.path.join(self.results_dir, name)
         try:
-            obj: Any = loads(_read_at(dfd, name, path), path)
+            data = _read_at(dfd, name, path)
+            obj: Any = loads(data, path)
             if not isinstance(obj, dict) or obj.get("kind") != CNI_CACHE_V1:
                 return None
             entry = CacheEntry.from_dict(obj, source=path)
@@ -611,7 +658,7 @@ class ResultCache:
             return None
         if not entry.network_name or not entry.ifname or not _named_as(entry, name):
             return None
-        return entry
+        return entry, data
 
     # -- locks ---------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from .. import request as rq
-from ..cache import ResultCache
+from ..cache import CacheEntry, ResultCache
 from ..conf import NetworkConfigList, conf_list_from_bytes
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
@@ -421,9 +421,19 @@ class Core:
 
     # -- teardown, check, inspect ---------------------------------------
 
-    def _cached(self, container_id: str) -> Op:
-        atts: list[NetworkAttachment] = yield Call("get_cached_attachments", (container_id,))
-        return sorted(atts, key=lambda a: attachment_order(a.ifname, a.network))
+    def _cached(self, container_id: str) -> list[tuple[CacheEntry, bytes]]:
+        """The container's cache entries with the bytes each was decoded from, in order.
+
+        What ``get_cached_attachments`` lists (``ResultCache.entries``), read
+        under the container lock; the bytes let each DEL reuse its entry
+        instead of decoding it again when the file is unchanged
+        (``ResultCache.read_known``).
+        """
+        raw: list[bytes] = []
+        entries = self.cache.entries(container_id, raw=raw)
+        listed = list(zip(entries, raw, strict=True))
+        listed.sort(key=lambda p: attachment_order(p[0].ifname, p[0].network_name))
+        return listed
 
     def _parse_cached(self, config: bytes) -> NetworkConfigList:
         """``conf_list_from_bytes(config)``, remembered: containers share a few configurations.
@@ -441,40 +451,42 @@ class Core:
         return net
 
     def _cached_net(
-        self, att: NetworkAttachment, rt: RuntimeConf, loaded: LoadedNetworks | None = None
+        self,
+        att: NetworkAttachment | CacheEntry,
+        netns: str,
+        loaded: LoadedNetworks | None = None,
     ) -> tuple[NetworkConfigList, RuntimeConf]:
         """The list, args and capability args cached at ADD (the current file as a fallback).
 
-        ``att`` comes from ``get_cached_attachments``: the same cache entry
-        ``get_network_list_cached_config`` reads, without reading it again.
+        ``att`` is a cache entry (or an attachment ``get_cached_attachments``
+        made of one): the same entry ``get_network_list_cached_config`` reads,
+        without reading it again.
         """
-        rt = attrs.evolve(
-            rt,
-            args=att.cni_args if att.cni_args else rt.args,
-            capability_args=att.capability_args,
-        )
+        network = att.network if isinstance(att, NetworkAttachment) else att.network_name
+        # As get_network_list_cached_config: the cached args (none given here).
+        rt = RuntimeConf(att.container_id, netns, att.ifname, att.cni_args, att.capability_args)
         try:
             net = self._parse_cached(att.config)
-            if net.plugins and net.name == att.network:
+            if net.plugins and net.name == network:
                 return net, rt
             problem = "the cached configuration has no plugins"
         except ConfigError as e:
             problem = f"the cached configuration cannot be read: {e}"
         if loaded is None:  # needed only now: the configuration as it is now
             loaded = self.watcher.current()
-        current = loaded.networks.get(att.network)
-        if att.network == LOOPBACK_NETWORK and current is None:
+        current = loaded.networks.get(network)
+        if network == LOOPBACK_NETWORK and current is None:
             current = self.loopback_net
         if current is not None:
             log.warning(
                 "network %r of container %r: %s; using the current configuration",
-                att.network,
+                network,
                 att.container_id,
                 problem,
             )
             return current, rt
         raise ConfigError(
-            f"cannot use network {att.network!r} of container {att.container_id!r}: {problem} "
+            f"cannot use network {network!r} of container {att.container_id!r}: {problem} "
             f"and no configuration of that name is in {self.conf_dir}"
         )
 
@@ -492,21 +504,22 @@ class Core:
             networks = [networks]
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
-            atts = yield from self._cached(container_id)
+            listed: list[tuple[CacheEntry, bytes]] = yield Blocking(self._cached, (container_id,))
             if networks is not None:
                 wanted = set(networks)
-                atts = [a for a in atts if a.network in wanted]
+                listed = [p for p in listed if p[0].network_name in wanted]
             errors: list[CNIError] = []
-            for att in reversed(atts):
-                rt = RuntimeConf(container_id, netns, att.ifname)
+            for known in reversed(listed):
+                entry = known[0]
                 try:
-                    net, rt = self._cached_net(att, rt)
-                    yield Call("del_network_list", (net, rt), {"timeout": timeout})
+                    net, rt = self._cached_net(entry, netns)
+                    # DEL reads the entry again under its lock; unchanged, it is not re-decoded.
+                    yield Call("_del_known", (net, rt, known), {"timeout": timeout})
                 except CNIError as e:
                     log.warning(
                         "teardown of network %r (%s) for container %r failed: %s",
-                        att.network,
-                        att.ifname,
+                        entry.network_name,
+                        entry.ifname,
                         container_id,
                         e,
                     )
@@ -522,9 +535,9 @@ class Core:
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
-            for att in (yield from self._cached(container_id)):
-                rt = RuntimeConf(container_id, netns, att.ifname)
-                net, rt = self._cached_net(att, rt)
+            listed: list[tuple[CacheEntry, bytes]] = yield Blocking(self._cached, (container_id,))
+            for entry, _ in listed:
+                net, rt = self._cached_net(entry, netns)
                 yield Call("check_network_list", (net, rt), {"timeout": timeout})
         finally:
             release()
@@ -592,5 +605,4 @@ class Core:
         return None
 
     def _cache_only_net(self, att: NetworkAttachment, loaded: LoadedNetworks) -> NetworkConfigList:
-        rt = RuntimeConf(att.container_id, att.netns, att.ifname)
-        return self._cached_net(att, rt, loaded)[0]
+        return self._cached_net(att, att.netns, loaded)[0]
