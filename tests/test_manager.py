@@ -189,6 +189,44 @@ def test_drop_in_directory_changes_are_seen(env: Env) -> None:
     assert len(m.networks().networks["d"].plugins) == 2
 
 
+def test_drop_in_directory_created_later_or_changed_is_seen_with_old_timestamps(
+    env: Env,
+) -> None:
+    # Every modification time is old, so the "modified recently" rule reloads nothing:
+    # the change check itself must see the drop-in directory appear (it is stat'ed only
+    # when the configuration directory's listing holds it) and a file in it change.
+    w = env.manager()._core.watcher
+    past = time.time() - 60
+
+    def age() -> None:
+        for p in (env.conf, *env.conf.rglob("*"), env.bin):
+            os.utime(p, (past, past))
+
+    def current() -> libcni.LoadedNetworks:
+        loaded = w.current()
+        assert w._state is not None
+        w._state = attrs.evolve(w._state, checked_at=time.time_ns())  # checked long after
+        return loaded
+
+    (env.conf / "10-d.conflist").write_text(json.dumps({"cniVersion": "1.0.0", "name": "d"}))
+    age()
+    current()
+    first = current()  # now watching d's drop-in directory too
+    assert "d" not in first.networks
+    assert current() is first  # nothing changed: no reload
+    (env.conf / "d").mkdir()
+    (env.conf / "d" / "10-p.conf").write_text(json.dumps({"type": "testplugin", "k": 1}))
+    age()
+    second = current()
+    assert second.networks["d"].plugins[0].raw["k"] == 1
+    assert current() is second
+    # Rewritten in place and aged: only the file itself tells (not its directories).
+    p = env.conf / "d" / "10-p.conf"
+    p.write_text(json.dumps({"type": "testplugin", "k": 22}))
+    os.utime(p, (past, past))
+    assert current().networks["d"].plugins[0].raw["k"] == 22
+
+
 def test_plugin_installed_later_makes_a_file_usable(env: Env) -> None:
     env.write("10-a.conflist", "a", {"type": "later"})
     m = env.manager()
@@ -683,6 +721,31 @@ def test_status_messages_say_what_to_do(env: Env) -> None:
     with pytest.raises(NotReadyError, match="loopback plugin"):
         m.status()
     env.manager(loopback=False).status()
+
+
+def test_loopback_plugin_removed_is_seen_by_the_next_setup_with_old_timestamps(env: Env) -> None:
+    # Readiness is remembered for the configuration loaded; removing the loopback
+    # plugin changes the plugin directory, which reloads it, so the next setup knows.
+    env.write("10-a.conflist", "a")
+    m = env.manager()
+    w = m._core.watcher
+    past = time.time() - 60
+
+    def aged() -> None:
+        for p in (env.conf, *env.conf.iterdir(), env.bin):
+            os.utime(p, (past, past), follow_symlinks=False)
+        m.networks()
+        assert w._state is not None
+        w._state = attrs.evolve(w._state, checked_at=time.time_ns())  # checked long after
+
+    aged()
+    m.setup("c1", "ns")
+    m.teardown("c1", "ns")
+    (env.bin / "loopback").unlink()
+    aged()
+    with pytest.raises(NotReadyError, match="loopback plugin"):
+        m.setup("c2", "ns")
+    assert env.cached() == []
 
 
 def test_status_runs_status_of_default_networks_at_1_1_0(env: Env) -> None:

@@ -20,7 +20,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import attrs
 
@@ -56,13 +56,24 @@ def _stat(path: str) -> _Stat:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _files(directory: str, extensions: Sequence[str]) -> list[tuple[str, _Stat]]:
-    """The files of ``directory`` that ``conf_files`` lists, with their (followed) stat."""
+def _files(
+    directory: str,
+    extensions: Sequence[str],
+    names: Collection[str] = (),
+    found: set[str] | None = None,
+) -> list[tuple[str, _Stat]]:
+    """The files of ``directory`` that ``conf_files`` lists, with their (followed) stat.
+
+    ``found`` receives those of ``names`` that the directory holds (all of
+    them when it cannot be listed): what is not there needs no ``stat``.
+    """
     wanted = tuple(extensions)
     out: list[tuple[str, _Stat]] = []
     try:
         with os.scandir(directory) as it:
             for entry in it:
+                if found is not None and entry.name in names:
+                    found.add(entry.name)
                 if not entry.name.endswith(wanted):
                     continue
                 try:
@@ -77,6 +88,8 @@ def _files(directory: str, extensions: Sequence[str]) -> list[tuple[str, _Stat]]
                         )
                     )
     except OSError:
+        if found is not None:
+            found.update(names)
         return out
     out.sort()
     return out
@@ -127,10 +140,12 @@ class ConfigWatcher:
         conf_dir = _stat(self.conf_dir)
         out: list[tuple[str, _Stat]] = [(self.conf_dir, conf_dir)]
         if conf_dir is not None:
-            out.extend(_files(self.conf_dir, EXTENSIONS))
+            # A drop-in directory that the listing does not hold is absent: no stat.
+            found: set[str] = set()
+            out.extend(_files(self.conf_dir, EXTENSIONS, drop_in_names, found))
             for name in drop_in_names:
                 d = os.path.join(self.conf_dir, name)
-                st = _stat(d)
+                st = _stat(d) if name in found else None
                 out.append((d, st))
                 if st is not None:
                     out.extend(_files(d, _DROP_IN_EXTENSIONS))

@@ -18,6 +18,7 @@ operation of ``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -140,8 +141,10 @@ _DIGITS = re.compile(r"(\d+)")
 _PARSED_MAX = 256
 
 
-def _natural(ifname: str) -> list[Any]:
-    return [int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(ifname))]
+@functools.lru_cache(maxsize=256)
+def _natural(ifname: str) -> tuple[Any, ...]:
+    """The natural sort key of an interface name (remembered: containers share a few)."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(ifname)))
 
 
 def attachment_order(ifname: str, network: str) -> tuple[Any, ...]:
@@ -183,6 +186,8 @@ class Core:
         # The CNIConfig's own cache (so that the default directory is decided in one place).
         self.cache: ResultCache = cni._cache()
         self._parsed: dict[bytes, NetworkConfigList] = {}
+        # The last configuration loaded that _config_problem found ready (see _problem).
+        self._ready: LoadedNetworks | None = None
 
     def _timeout(self, timeout: float | None) -> float | None:
         return self.timeout if timeout is None else timeout
@@ -225,10 +230,24 @@ class Core:
                 )
         return None
 
+    def _problem(self, loaded: LoadedNetworks) -> NotReadyError | None:
+        """:meth:`_config_problem`, with "ready" remembered for the configuration loaded.
+
+        It depends only on ``loaded`` and on the plugin directories, which the
+        change check watches: a plugin installed or removed there reloads, and
+        a reload is a new ``loaded``.
+        """
+        if self._ready is loaded:
+            return None
+        problem = self._config_problem(loaded)
+        if problem is None:
+            self._ready = loaded
+        return problem
+
     def status(self, timeout: float | None) -> Op:
         """Ready, or :class:`NotReadyError` saying why."""
         loaded = yield from self.current()
-        problem = self._config_problem(loaded)
+        problem = self._problem(loaded)
         if problem is not None:
             raise problem
         for name in loaded.defaults:
@@ -263,7 +282,7 @@ class Core:
         """The networks of a setup with their interface names; refuses bad requests."""
         rq.validate_container_id(container_id)
         if networks is None:
-            problem = self._config_problem(loaded)
+            problem = self._problem(loaded)
             if problem is not None:
                 raise problem
             requests = [NetworkRequest(n) for n in loaded.defaults]
