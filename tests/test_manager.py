@@ -227,6 +227,62 @@ def test_drop_in_directory_created_later_or_changed_is_seen_with_old_timestamps(
     assert current().networks["d"].plugins[0].raw["k"] == 22
 
 
+def test_file_created_renamed_or_deleted_is_seen_with_old_timestamps(env: Env) -> None:
+    # The directory's names are listed again only when its stat changed: creating,
+    # renaming or deleting a file changes it even when every mtime is set back.
+    w = env.manager()._core.watcher
+    past = time.time() - 60
+
+    def current() -> libcni.LoadedNetworks:
+        for p in (env.conf, *env.conf.iterdir(), env.bin):
+            os.utime(p, (past, past))
+        loaded = w.current()
+        assert w._state is not None
+        w._state = attrs.evolve(w._state, checked_at=time.time_ns())  # checked long after
+        return loaded
+
+    a = env.write("10-a.conflist", "a")
+    current()
+    assert list(current().networks) == ["a"]
+    env.write("20-b.conflist", "b")
+    assert list(current().networks) == ["a", "b"]
+    a.rename(env.conf / "30-a.conflist")
+    assert list(current().networks) == ["b", "a"]
+    (env.conf / "20-b.conflist").unlink()
+    assert list(current().networks) == ["a"]
+
+
+def test_directory_modified_just_before_its_listing_is_listed_again(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection (as the same-size rewrite test): the directory's stat is frozen
+    while a file is created in it, as a creation within the timestamp granularity
+    would leave it. Modified that recently, the directory is listed again, so the new
+    file is watched: its later in-place rewrite is seen."""
+    from libcni.manager import _config
+
+    w = env.manager()._core.watcher
+    env.write("10-a.conflist", "a")
+    w.current()
+    frozen = _config._stat(str(env.conf))
+    real = _config._stat
+    monkeypatch.setattr(_config, "_stat", lambda p: frozen if p == str(env.conf) else real(p))
+    b = env.write("20-b.conflist", "b")
+    assert list(w.current().networks) == ["a", "b"]
+
+    def later() -> libcni.LoadedNetworks:
+        loaded = w.current()
+        assert w._state is not None  # from now on nothing counts as recently modified
+        w._state = attrs.evolve(w._state, checked_at=time.time_ns() + 3600 * 10**9)
+        return loaded
+
+    later()  # now watching b's drop-in directory too
+    stable = later()
+    assert later() is stable
+    b.write_text(b.read_text().replace('"b"', '"b2"'))
+    assert list(later().networks) == ["a", "b2"]
+
+
 def test_plugin_installed_later_makes_a_file_usable(env: Env) -> None:
     env.write("10-a.conflist", "a", {"type": "later"})
     m = env.manager()
