@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -50,6 +50,9 @@ from .version import (
     parse_version,
     plugin_info_from_bytes,
 )
+
+if TYPE_CHECKING:
+    from .cache._store import KnownEntry
 
 log = logging.getLogger("libcni")
 
@@ -461,7 +464,7 @@ class Operations:
         chain: _Chain,
         rt: RuntimeConf,
         with_prev: bool,
-        known: tuple[CacheEntry, bytes] | None = None,
+        known: KnownEntry | None = None,
     ) -> dict[str, Any] | None:
         """DEL's prevResult (``with_prev``), read before any plugin runs.
 
@@ -470,13 +473,13 @@ class Operations:
         is logged and DEL goes on; the entry is removed only once every
         plugin has succeeded. An entry that cannot be *read* (an I/O error)
         raises ``CacheError``: nothing runs and the entry stays. ``known``:
-        an entry already decoded and its bytes (``ResultCache.read_known``).
+        the entry as the caller already read it (``ResultCache.read_known``).
         """
         try:
             entry = (
                 cache.read(chain.name, rt.container_id, rt.ifname)
                 if known is None
-                else cache.read_known(chain.name, rt.container_id, rt.ifname, *known)
+                else cache.read_known(chain.name, rt.container_id, rt.ifname, known)
             )
         except CorruptEntryError as e:
             log.warning(
@@ -637,13 +640,13 @@ class Operations:
         *,
         network_locked: bool = False,
         deadline: _Deadline | None = None,
-        known: tuple[CacheEntry, bytes] | None = None,
+        known: KnownEntry | None = None,
     ) -> Op[None]:
         """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it.
 
-        ``known``: the entry as the caller already read it, with its bytes (the
-        network manager's teardown); it is reused only if the file still holds
-        exactly those bytes when DEL reads it (``ResultCache.read_known``).
+        ``known``: the entry as the caller already read it (the network
+        manager's teardown); it is reused only if the file at its path is still
+        the one it was read from, unchanged (``ResultCache.read_known``).
         """
         check_timeout(timeout)
         chain = _Chain.of(net)

@@ -26,7 +26,7 @@ from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 if TYPE_CHECKING:
-    from .cache import CacheEntry
+    from .cache._store import KnownEntry
 
 _R = TypeVar("_R")
 
@@ -219,7 +219,7 @@ class AsyncCNIConfig(Operations):
         self,
         net: NetworkConfigList,
         rt: RuntimeConf,
-        known: tuple[CacheEntry, bytes],
+        known: KnownEntry,
         *,
         timeout: float | None = None,
     ) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 import libcni
 from libcni.cache import CacheEntry, CacheLock, CorruptEntryError, ResultCache, _store
+from libcni.cache._store import KnownEntry
 from libcni.errors import CacheError, ValidationError
 
 DATA = Path(__file__).parent / "data" / "cache"
@@ -632,43 +633,73 @@ def test_entries_of_one_container(cache: ResultCache) -> None:
     assert cache.entries("nope") == []
 
 
-def test_entries_raw_gives_the_bytes_of_each_entry_in_order(cache: ResultCache) -> None:
-    _populate_listing(cache)
-    raw: list[bytes] = []
-    listed = cache.entries("c1", raw=raw)
-    assert len(raw) == len(listed) == 3
-    for entry, data in zip(listed, raw, strict=True):
-        name = f"{entry.network_name}-{entry.container_id}-{entry.ifname}"
-        assert (results(cache) / name).read_bytes() == data
-
-
-def test_read_known_reuses_the_entry_only_while_the_file_holds_its_bytes(
+def test_entries_known_gives_each_entry_its_bytes_and_pins_the_first_files(
     cache: ResultCache,
 ) -> None:
+    _populate_listing(cache)
+    known: list[KnownEntry] = []
+    listed = cache.entries("c1", known=known, pin=2)
+    assert [k.entry for k in known] == listed and len(listed) == 3
+    for k in known:
+        name = f"{k.entry.network_name}-{k.entry.container_id}-{k.entry.ifname}"
+        assert (results(cache) / name).read_bytes() == k.data
+    assert [k.fd >= 0 for k in known] == [True, True, False]
+    assert os.fstat(known[0].fd).st_ino == (results(cache) / "net-a-c1-eth0").stat().st_ino
+    fds = [k.fd for k in known[:2]]
+    for k in known:
+        k.close()
+        k.close()
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+
+@pytest.mark.parametrize("pin", [1, 0], ids=["file-kept-open", "bytes-compared"])
+def test_read_known_reuses_the_entry_only_while_its_file_is_unchanged(
+    cache: ResultCache, pin: int
+) -> None:
     # The network manager's teardown: a DEL reuses the entry the listing decoded
-    # (no second decode) only while the file is unchanged and the entry is this one's.
+    # (no second read or decode) only while the file at its path is the one read,
+    # unchanged, and the entry is this attachment's; otherwise what read() says.
     cache.write(full_entry(network_name="a", container_id="c-1"))
-    raw: list[bytes] = []
-    (known,) = cache.entries("c-1", raw=raw)
-    assert cache.read_known("a", "c-1", "eth0", known, raw[0]) is known
+    path = results(cache) / "a-c-1-eth0"
+
+    def listed() -> KnownEntry:
+        known: list[KnownEntry] = []
+        cache.entries("c-1", known=known, pin=pin)
+        assert len(known) == 1 and (known[0].fd >= 0) == bool(pin)
+        return known[0]
+
+    k = listed()
+    assert cache.read_known("a", "c-1", "eth0", k) is k.entry
     # Asked for another attachment, even one sharing the file name: what read() says.
-    assert cache.read_known("a-c", "1", "eth0", known, raw[0]) is None
-    assert cache.read_known("a", "c-1", "eth1", known, raw[0]) is None
-    # Rewritten meanwhile: the entry as it is now.
+    assert cache.read_known("a-c", "1", "eth0", k) is None
+    assert cache.read_known("a", "c-1", "eth1", k) is None
+    # Rewritten meanwhile (a new file renamed into place): the entry as it is now.
     cache.write(full_entry(network_name="a", container_id="c-1", netns="/new"))
-    now = cache.read_known("a", "c-1", "eth0", known, raw[0])
-    assert now is not None and now is not known and now.netns == "/new"
-    assert now == cache.read("a", "c-1", "eth0")
+    now = cache.read_known("a", "c-1", "eth0", k)
+    assert now is not None and now is not k.entry and now.netns == "/new"
+    k.close()
+    # Rewritten in place, same size, modification time set back: seen all the same.
+    k = listed()
+    st = path.stat()
+    path.write_bytes(path.read_bytes().replace(b"/new", b"/NEW"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = cache.read_known("a", "c-1", "eth0", k)
+    assert now is not None and now.netns == "/NEW"
+    k.close()
     # Replaced by another attachment's entry at the same path: refused, as read() does.
+    k = listed()
     assert cache.remove("a", "c-1", "eth0")
     cache.write(full_entry(network_name="a-c", container_id="1"))
-    assert cache.read_known("a", "c-1", "eth0", known, raw[0]) is None
+    assert cache.read_known("a", "c-1", "eth0", k) is None
     # Removed: none; corrupt: CorruptEntryError, as read() raises.
     assert cache.remove("a-c", "1", "eth0")
-    assert cache.read_known("a", "c-1", "eth0", known, raw[0]) is None
+    assert cache.read_known("a", "c-1", "eth0", k) is None
     put_file(cache, "a-c-1-eth0", b"{")
     with pytest.raises(CorruptEntryError):
-        cache.read_known("a", "c-1", "eth0", known, raw[0])
+        cache.read_known("a", "c-1", "eth0", k)
+    k.close()
 
 
 def test_entries_unlistable_directory(cache: ResultCache, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -689,6 +689,36 @@ def test_teardown_del_leaves_another_attachments_entry_written_after_the_listing
     assert kept is not None and kept.result == other
 
 
+def _entry_files_open(env: Env) -> list[str]:
+    """The files of the cache's results directory this process holds open."""
+    results = str(env.cache / "results")
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(results + "/"):
+            out.append(target)
+    return out
+
+
+def test_teardown_closes_every_entry_file_it_kept_open(env: Env) -> None:
+    # The teardown keeps the listed entry files open until each DEL has checked its
+    # entry is unchanged: all of them are closed when it returns, however it ends.
+    env.write("10-a.conflist", "a")
+    env.write("20-b.conflist", "b", fail("DEL"))
+    env.write("30-c.conflist", "c")
+    m = env.manager()
+    m.setup("c1", "ns")
+    m.teardown("c1", "ns", networks=["c"])
+    assert _entry_files_open(env) == []
+    with pytest.raises(TeardownError):
+        m.teardown("c1", "ns")
+    assert _entry_files_open(env) == []
+    assert env.cached() == ["b-c1-eth1"]
+
+
 def test_teardown_falls_back_to_the_current_file_when_the_cache_has_no_usable_config(
     env: Env,
 ) -> None:

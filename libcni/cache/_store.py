@@ -15,7 +15,7 @@ from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
 from ._fs import attachment_name, check_name, fit_name, open_dir
 from ._lock import CacheLock, acquire
 
-__all__ = ["ResultCache"]
+__all__ = ["KnownEntry", "ResultCache"]
 
 FILE_MODE = 0o600
 TEMP_PREFIX = "."  # no entry name starts with a dot (see check_name)
@@ -55,8 +55,13 @@ def _strerror(e: OSError) -> str:
     return e.strerror or str(e)
 
 
-def _read_at(dfd: int, name: str, path: str) -> bytes:
+def _read_at(
+    dfd: int, name: str, path: str, keep: list[tuple[int, os.stat_result]] | None = None
+) -> bytes:
     """The content of the regular file ``name`` in ``dfd``; ``FileNotFoundError`` if absent.
+
+    ``keep``: receives the descriptor, left open, and its ``fstat`` (the
+    caller closes it) when the content was read.
 
     Never follows a symlink, never blocks on a FIFO and never reads more than
     ``MAX_ENTRY_SIZE`` bytes: a symlink, a non-regular file or a larger file
@@ -74,6 +79,7 @@ def _read_at(dfd: int, name: str, path: str) -> bytes:
                 f"cache entry {path} is a symbolic link; refusing to follow it"
             ) from None
         raise CacheError(f"cannot read cache entry {path}", _strerror(e)) from None
+    kept = False
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -92,11 +98,16 @@ def _read_at(dfd: int, name: str, path: str) -> bytes:
             total += len(chunk)
             if total > MAX_ENTRY_SIZE:
                 raise _too_large(path, total)
-        return b"".join(chunks)
+        data = b"".join(chunks)
+        if keep is not None:
+            keep.append((fd, st))
+            kept = True
+        return data
     except OSError as e:
         raise CacheError(f"cannot read cache entry {path}", _strerror(e)) from None
     finally:
-        os.close(fd)
+        if not kept:
+            os.close(fd)
 
 
 def _too_large(path: str, size: int) -> CorruptEntryError:
@@ -173,6 +184,46 @@ def _named_as(entry: CacheEntry, name: str) -> bool:
     """
     parts = (entry.network_name, entry.container_id, entry.ifname)
     return not all(parts) or name == "-".join(parts)
+
+
+class KnownEntry:
+    """An entry as :meth:`ResultCache.entries` read it (internal: the manager's teardown).
+
+    ``entry`` was decoded from ``data``. With ``fd`` >= 0 the file read is
+    still open, so its inode cannot be reused while this is held, and
+    ``ident`` is its (dev, inode, size, mtime, ctime) as read: the file at
+    the entry's path is the one read, unchanged, while its ``lstat`` says
+    ``ident`` (every write of the cache is a new file renamed into place).
+    :meth:`close` it (or let it go: it closes itself).
+    """
+
+    __slots__ = ("data", "entry", "fd", "ident")
+
+    def __init__(
+        self,
+        entry: CacheEntry,
+        data: bytes,
+        fd: int = -1,
+        ident: tuple[int, int, int, int, int] | None = None,
+    ) -> None:
+        self.entry = entry
+        self.data = data
+        self.fd = fd
+        self.ident = ident
+
+    def close(self) -> None:
+        """Close the file read, if it is still open (twice is harmless)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _ident(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class ResultCache:
@@ -357,19 +408,23 @@ class ResultCache:
         )
 
     def read_known(
-        self, network: str, container_id: str, ifname: str, known: CacheEntry, raw: bytes
+        self, network: str, container_id: str, ifname: str, known: KnownEntry
     ) -> CacheEntry | None:
-        """:meth:`read`, without decoding again an entry that is already known.
+        """:meth:`read`, without reading again an entry that is already known.
 
-        ``known`` was decoded from ``raw`` (:meth:`entries` with ``raw``, for
-        the network manager's teardown). The file is read as by :meth:`read`,
-        now; when it still holds exactly ``raw`` and ``known`` names this
-        attachment, ``known`` is the entry :meth:`read` would decode, and is
+        ``known`` comes from :meth:`entries` (the network manager's teardown,
+        which lists the container's entries and then DELs each). When it
+        names this attachment and the file at its path is still the one it
+        was read from, unchanged (its file kept open: the ``lstat`` of the
+        path says the same inode, size and times; else: the file holds the
+        same bytes), its entry is what :meth:`read` would decode, and is
         returned as it is. Anything else (another attachment's entry, a file
-        rewritten, removed or unreadable meanwhile) is what :meth:`read` gives.
+        rewritten, replaced, removed or unreadable meanwhile) is what
+        :meth:`read` gives.
         """
         name = attachment_name(network, container_id, ifname)
-        if (known.network_name, known.container_id, known.ifname, known.kind) != (
+        entry = known.entry
+        if (entry.network_name, entry.container_id, entry.ifname, entry.kind) != (
             network,
             container_id,
             ifname,
@@ -377,6 +432,14 @@ class ResultCache:
         ):
             return self.read(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
+        if known.fd >= 0:
+            # The inode is held open, so it cannot be another file's: the same inode
+            # at the path with the same size and times is the file read, unchanged.
+            try:
+                same = _ident(os.lstat(path)) == known.ident
+            except OSError:
+                same = False
+            return entry if same else self.read(network, container_id, ifname)
         with _opened(self.results_dir, action=f"read cache entry {path}") as dfd:
             if dfd is None:
                 return None
@@ -384,8 +447,8 @@ class ResultCache:
                 data = _read_at(dfd, name, path)
             except FileNotFoundError:
                 return None
-        if data == raw:
-            return known
+        if data == known.data:
+            return entry
         obj: Any = loads(data, path)
         if _held_by_other(obj, network, container_id, ifname):
             return None
@@ -429,7 +492,7 @@ class ResultCache:
         return True
 
     def entries(
-        self, container_id: str = "", *, raw: list[bytes] | None = None
+        self, container_id: str = "", *, known: list[KnownEntry] | None = None, pin: int = 0
     ) -> list[CacheEntry]:
         """Every readable ``cniCacheV1`` entry, of one container if ``container_id``.
 
@@ -441,9 +504,9 @@ class ResultCache:
         A missing results directory gives ``[]``; one that cannot be listed
         raises ``CacheError``.
 
-        ``raw`` (internal, for the network manager's teardown): receives the
-        bytes each returned entry was decoded from, in the same order, for
-        :meth:`read_known`.
+        ``known`` (internal, for the network manager's teardown): receives a
+        :class:`KnownEntry` of each returned entry, in the same order, for
+        :meth:`read_known`; the first ``pin`` of them keep their file open.
         """
         if container_id:
             # The shortest file name that could hold it must fit, as in every method.
@@ -466,15 +529,26 @@ class ResultCache:
             for name in names:
                 if name.startswith(TEMP_PREFIX):
                     continue
-                loaded = self._load_listed(dfd, name)
-                if loaded is None:
-                    continue
-                entry, data = loaded
-                if container_id and entry.container_id != container_id:
-                    continue
-                out.append(entry)
-                if raw is not None:
-                    raw.append(data)
+                keep: list[tuple[int, os.stat_result]] | None = (
+                    [] if known is not None and len(known) < pin else None
+                )
+                try:
+                    loaded = self._load_listed(dfd, name, keep)
+                    if loaded is None:
+                        continue
+                    entry, data = loaded
+                    if container_id and entry.container_id != container_id:
+                        continue
+                    out.append(entry)
+                    if known is not None:
+                        if keep:
+                            fd, st = keep.pop()
+                            known.append(KnownEntry(entry, data, fd, _ident(st)))
+                        else:
+                            known.append(KnownEntry(entry, data))
+                finally:
+                    for fd, _ in keep or ():
+                        os.close(fd)
             return out
 
     def remove_stale_temporaries(self) -> list[str]:
@@ -645,11 +719,16 @@ class ResultCache:
         except CacheError:
             return False
 
-    def _load_listed(self, dfd: int, name: str) -> tuple[CacheEntry, bytes] | None:
-        """The ``cniCacheV1`` entry in the listed file ``name`` and its bytes, or ``None``."""
+    def _load_listed(
+        self, dfd: int, name: str, keep: list[tuple[int, os.stat_result]] | None = None
+    ) -> tuple[CacheEntry, bytes] | None:
+        """The ``cniCacheV1`` entry in the listed file ``name`` and its bytes, or ``None``.
+
+        ``keep``: as for ``_read_at`` (the caller closes what it receives).
+        """
         path = os.path.join(self.results_dir, name)
         try:
-            data = _read_at(dfd, name, path)
+            data = _read_at(dfd, name, path) if keep is None else _read_at(dfd, name, path, keep)
             obj: Any = loads(data, path)
             if not isinstance(obj, dict) or obj.get("kind") != CNI_CACHE_V1:
                 return None

@@ -30,6 +30,7 @@ import attrs
 
 from .. import request as rq
 from ..cache import CacheEntry, ResultCache
+from ..cache._store import KnownEntry
 from ..conf import NetworkConfigList, conf_list_from_bytes
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
@@ -139,6 +140,9 @@ _DIGITS = re.compile(r"(\d+)")
 
 #: How many cached configurations a manager keeps parsed (see ``Core._parse_cached``).
 _PARSED_MAX = 256
+
+#: How many entry files a teardown keeps open at most (see ``Core._cached``).
+_PINNED = 16
 
 
 @functools.lru_cache(maxsize=256)
@@ -440,19 +444,30 @@ class Core:
 
     # -- teardown, check, inspect ---------------------------------------
 
-    def _cached(self, container_id: str) -> list[tuple[CacheEntry, bytes]]:
-        """The container's cache entries with the bytes each was decoded from, in order.
+    def _cached(self, container_id: str) -> list[KnownEntry]:
+        """The container's cache entries, in order, as :class:`KnownEntry` (close them).
 
         What ``get_cached_attachments`` lists (``ResultCache.entries``), read
-        under the container lock; the bytes let each DEL reuse its entry
-        instead of decoding it again when the file is unchanged
-        (``ResultCache.read_known``).
+        under the container lock. The files of the first :data:`_PINNED`
+        stay open until closed, so that each DEL can tell with one ``lstat``
+        that its entry is still the one read (``ResultCache.read_known``)
+        instead of reading it again.
         """
-        raw: list[bytes] = []
-        entries = self.cache.entries(container_id, raw=raw)
-        listed = list(zip(entries, raw, strict=True))
-        listed.sort(key=lambda p: attachment_order(p[0].ifname, p[0].network_name))
-        return listed
+        known: list[KnownEntry] = []
+        try:
+            self.cache.entries(container_id, known=known, pin=_PINNED)
+        except BaseException:
+            for k in known:
+                k.close()
+            raise
+        known.sort(key=lambda k: attachment_order(k.entry.ifname, k.entry.network_name))
+        return known
+
+    def _entries(self, container_id: str) -> list[CacheEntry]:
+        """The container's cache entries, in order (``get_cached_attachments``'s)."""
+        entries = self.cache.entries(container_id)
+        entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
+        return entries
 
     def _parse_cached(self, config: bytes) -> NetworkConfigList:
         """``conf_list_from_bytes(config)``, remembered: containers share a few configurations.
@@ -522,18 +537,21 @@ class Core:
         if isinstance(networks, str):
             networks = [networks]
         release = yield LockContainer(self.cache, container_id, timeout)
+        listed: list[KnownEntry] = []
         try:
-            listed: list[tuple[CacheEntry, bytes]] = yield Blocking(self._cached, (container_id,))
+            listed = yield Blocking(self._cached, (container_id,))
+            todo = listed
             if networks is not None:
                 wanted = set(networks)
-                listed = [p for p in listed if p[0].network_name in wanted]
+                todo = [k for k in listed if k.entry.network_name in wanted]
             errors: list[CNIError] = []
-            for known in reversed(listed):
-                entry = known[0]
+            for known in reversed(todo):
+                entry = known.entry
                 try:
                     net, rt = self._cached_net(entry, netns)
-                    # DEL reads the entry again under its lock; unchanged, it is not re-decoded.
+                    # Under its lock, DEL reuses the entry if its file is unchanged.
                     yield Call("_del_known", (net, rt, known), {"timeout": timeout})
+                    known.close()
                 except CNIError as e:
                     log.warning(
                         "teardown of network %r (%s) for container %r failed: %s",
@@ -546,6 +564,8 @@ class Core:
             if errors:
                 raise TeardownError(container_id, errors)
         finally:
+            for known in listed:
+                known.close()
             release()
         return None
 
@@ -554,8 +574,8 @@ class Core:
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
-            listed: list[tuple[CacheEntry, bytes]] = yield Blocking(self._cached, (container_id,))
-            for entry, _ in listed:
+            entries: list[CacheEntry] = yield Blocking(self._entries, (container_id,))
+            for entry in entries:
                 net, rt = self._cached_net(entry, netns)
                 yield Call("check_network_list", (net, rt), {"timeout": timeout})
         finally:
