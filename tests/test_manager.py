@@ -719,6 +719,28 @@ def test_teardown_closes_every_entry_file_it_kept_open(env: Env) -> None:
     assert env.cached() == ["b-c1-eth1"]
 
 
+def test_teardown_keeps_files_open_within_the_process_budget_and_gives_it_back(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from libcni.manager import _core
+
+    env.write("10-a.conflist", "a")
+    env.write("20-b.conflist", "b", fail("DEL"))
+    m = env.manager()
+    m.setup("c1", "ns")
+    with pytest.raises(TeardownError):
+        m.teardown("c1", "ns")
+    assert _core._pinned_now == 0
+    # No budget left: the entries are read again, with the same outcome.
+    monkeypatch.setattr(_core, "_PINNED_MAX", 0)
+    m.setup("c2", "ns", networks=["a"])
+    env.record.unlink()
+    m.teardown("c2", "ns")
+    assert env.cached() == ["b-c1-eth1"] and _core._pinned_now == 0
+    runs = [(r["stdin"]["name"], r["stdin"]["prevResult"]["ips"]) for r in env.runs()]
+    assert runs == [(n, [{"address": "10.1.2.3/24", "interface": 0}]) for n in ("a", "cni-loopback")]
+
+
 def test_teardown_falls_back_to_the_current_file_when_the_cache_has_no_usable_config(
     env: Env,
 ) -> None:

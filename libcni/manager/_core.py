@@ -22,6 +22,7 @@ import functools
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any
@@ -141,8 +142,28 @@ _DIGITS = re.compile(r"(\d+)")
 #: How many cached configurations a manager keeps parsed (see ``Core._parse_cached``).
 _PARSED_MAX = 256
 
-#: How many entry files a teardown keeps open at most (see ``Core._cached``).
+#: How many entry files one teardown keeps open at most (see ``Core._cached``)...
 _PINNED = 16
+#: ...and all the teardowns of the process together, so that many at once do not
+#: run the process out of descriptors (beyond, entries are read again instead).
+_PINNED_MAX = 256
+_pinned_lock = threading.Lock()
+_pinned_now = 0
+
+
+def _reserve_pins(wanted: int) -> int:
+    """Reserve up to ``wanted`` of the process's pinned-file budget; return how many."""
+    global _pinned_now
+    with _pinned_lock:
+        n = max(0, min(wanted, _PINNED_MAX - _pinned_now))
+        _pinned_now += n
+    return n
+
+
+def _release_pins(n: int) -> None:
+    global _pinned_now
+    with _pinned_lock:
+        _pinned_now -= n
 
 
 @functools.lru_cache(maxsize=256)
@@ -444,8 +465,9 @@ class Core:
 
     # -- teardown, check, inspect ---------------------------------------
 
-    def _cached(self, container_id: str) -> list[KnownEntry]:
-        """The container's cache entries, in order, as :class:`KnownEntry` (close them).
+    def _cached(self, container_id: str) -> tuple[list[KnownEntry], int]:
+        """The container's cache entries, in order, as :class:`KnownEntry` (close them),
+        and how many pins of the process's budget they hold (:func:`_release_pins` them).
 
         What ``get_cached_attachments`` lists (``ResultCache.entries``), read
         under the container lock. The files of the first :data:`_PINNED`
@@ -454,14 +476,18 @@ class Core:
         instead of reading it again.
         """
         known: list[KnownEntry] = []
+        pins = _reserve_pins(_PINNED)
         try:
-            self.cache.entries(container_id, known=known, pin=_PINNED)
+            self.cache.entries(container_id, known=known, pin=pins)
         except BaseException:
             for k in known:
                 k.close()
+            _release_pins(pins)
             raise
+        used = sum(1 for k in known if k.fd >= 0)
+        _release_pins(pins - used)
         known.sort(key=lambda k: attachment_order(k.entry.ifname, k.entry.network_name))
-        return known
+        return known, used
 
     def _entries(self, container_id: str) -> list[CacheEntry]:
         """The container's cache entries, in order (``get_cached_attachments``'s)."""
@@ -538,8 +564,9 @@ class Core:
             networks = [networks]
         release = yield LockContainer(self.cache, container_id, timeout)
         listed: list[KnownEntry] = []
+        pins = 0
         try:
-            listed = yield Blocking(self._cached, (container_id,))
+            listed, pins = yield Blocking(self._cached, (container_id,))
             todo = listed
             if networks is not None:
                 wanted = set(networks)
@@ -566,6 +593,7 @@ class Core:
         finally:
             for known in listed:
                 known.close()
+            _release_pins(pins)
             release()
         return None
 
