@@ -473,13 +473,13 @@ class Operations:
         is logged and DEL goes on; the entry is removed only once every
         plugin has succeeded. An entry that cannot be *read* (an I/O error)
         raises ``CacheError``: nothing runs and the entry stays. ``known``:
-        the entry as the caller already read it (``ResultCache.read_known``).
+        the entry as the caller already read it (``ResultCache._read_known``).
         """
         try:
             entry = (
                 cache.read(chain.name, rt.container_id, rt.ifname)
                 if known is None
-                else cache.read_known(chain.name, rt.container_id, rt.ifname, known)
+                else cache._read_known(chain.name, rt.container_id, rt.ifname, known)
             )
         except CorruptEntryError as e:
             log.warning(
@@ -646,7 +646,7 @@ class Operations:
 
         ``known``: the entry as the caller already read it (the network
         manager's teardown); it is reused only if the file at its path is still
-        the one it was read from, unchanged (``ResultCache.read_known``).
+        the one it was read from, unchanged (``ResultCache._read_known``).
         """
         check_timeout(timeout)
         chain = _Chain.of(net)

@@ -638,7 +638,7 @@ def test_entries_known_gives_each_entry_its_bytes_and_pins_the_first_files(
 ) -> None:
     _populate_listing(cache)
     known: list[KnownEntry] = []
-    listed = cache.entries("c1", known=known, pin=2)
+    listed = cache._entries("c1", known, 2)
     assert [k.entry for k in known] == listed and len(listed) == 3
     for k in known:
         name = f"{k.entry.network_name}-{k.entry.container_id}-{k.entry.ifname}"
@@ -666,18 +666,18 @@ def test_read_known_reuses_the_entry_only_while_its_file_is_unchanged(
 
     def listed() -> KnownEntry:
         known: list[KnownEntry] = []
-        cache.entries("c-1", known=known, pin=pin)
+        cache._entries("c-1", known, pin)
         assert len(known) == 1 and (known[0].fd >= 0) == bool(pin)
         return known[0]
 
     k = listed()
-    assert cache.read_known("a", "c-1", "eth0", k) is k.entry
+    assert cache._read_known("a", "c-1", "eth0", k) is k.entry
     # Asked for another attachment, even one sharing the file name: what read() says.
-    assert cache.read_known("a-c", "1", "eth0", k) is None
-    assert cache.read_known("a", "c-1", "eth1", k) is None
+    assert cache._read_known("a-c", "1", "eth0", k) is None
+    assert cache._read_known("a", "c-1", "eth1", k) is None
     # Rewritten meanwhile (a new file renamed into place): the entry as it is now.
     cache.write(full_entry(network_name="a", container_id="c-1", netns="/new"))
-    now = cache.read_known("a", "c-1", "eth0", k)
+    now = cache._read_known("a", "c-1", "eth0", k)
     assert now is not None and now is not k.entry and now.netns == "/new"
     k.close()
     # Rewritten in place, same size, modification time set back: seen all the same.
@@ -685,20 +685,20 @@ def test_read_known_reuses_the_entry_only_while_its_file_is_unchanged(
     st = path.stat()
     path.write_bytes(path.read_bytes().replace(b"/new", b"/NEW"))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    now = cache.read_known("a", "c-1", "eth0", k)
+    now = cache._read_known("a", "c-1", "eth0", k)
     assert now is not None and now.netns == "/NEW"
     k.close()
     # Replaced by another attachment's entry at the same path: refused, as read() does.
     k = listed()
     assert cache.remove("a", "c-1", "eth0")
     cache.write(full_entry(network_name="a-c", container_id="1"))
-    assert cache.read_known("a", "c-1", "eth0", k) is None
+    assert cache._read_known("a", "c-1", "eth0", k) is None
     # Removed: none; corrupt: CorruptEntryError, as read() raises.
     assert cache.remove("a-c", "1", "eth0")
-    assert cache.read_known("a", "c-1", "eth0", k) is None
+    assert cache._read_known("a", "c-1", "eth0", k) is None
     put_file(cache, "a-c-1-eth0", b"{")
     with pytest.raises(CorruptEntryError):
-        cache.read_known("a", "c-1", "eth0", k)
+        cache._read_known("a", "c-1", "eth0", k)
     k.close()
 
 

@@ -187,7 +187,7 @@ def _named_as(entry: CacheEntry, name: str) -> bool:
 
 
 class KnownEntry:
-    """An entry as :meth:`ResultCache.entries` read it (internal: the manager's teardown).
+    """An entry as ``ResultCache._entries`` read it (internal: the manager's teardown).
 
     ``entry`` was decoded from ``data``. With ``fd`` >= 0 the file read is
     still open, so its inode cannot be reused while this is held, and
@@ -407,12 +407,12 @@ class ResultCache:
             source=path,
         )
 
-    def read_known(
+    def _read_known(
         self, network: str, container_id: str, ifname: str, known: KnownEntry
     ) -> CacheEntry | None:
         """:meth:`read`, without reading again an entry that is already known.
 
-        ``known`` comes from :meth:`entries` (the network manager's teardown,
+        ``known`` comes from :meth:`_entries` (the network manager's teardown,
         which lists the container's entries and then DELs each). When it
         names this attachment and the file at its path is still the one it
         was read from, unchanged (its file kept open: the ``lstat`` of the
@@ -491,9 +491,7 @@ class ResultCache:
                 raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return True
 
-    def entries(
-        self, container_id: str = "", *, known: list[KnownEntry] | None = None, pin: int = 0
-    ) -> list[CacheEntry]:
+    def entries(self, container_id: str = "") -> list[CacheEntry]:
         """Every readable ``cniCacheV1`` entry, of one container if ``container_id``.
 
         Sorted by file name. Entries that cannot be read or decoded, legacy
@@ -503,11 +501,15 @@ class ResultCache:
         ``-<containerID>-`` are opened, and their ``containerId`` must match.
         A missing results directory gives ``[]``; one that cannot be listed
         raises ``CacheError``.
-
-        ``known`` (internal, for the network manager's teardown): receives a
-        :class:`KnownEntry` of each returned entry, in the same order, for
-        :meth:`read_known`; the first ``pin`` of them keep their file open.
         """
+        return self._entries(container_id, None, 0)
+
+    def _entries(
+        self, container_id: str, known: list[KnownEntry] | None, pin: int
+    ) -> list[CacheEntry]:
+        """:meth:`entries`; ``known`` (the network manager's teardown) receives a
+        ``KnownEntry`` of each entry returned, in the same order, for
+        :meth:`_read_known`; the first ``pin`` of them keep their file open."""
         if container_id:
             # The shortest file name that could hold it must fit, as in every method.
             fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")

@@ -472,13 +472,13 @@ class Core:
         What ``get_cached_attachments`` lists (``ResultCache.entries``), read
         under the container lock. The files of the first :data:`_PINNED`
         stay open until closed, so that each DEL can tell with one ``lstat``
-        that its entry is still the one read (``ResultCache.read_known``)
+        that its entry is still the one read (``ResultCache._read_known``)
         instead of reading it again.
         """
         known: list[KnownEntry] = []
         pins = _reserve_pins(_PINNED)
         try:
-            self.cache.entries(container_id, known=known, pin=pins)
+            self.cache._entries(container_id, known, pins)
         except BaseException:
             for k in known:
                 k.close()
