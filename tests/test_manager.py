@@ -741,6 +741,34 @@ def test_teardown_keeps_files_open_within_the_process_budget_and_gives_it_back(
     assert runs == [(n, [{"address": "10.1.2.3/24", "interface": 0}]) for n in ("a", "cni-loopback")]
 
 
+def test_a_child_forked_while_the_pin_budget_is_locked_can_tear_down(env: Env) -> None:
+    # A real fork while another thread holds the budget's lock (and pins): the child
+    # starts with the whole budget and a free lock, and tears a container down.
+    from libcni.manager import _core
+
+    env.write("10-a.conflist", "a")
+    m = env.manager()
+    m.setup("c1", "ns")
+    held = _core._reserve_pins(5)
+    with _core._pinned_lock:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                m.teardown("c1", "ns")
+                os._exit(0 if _core._pinned_now == 0 and env.cached() == [] else 1)
+            finally:
+                os._exit(2)
+    _core._release_pins(held)
+    deadline = time.monotonic() + 30
+    while (status := os.waitpid(pid, os.WNOHANG)) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the budget's lock")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status[1]) == 0
+
+
 def test_teardown_falls_back_to_the_current_file_when_the_cache_has_no_usable_config(
     env: Env,
 ) -> None:

@@ -163,7 +163,17 @@ def _reserve_pins(wanted: int) -> int:
 def _release_pins(n: int) -> None:
     global _pinned_now
     with _pinned_lock:
-        _pinned_now -= n
+        _pinned_now = max(0, _pinned_now - n)
+
+
+def _reset_pins_in_child() -> None:
+    """A forked child starts with the whole budget (and a lock no parent thread holds)."""
+    global _pinned_lock, _pinned_now
+    _pinned_lock = threading.Lock()
+    _pinned_now = 0
+
+
+os.register_at_fork(after_in_child=_reset_pins_in_child)
 
 
 @functools.lru_cache(maxsize=256)
