@@ -654,6 +654,31 @@ def test_entries_known_gives_each_entry_its_bytes_and_pins_the_first_files(
             os.fstat(fd)
 
 
+def test_entries_kept_open_give_way_when_descriptors_run_out(tmp_path: Path) -> None:
+    """A real RLIMIT_NOFILE (in a subprocess) leaving room for about two more
+    descriptors: listing with files kept open still lists every entry (those
+    kept open are closed to read the rest), and each is still known."""
+    cache_dir = tmp_path / "cni"
+    c = ResultCache(cache_dir)
+    for ifname in ("eth0", "eth1", "eth2"):
+        c.write(full_entry(network_name="n", container_id="c1", ifname=ifname))
+    script = f"""
+import os, resource, sys
+from libcni.cache._store import ResultCache
+cache = ResultCache({str(cache_dir)!r})
+n = max(int(fd) for fd in os.listdir("/proc/self/fd")) + 1
+resource.setrlimit(resource.RLIMIT_NOFILE, (n + 2, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+known = []
+listed = cache._entries("c1", known, 16)
+ok = [cache._read_known("n", "c1", k.entry.ifname, k) is k.entry for k in known]
+print(len(listed), len(known), all(ok), sum(k.fd >= 0 for k in known))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[:3] == ["3", "3", "True"], out
+
+
 @pytest.mark.parametrize("pin", [1, 0], ids=["file-kept-open", "bytes-compared"])
 def test_read_known_reuses_the_entry_only_while_its_file_is_unchanged(
     cache: ResultCache, pin: int

@@ -536,6 +536,13 @@ class ResultCache:
                 )
                 try:
                     loaded = self._load_listed(dfd, name, keep)
+                    if loaded is None and keep is not None and known:
+                        # Perhaps out of descriptors: give back the files kept open
+                        # (their entries fall back to comparing bytes) and read again.
+                        for k in known:
+                            k.close()
+                        pin, keep = 0, None
+                        loaded = self._load_listed(dfd, name)
                     if loaded is None:
                         continue
                     entry, data = loaded
