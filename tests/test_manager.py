@@ -738,7 +738,8 @@ def test_teardown_keeps_files_open_within_the_process_budget_and_gives_it_back(
     m.teardown("c2", "ns")
     assert env.cached() == ["b-c1-eth1"] and _core._pinned_now == 0
     runs = [(r["stdin"]["name"], r["stdin"]["prevResult"]["ips"]) for r in env.runs()]
-    assert runs == [(n, [{"address": "10.1.2.3/24", "interface": 0}]) for n in ("a", "cni-loopback")]
+    ips = [{"address": "10.1.2.3/24", "interface": 0}]
+    assert runs == [("a", ips), ("cni-loopback", ips)]
 
 
 def test_a_child_forked_while_the_pin_budget_is_locked_can_tear_down(env: Env) -> None:
