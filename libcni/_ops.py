@@ -20,14 +20,13 @@ import threading
 import time
 from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from . import _log as logging  # logging, imported at first use
 from . import request as rq
 from .cache import CacheEntry, CorruptEntryError, ResultCache, default_cache_dir
-from .cache._store import FileIdent
 from .conf import NetworkConfigList, PluginConfig
 from .errors import (
     CacheError,
@@ -51,6 +50,9 @@ from .version import (
     parse_version,
     plugin_info_from_bytes,
 )
+
+if TYPE_CHECKING:
+    from .cache._store import FileIdent, KnownEntry
 
 log = logging.getLogger("libcni")
 
@@ -457,7 +459,12 @@ class Operations:
         return result.as_version(version).to_dict()
 
     def _read_for_del(
-        self, cache: ResultCache, chain: _Chain, rt: RuntimeConf, with_prev: bool
+        self,
+        cache: ResultCache,
+        chain: _Chain,
+        rt: RuntimeConf,
+        with_prev: bool,
+        known: KnownEntry | None = None,
     ) -> tuple[dict[str, Any] | None, FileIdent | None]:
         """DEL's prevResult (``with_prev``), read before any plugin runs, and the entry's identity.
 
@@ -467,10 +474,15 @@ class Operations:
         whose content is unusable (empty, corrupt, unconvertible): a warning
         is logged and DEL goes on; the entry is removed only once every
         plugin has succeeded. An entry that cannot be *read* (an I/O error)
-        raises ``CacheError``: nothing runs and the entry stays.
+        raises ``CacheError``: nothing runs and the entry stays. ``known``:
+        the entry as the caller already read it (``ResultCache._read_known``).
         """
         try:
-            entry, ident = cache.read_ident(chain.name, rt.container_id, rt.ifname)
+            entry, ident = (
+                cache.read_ident(chain.name, rt.container_id, rt.ifname)
+                if known is None
+                else cache._read_known(chain.name, rt.container_id, rt.ifname, known)
+            )
         except CorruptEntryError as e:
             log.warning(
                 "DEL of %s-%s-%s goes on without prevResult: unusable cache entry: %s",
@@ -630,8 +642,14 @@ class Operations:
         *,
         network_locked: bool = False,
         deadline: _Deadline | None = None,
+        known: KnownEntry | None = None,
     ) -> Op[None]:
-        """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it."""
+        """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it.
+
+        ``known``: the entry as the caller already read it (the network
+        manager's teardown); it is reused only if the file at its path is still
+        the one it was read from, unchanged (``ResultCache._read_known``).
+        """
         check_timeout(timeout)
         chain = _Chain.of(net)
         with_prev = parse_version(chain.cni_version) >= _V040
@@ -647,7 +665,7 @@ class Operations:
         try:
             release = yield deadline.lock(cache, chain.name, rq.DEL, (rt.container_id, rt.ifname))
             try:
-                prev, ident = self._read_for_del(cache, chain, rt, with_prev)
+                prev, ident = self._read_for_del(cache, chain, rt, with_prev, known)
                 for plugin in reversed(chain.plugins):
                     yield from _run(
                         self._call(chain, plugin, self._find(plugin.type), env, deadline, rt, prev)

@@ -16,7 +16,7 @@ import asyncio
 import functools
 import math
 import time
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin, logged
 from .cache._lock import POLL_FIRST, POLL_MAX
@@ -24,6 +24,9 @@ from .conf import NetworkConfigList, PluginConfig
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
+
+if TYPE_CHECKING:
+    from .cache._store import KnownEntry
 
 _R = TypeVar("_R")
 
@@ -211,6 +214,17 @@ class AsyncCNIConfig(Operations):
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
         await self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout))
+
+    async def _del_known(
+        self,
+        net: NetworkConfigList,
+        rt: RuntimeConf,
+        known: KnownEntry,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """``del_network_list`` reusing the entry the caller read, if unchanged (the manager's)."""
+        await self._drive(self._delete(net, rt, timeout, known=known))
 
     async def _gc_keeping(
         self, net: NetworkConfigList, containers: frozenset[str], *, timeout: float | None = None

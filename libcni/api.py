@@ -7,7 +7,7 @@ performs the same effects with ``await``.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._drive import drive
 from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin, logged
@@ -15,6 +15,9 @@ from .conf import NetworkConfigList, PluginConfig
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
+
+if TYPE_CHECKING:
+    from .cache._store import KnownEntry
 
 _R = TypeVar("_R")
 
@@ -139,6 +142,17 @@ class CNIConfig(Operations):
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
         self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout))
+
+    def _del_known(
+        self,
+        net: NetworkConfigList,
+        rt: RuntimeConf,
+        known: KnownEntry,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """``del_network_list`` reusing the entry the caller read, if unchanged (the manager's)."""
+        self._drive(self._delete(net, rt, timeout, known=known))
 
     def _gc_keeping(
         self, net: NetworkConfigList, containers: frozenset[str], *, timeout: float | None = None

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 import libcni
-from libcni.cache import CacheEntry, CacheLock, ResultCache, _store
+from libcni.cache import CacheEntry, CacheLock, CorruptEntryError, ResultCache, _store
+from libcni.cache._store import KnownEntry
 from libcni.errors import CacheError, ValidationError
 
 DATA = Path(__file__).parent / "data" / "cache"
@@ -632,6 +633,66 @@ def test_entries_of_one_container(cache: ResultCache) -> None:
     assert cache.entries("nope") == []
 
 
+def test_entries_known_gives_each_entry_and_the_identity_of_its_file(
+    cache: ResultCache,
+) -> None:
+    _populate_listing(cache)
+    known: list[KnownEntry] = []
+    listed = cache._entries("c1", known)
+    assert [k.entry for k in known] == listed and len(listed) == 3
+    for k in known:
+        name = f"{k.entry.network_name}-{k.entry.container_id}-{k.entry.ifname}"
+        st = (results(cache) / name).stat()
+        assert k.ident == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def test_read_known_reuses_the_entry_only_while_its_file_is_unchanged(
+    cache: ResultCache,
+) -> None:
+    # The network manager's teardown: a DEL reuses the entry the listing decoded
+    # (no second read or decode) only while the file at its path is the one read,
+    # unchanged, and the entry is this attachment's; otherwise what read() says.
+    cache.write(full_entry(network_name="a", container_id="c-1"))
+    path = results(cache) / "a-c-1-eth0"
+
+    def listed() -> KnownEntry:
+        known: list[KnownEntry] = []
+        cache._entries("c-1", known)
+        assert len(known) == 1
+        return known[0]
+
+    k = listed()
+    assert cache._read_known("a", "c-1", "eth0", k) == (k.entry, k.ident)
+    assert cache._read_known("a", "c-1", "eth0", k)[0] is k.entry
+    # Asked for another attachment, even one sharing the file name: what read() says.
+    assert cache._read_known("a-c", "1", "eth0", k) == (None, None)
+    assert cache._read_known("a", "c-1", "eth1", k) == (None, None)
+    # Rewritten meanwhile (a new file renamed into place): the entry as it is now.
+    cache.write(full_entry(network_name="a", container_id="c-1", netns="/new"))
+    now, ident = cache._read_known("a", "c-1", "eth0", k)
+    assert now is not None and now is not k.entry and now.netns == "/new"
+    assert ident is not None and ident != k.ident
+    # Rewritten in place, same size, modification time set back: seen all the same
+    # (the change time cannot be set back).
+    k = listed()
+    st = path.stat()
+    path.write_bytes(path.read_bytes().replace(b"/new", b"/NEW"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now, _ = cache._read_known("a", "c-1", "eth0", k)
+    assert now is not None and now.netns == "/NEW"
+    # Replaced by another attachment's entry at the same path: refused, as read() does.
+    k = listed()
+    assert cache.remove("a", "c-1", "eth0")
+    cache.write(full_entry(network_name="a-c", container_id="1"))
+    assert cache._read_known("a", "c-1", "eth0", k) == (None, None)
+    # Removed: none; corrupt: CorruptEntryError, as read() raises.
+    assert cache.remove("a-c", "1", "eth0")
+    assert cache._read_known("a", "c-1", "eth0", k) == (None, None)
+    put_file(cache, "a-c-1-eth0", b"{")
+    with pytest.raises(CorruptEntryError):
+        cache._read_known("a", "c-1", "eth0", k)
+
+
 def test_entries_unlistable_directory(cache: ResultCache, monkeypatch: pytest.MonkeyPatch) -> None:
     cache.write(full_entry())
     monkeypatch.setattr(os, "listdir", _fail(errno.EACCES))
@@ -654,13 +715,13 @@ def test_entries_of_one_container_opens_only_candidates(
         (d / f"net{i % 7}-{cid}-eth0").write_bytes(data)
     wanted = f"{1234:064x}"
     opened: list[str] = []
-    real = _store._read_at
+    real = _store._read_ident_at
 
-    def counting(dfd: int, name: str, path: str) -> bytes:
+    def counting(dfd: int, name: str, path: str) -> tuple[bytes, _store.FileIdent]:
         opened.append(name)
         return real(dfd, name, path)
 
-    monkeypatch.setattr(_store, "_read_at", counting)
+    monkeypatch.setattr(_store, "_read_ident_at", counting)
     t0 = time.perf_counter()
     got = cache.entries(wanted)
     elapsed = time.perf_counter() - t0

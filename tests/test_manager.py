@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import harness
 import pytest
 
@@ -28,6 +30,7 @@ from libcni import (
     TeardownError,
     ValidationError,
 )
+from libcni.cache import CacheEntry, ResultCache
 
 PLUGIN = harness.TESTPLUGIN
 
@@ -184,6 +187,100 @@ def test_drop_in_directory_changes_are_seen(env: Env) -> None:
     assert m.networks().networks["d"].plugins[0].raw["k"] == 2
     (env.conf / "d" / "20-q.conf").write_text(json.dumps({"type": "testplugin", "k": 3}))
     assert len(m.networks().networks["d"].plugins) == 2
+
+
+def test_drop_in_directory_created_later_or_changed_is_seen_with_old_timestamps(
+    env: Env,
+) -> None:
+    # Every modification time is old, so the "modified recently" rule reloads nothing:
+    # the change check itself must see the drop-in directory appear (it is stat'ed only
+    # when the configuration directory's listing holds it) and a file in it change.
+    w = env.manager()._core.watcher
+    past = time.time() - 60
+
+    def age() -> None:
+        for p in (env.conf, *env.conf.rglob("*"), env.bin):
+            os.utime(p, (past, past))
+
+    def current() -> libcni.LoadedNetworks:
+        loaded = w.current()
+        assert w._state is not None
+        w._state = attrs.evolve(w._state, checked_at=time.time_ns())  # checked long after
+        return loaded
+
+    (env.conf / "10-d.conflist").write_text(json.dumps({"cniVersion": "1.0.0", "name": "d"}))
+    age()
+    current()
+    first = current()  # now watching d's drop-in directory too
+    assert "d" not in first.networks
+    assert current() is first  # nothing changed: no reload
+    (env.conf / "d").mkdir()
+    (env.conf / "d" / "10-p.conf").write_text(json.dumps({"type": "testplugin", "k": 1}))
+    age()
+    second = current()
+    assert second.networks["d"].plugins[0].raw["k"] == 1
+    assert current() is second
+    # Rewritten in place and aged: only the file itself tells (not its directories).
+    p = env.conf / "d" / "10-p.conf"
+    p.write_text(json.dumps({"type": "testplugin", "k": 22}))
+    os.utime(p, (past, past))
+    assert current().networks["d"].plugins[0].raw["k"] == 22
+
+
+def test_file_created_renamed_or_deleted_is_seen_with_old_timestamps(env: Env) -> None:
+    # The directory's names are listed again only when its stat changed: creating,
+    # renaming or deleting a file changes it even when every mtime is set back.
+    w = env.manager()._core.watcher
+    past = time.time() - 60
+
+    def current() -> libcni.LoadedNetworks:
+        for p in (env.conf, *env.conf.iterdir(), env.bin):
+            os.utime(p, (past, past))
+        loaded = w.current()
+        assert w._state is not None
+        w._state = attrs.evolve(w._state, checked_at=time.time_ns())  # checked long after
+        return loaded
+
+    a = env.write("10-a.conflist", "a")
+    current()
+    assert list(current().networks) == ["a"]
+    env.write("20-b.conflist", "b")
+    assert list(current().networks) == ["a", "b"]
+    a.rename(env.conf / "30-a.conflist")
+    assert list(current().networks) == ["b", "a"]
+    (env.conf / "20-b.conflist").unlink()
+    assert list(current().networks) == ["a"]
+
+
+def test_directory_modified_just_before_its_listing_is_listed_again(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection (as the same-size rewrite test): the directory's stat is frozen
+    while a file is created in it, as a creation within the timestamp granularity
+    would leave it. Modified that recently, the directory is listed again, so the new
+    file is watched: its later in-place rewrite is seen."""
+    from libcni.manager import _config
+
+    w = env.manager()._core.watcher
+    env.write("10-a.conflist", "a")
+    w.current()
+    frozen = _config._stat(str(env.conf))
+    real = _config._stat
+    monkeypatch.setattr(_config, "_stat", lambda p: frozen if p == str(env.conf) else real(p))
+    b = env.write("20-b.conflist", "b")
+    assert list(w.current().networks) == ["a", "b"]
+
+    def later() -> libcni.LoadedNetworks:
+        loaded = w.current()
+        assert w._state is not None  # from now on nothing counts as recently modified
+        w._state = attrs.evolve(w._state, checked_at=time.time_ns() + 3600 * 10**9)
+        return loaded
+
+    later()  # now watching b's drop-in directory too
+    stable = later()
+    assert later() is stable
+    b.write_text(b.read_text().replace('"b"', '"b2"'))
+    assert list(later().networks) == ["a", "b2"]
 
 
 def test_plugin_installed_later_makes_a_file_usable(env: Env) -> None:
@@ -521,6 +618,77 @@ def test_teardown_uses_the_cached_configuration_after_the_file_changed_or_vanish
     assert env.cached() == []
 
 
+def _teardown_while_b_dels(env: Env, cid: str, meanwhile: Any) -> dict[str, Any]:
+    """Tear down ``cid`` (networks ``a`` on eth0, ``b`` on eth1) in a thread; run
+    ``meanwhile()`` while b's DEL plugin runs, i.e. after the teardown listed the
+    cache and before a's DEL reads its entry. Returns the request a's DEL got."""
+    m = env.manager(loopback=False)
+    m.setup(cid, "ns")
+    env.record.unlink()
+    done: list[BaseException | None] = []
+
+    def teardown() -> None:
+        try:
+            m.teardown(cid, "ns")
+            done.append(None)
+        except BaseException as e:  # pragma: no cover - reported below
+            done.append(e)
+
+    t = threading.Thread(target=teardown)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not any(r["stdin"]["name"] == "b" for r in env.runs()):  # b's DEL started
+        assert time.monotonic() < deadline and t.is_alive()
+        time.sleep(0.005)
+    meanwhile()
+    t.join(30)
+    assert done == [None]
+    assert [(r["command"], r["stdin"]["name"]) for r in env.runs()] == [("DEL", "b"), ("DEL", "a")]
+    return env.runs()[1]["stdin"]
+
+
+def test_teardown_del_reads_an_entry_rewritten_after_the_listing(env: Env) -> None:
+    # The teardown lists the entries under the container lock and each DEL reuses its
+    # listed entry only while its file is the one listed, unchanged: an entry rewritten
+    # meanwhile (here by a direct CNIConfig user) gives DEL the new prevResult.
+    env.write("10-a.conflist", "a")
+    env.write("20-b.conflist", "b", {"type": "testplugin", "test": {"DEL": {"sleep": 1.0}}})
+    cache = ResultCache(env.cache)
+    new = {"cniVersion": "1.0.0", "ips": [{"address": "10.9.9.9/24"}]}
+
+    def rewrite() -> None:
+        with cache.lock("a", "c1", "eth0"):
+            entry = cache.read("a", "c1", "eth0")
+            assert entry is not None
+            cache.write(attrs.evolve(entry, result=new))
+
+    request = _teardown_while_b_dels(env, "c1", rewrite)
+    assert request["prevResult"]["ips"] == [{"address": "10.9.9.9/24"}]
+    assert env.cached() == []
+
+
+def test_teardown_del_leaves_another_attachments_entry_written_after_the_listing(
+    env: Env,
+) -> None:
+    # Network "a" + container "c-1" and network "a-c" + container "1" share the file
+    # name a-c-1-eth0. Replaced meanwhile by the other attachment's entry, the listed
+    # entry is not reused: a's DEL runs without prevResult and leaves the other's entry.
+    env.write("10-a.conflist", "a")
+    env.write("20-b.conflist", "b", {"type": "testplugin", "test": {"DEL": {"sleep": 1.0}}})
+    cache = ResultCache(env.cache)
+    other = {"cniVersion": "1.0.0", "ips": [{"address": "10.7.7.7/24"}]}
+
+    def replace() -> None:
+        with cache.lock("a", "c-1", "eth0"):
+            assert cache.remove("a", "c-1", "eth0")
+            cache.write(CacheEntry("1", "a-c", "eth0", b"{}", result=other))
+
+    request = _teardown_while_b_dels(env, "c-1", replace)
+    assert "prevResult" not in request
+    kept = cache.read("a-c", "1", "eth0")
+    assert kept is not None and kept.result == other
+
+
 def test_teardown_falls_back_to_the_current_file_when_the_cache_has_no_usable_config(
     env: Env,
 ) -> None:
@@ -609,6 +777,31 @@ def test_status_messages_say_what_to_do(env: Env) -> None:
     with pytest.raises(NotReadyError, match="loopback plugin"):
         m.status()
     env.manager(loopback=False).status()
+
+
+def test_loopback_plugin_removed_is_seen_by_the_next_setup_with_old_timestamps(env: Env) -> None:
+    # Readiness is remembered for the configuration loaded; removing the loopback
+    # plugin changes the plugin directory, which reloads it, so the next setup knows.
+    env.write("10-a.conflist", "a")
+    m = env.manager()
+    w = m._core.watcher
+    past = time.time() - 60
+
+    def aged() -> None:
+        for p in (env.conf, *env.conf.iterdir(), env.bin):
+            os.utime(p, (past, past), follow_symlinks=False)
+        m.networks()
+        assert w._state is not None
+        w._state = attrs.evolve(w._state, checked_at=time.time_ns())  # checked long after
+
+    aged()
+    m.setup("c1", "ns")
+    m.teardown("c1", "ns")
+    (env.bin / "loopback").unlink()
+    aged()
+    with pytest.raises(NotReadyError, match="loopback plugin"):
+        m.setup("c2", "ns")
+    assert env.cached() == []
 
 
 def test_status_runs_status_of_default_networks_at_1_1_0(env: Env) -> None:

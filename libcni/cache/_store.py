@@ -15,7 +15,7 @@ from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
 from ._fs import attachment_name, check_name, fit_name, open_dir
 from ._lock import CacheLock, acquire
 
-__all__ = ["ResultCache"]
+__all__ = ["KnownEntry", "ResultCache"]
 
 FILE_MODE = 0o600
 TEMP_PREFIX = "."  # no entry name starts with a dot (see check_name)
@@ -187,6 +187,21 @@ def _named_as(entry: CacheEntry, name: str) -> bool:
     """
     parts = (entry.network_name, entry.container_id, entry.ifname)
     return not all(parts) or name == "-".join(parts)
+
+
+class KnownEntry:
+    """An entry as ``ResultCache._entries`` read it, and the identity of its file.
+
+    Internal, for the network manager's teardown, which lists a container's
+    entries and then DELs each: the DEL reuses ``entry`` while the file at
+    its path is still the one read (``ResultCache._read_known``).
+    """
+
+    __slots__ = ("entry", "ident")
+
+    def __init__(self, entry: CacheEntry, ident: FileIdent) -> None:
+        self.entry = entry
+        self.ident = ident
 
 
 class ResultCache:
@@ -410,6 +425,34 @@ class ResultCache:
                     raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return self.remove(network, container_id, ifname)
 
+    def _read_known(
+        self, network: str, container_id: str, ifname: str, known: KnownEntry
+    ) -> tuple[CacheEntry | None, FileIdent | None]:
+        """:meth:`read_ident`, without reading again an entry that is already known.
+
+        ``known`` comes from :meth:`_entries` (the network manager's teardown,
+        which lists the container's entries and then DELs each). When it
+        names this attachment and the file at its path is still the one it
+        was read from (same device, inode, size, modification and change
+        times), its entry is what :meth:`read` would decode, and is returned
+        as it is. Anything else (another attachment's entry, a file
+        rewritten, replaced, removed or unreadable meanwhile) is what
+        :meth:`read_ident` gives.
+        """
+        entry = known.entry
+        if (entry.network_name, entry.container_id, entry.ifname) == (
+            network,
+            container_id,
+            ifname,
+        ):
+            path = os.path.join(self.results_dir, attachment_name(network, container_id, ifname))
+            try:
+                if _ident(os.lstat(path)) == known.ident:
+                    return entry, known.ident
+            except OSError:
+                pass
+        return self.read_ident(network, container_id, ifname)
+
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
         """Remove the entry of one attachment; return whether a file was removed.
 
@@ -456,6 +499,12 @@ class ResultCache:
         A missing results directory gives ``[]``; one that cannot be listed
         raises ``CacheError``.
         """
+        return self._entries(container_id, None)
+
+    def _entries(self, container_id: str, known: list[KnownEntry] | None) -> list[CacheEntry]:
+        """:meth:`entries`; ``known`` (the network manager's teardown) receives a
+        ``KnownEntry`` of each entry returned, in the same order, for
+        :meth:`_read_known`."""
         if container_id:
             # The shortest file name that could hold it must fit, as in every method.
             fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
@@ -477,12 +526,15 @@ class ResultCache:
             for name in names:
                 if name.startswith(TEMP_PREFIX):
                     continue
-                entry = self._load_listed(dfd, name)
-                if entry is None:
+                loaded = self._load_listed(dfd, name)
+                if loaded is None:
                     continue
+                entry, ident = loaded
                 if container_id and entry.container_id != container_id:
                     continue
                 out.append(entry)
+                if known is not None:
+                    known.append(KnownEntry(entry, ident))
             return out
 
     def remove_stale_temporaries(self) -> list[str]:
@@ -653,11 +705,12 @@ class ResultCache:
         except CacheError:
             return False
 
-    def _load_listed(self, dfd: int, name: str) -> CacheEntry | None:
-        """The ``cniCacheV1`` entry in the listed file ``name``, or ``None`` to skip it."""
+    def _load_listed(self, dfd: int, name: str) -> tuple[CacheEntry, FileIdent] | None:
+        """The ``cniCacheV1`` entry in the listed file ``name`` and the file's identity, or ``None``."""
         path = os.path.join(self.results_dir, name)
         try:
-            obj: Any = loads(_read_at(dfd, name, path), path)
+            data, ident = _read_ident_at(dfd, name, path)
+            obj: Any = loads(data, path)
             if not isinstance(obj, dict) or obj.get("kind") != CNI_CACHE_V1:
                 return None
             entry = CacheEntry.from_dict(obj, source=path)
@@ -665,7 +718,7 @@ class ResultCache:
             return None
         if not entry.network_name or not entry.ifname or not _named_as(entry, name):
             return None
-        return entry
+        return entry, ident
 
     # -- locks ---------------------------------------------------------------
 

@@ -8,6 +8,10 @@ can keep the size and land within the file system's timestamp granularity
 (and because the kernel stamps files with a clock that can lag the one we
 read), anything modified less than :data:`RECENT` seconds before the previous
 check is treated as changed and reloaded too: no change is ever missed.
+A directory is listed again only when its own stat changed (creating,
+removing or renaming a file in it does that) or when it had been modified
+less than :data:`RECENT` before its last listing; otherwise the names listed
+then are its names, and only its files are stat'ed.
 
 No thread watches anything and no lock is taken: a reload builds a new
 immutable :class:`LoadedNetworks` and swaps it in; an operation keeps the
@@ -56,30 +60,36 @@ def _stat(path: str) -> _Stat:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _files(directory: str, extensions: Sequence[str]) -> list[tuple[str, _Stat]]:
-    """The files of ``directory`` that ``conf_files`` lists, with their (followed) stat."""
+def _names(directory: str) -> tuple[str, ...] | None:
+    """Every name in ``directory``, sorted; ``None`` if it cannot be listed."""
+    try:
+        return tuple(sorted(os.listdir(directory)))
+    except OSError:
+        return None
+
+
+def _files(
+    directory: str, names: Sequence[str], extensions: Sequence[str]
+) -> list[tuple[str, _Stat]]:
+    """The files of ``names`` (in ``directory``) that ``conf_files`` lists, with their
+    (followed) stat."""
     wanted = tuple(extensions)
     out: list[tuple[str, _Stat]] = []
-    try:
-        with os.scandir(directory) as it:
-            for entry in it:
-                if not entry.name.endswith(wanted):
-                    continue
-                try:
-                    st = entry.stat()
-                except OSError:
-                    continue
-                if stat.S_ISREG(st.st_mode):
-                    out.append(
-                        (
-                            entry.path,
-                            (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns),
-                        )
-                    )
-    except OSError:
-        return out
-    out.sort()
+    for name in names:
+        if not name.endswith(wanted):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((path, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)))
     return out
+
+
+_Listing = tuple[tuple[int, int, int, int, int], int, tuple[str, ...]]
+"""A directory's stat, the time it was listed (``time.time_ns()``), its names."""
 
 
 @attrs.frozen
@@ -107,6 +117,7 @@ class ConfigWatcher:
         self.default_networks = None if default_networks is None else tuple(default_networks)
         self.max_networks = max_networks
         self._state: _State | None = None
+        self._listings: dict[str, _Listing] = {}
 
     def current(self) -> LoadedNetworks:
         """The configuration as it is now (reloaded if anything changed since the last call)."""
@@ -124,18 +135,46 @@ class ConfigWatcher:
         return loaded
 
     def _signature(self, drop_in_names: Sequence[str]) -> tuple[tuple[str, _Stat], ...]:
+        listings: dict[str, _Listing] = {}
         conf_dir = _stat(self.conf_dir)
         out: list[tuple[str, _Stat]] = [(self.conf_dir, conf_dir)]
         if conf_dir is not None:
-            out.extend(_files(self.conf_dir, EXTENSIONS))
+            names = self._listed(self.conf_dir, conf_dir, listings)
+            if names is not None:
+                out.extend(_files(self.conf_dir, names, EXTENSIONS))
             for name in drop_in_names:
                 d = os.path.join(self.conf_dir, name)
-                st = _stat(d)
+                # One that the directory does not hold is absent: no stat.
+                st = _stat(d) if names is None or name in names else None
                 out.append((d, st))
                 if st is not None:
-                    out.extend(_files(d, _DROP_IN_EXTENSIONS))
+                    inner = self._listed(d, st, listings)
+                    if inner is not None:
+                        out.extend(_files(d, inner, _DROP_IN_EXTENSIONS))
         out.extend((d, _stat(d)) for d in self.plugin_dirs)
+        self._listings = listings
         return tuple(out)
+
+    def _listed(
+        self, directory: str, st: tuple[int, int, int, int, int], listings: dict[str, _Listing]
+    ) -> tuple[str, ...] | None:
+        """The names in ``directory``, whose stat is ``st``; ``None`` if it cannot be listed.
+
+        Creating, removing or renaming a name changes the directory's
+        modification time, so the names listed last time are still its names
+        while its stat is the one they were listed with, unless it had been
+        modified less than :data:`RECENT` before that listing (a change within
+        the timestamp granularity would not show): then it is listed again.
+        """
+        known = self._listings.get(directory)
+        if known is None or known[0] != st or st[3] >= known[1] - RECENT:
+            listed_at = time.time_ns()
+            names = _names(directory)
+            if names is None:
+                return None
+            known = (st, listed_at, names)
+        listings[directory] = known
+        return known[2]
 
     def _load(self) -> tuple[LoadedNetworks, tuple[str, ...]]:
         networks: dict[str, NetworkConfigList] = {}

@@ -18,6 +18,7 @@ operation of ``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -28,7 +29,8 @@ import attrs
 
 from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
-from ..cache import ResultCache
+from ..cache import CacheEntry, ResultCache
+from ..cache._store import KnownEntry
 from ..conf import NetworkConfigList, conf_list_from_bytes
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
@@ -140,8 +142,11 @@ _DIGITS = re.compile(r"(\d+)")
 _PARSED_MAX = 256
 
 
-def _natural(ifname: str) -> list[Any]:
-    return [int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(ifname))]
+
+@functools.lru_cache(maxsize=256)
+def _natural(ifname: str) -> tuple[Any, ...]:
+    """The natural sort key of an interface name (remembered: containers share a few)."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(ifname)))
 
 
 def attachment_order(ifname: str, network: str) -> tuple[Any, ...]:
@@ -183,6 +188,8 @@ class Core:
         # The CNIConfig's own cache (so that the default directory is decided in one place).
         self.cache: ResultCache = cni._cache()
         self._parsed: dict[bytes, NetworkConfigList] = {}
+        # The last configuration loaded that _config_problem found ready (see _problem).
+        self._ready: LoadedNetworks | None = None
 
     def _timeout(self, timeout: float | None) -> float | None:
         return self.timeout if timeout is None else timeout
@@ -225,10 +232,24 @@ class Core:
                 )
         return None
 
+    def _problem(self, loaded: LoadedNetworks) -> NotReadyError | None:
+        """:meth:`_config_problem`, with "ready" remembered for the configuration loaded.
+
+        It depends only on ``loaded`` and on the plugin directories, which the
+        change check watches: a plugin installed or removed there reloads, and
+        a reload is a new ``loaded``.
+        """
+        if self._ready is loaded:
+            return None
+        problem = self._config_problem(loaded)
+        if problem is None:
+            self._ready = loaded
+        return problem
+
     def status(self, timeout: float | None) -> Op:
         """Ready, or :class:`NotReadyError` saying why."""
         loaded = yield from self.current()
-        problem = self._config_problem(loaded)
+        problem = self._problem(loaded)
         if problem is not None:
             raise problem
         for name in loaded.defaults:
@@ -263,7 +284,7 @@ class Core:
         """The networks of a setup with their interface names; refuses bad requests."""
         rq.validate_container_id(container_id)
         if networks is None:
-            problem = self._config_problem(loaded)
+            problem = self._problem(loaded)
             if problem is not None:
                 raise problem
             requests = [NetworkRequest(n) for n in loaded.defaults]
@@ -421,9 +442,24 @@ class Core:
 
     # -- teardown, check, inspect ---------------------------------------
 
-    def _cached(self, container_id: str) -> Op:
-        atts: list[NetworkAttachment] = yield Call("get_cached_attachments", (container_id,))
-        return sorted(atts, key=lambda a: attachment_order(a.ifname, a.network))
+    def _cached(self, container_id: str) -> list[KnownEntry]:
+        """The container's cache entries, in order, with the identity of each file read.
+
+        What ``get_cached_attachments`` lists (``ResultCache.entries``), read
+        under the container lock. Each DEL then tells with one ``lstat`` that
+        its entry is still the one read (``ResultCache._read_known``) instead
+        of reading it again.
+        """
+        known: list[KnownEntry] = []
+        self.cache._entries(container_id, known)
+        known.sort(key=lambda k: attachment_order(k.entry.ifname, k.entry.network_name))
+        return known
+
+    def _entries(self, container_id: str) -> list[CacheEntry]:
+        """The container's cache entries, in order (``get_cached_attachments``'s)."""
+        entries = self.cache.entries(container_id)
+        entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
+        return entries
 
     def _parse_cached(self, config: bytes) -> NetworkConfigList:
         """``conf_list_from_bytes(config)``, remembered: containers share a few configurations.
@@ -441,40 +477,42 @@ class Core:
         return net
 
     def _cached_net(
-        self, att: NetworkAttachment, rt: RuntimeConf, loaded: LoadedNetworks | None = None
+        self,
+        att: NetworkAttachment | CacheEntry,
+        netns: str,
+        loaded: LoadedNetworks | None = None,
     ) -> tuple[NetworkConfigList, RuntimeConf]:
         """The list, args and capability args cached at ADD (the current file as a fallback).
 
-        ``att`` comes from ``get_cached_attachments``: the same cache entry
-        ``get_network_list_cached_config`` reads, without reading it again.
+        ``att`` is a cache entry (or an attachment ``get_cached_attachments``
+        made of one): the same entry ``get_network_list_cached_config`` reads,
+        without reading it again.
         """
-        rt = attrs.evolve(
-            rt,
-            args=att.cni_args if att.cni_args else rt.args,
-            capability_args=att.capability_args,
-        )
+        network = att.network if isinstance(att, NetworkAttachment) else att.network_name
+        # As get_network_list_cached_config: the cached args (none given here).
+        rt = RuntimeConf(att.container_id, netns, att.ifname, att.cni_args, att.capability_args)
         try:
             net = self._parse_cached(att.config)
-            if net.plugins and net.name == att.network:
+            if net.plugins and net.name == network:
                 return net, rt
             problem = "the cached configuration has no plugins"
         except ConfigError as e:
             problem = f"the cached configuration cannot be read: {e}"
         if loaded is None:  # needed only now: the configuration as it is now
             loaded = self.watcher.current()
-        current = loaded.networks.get(att.network)
-        if att.network == LOOPBACK_NETWORK and current is None:
+        current = loaded.networks.get(network)
+        if network == LOOPBACK_NETWORK and current is None:
             current = self.loopback_net
         if current is not None:
             log.warning(
                 "network %r of container %r: %s; using the current configuration",
-                att.network,
+                network,
                 att.container_id,
                 problem,
             )
             return current, rt
         raise ConfigError(
-            f"cannot use network {att.network!r} of container {att.container_id!r}: {problem} "
+            f"cannot use network {network!r} of container {att.container_id!r}: {problem} "
             f"and no configuration of that name is in {self.conf_dir}"
         )
 
@@ -492,21 +530,23 @@ class Core:
             networks = [networks]
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
-            atts = yield from self._cached(container_id)
+            listed: list[KnownEntry] = yield Blocking(self._cached, (container_id,))
+            todo = listed
             if networks is not None:
                 wanted = set(networks)
-                atts = [a for a in atts if a.network in wanted]
+                todo = [k for k in listed if k.entry.network_name in wanted]
             errors: list[CNIError] = []
-            for att in reversed(atts):
-                rt = RuntimeConf(container_id, netns, att.ifname)
+            for known in reversed(todo):
+                entry = known.entry
                 try:
-                    net, rt = self._cached_net(att, rt)
-                    yield Call("del_network_list", (net, rt), {"timeout": timeout})
+                    net, rt = self._cached_net(entry, netns)
+                    # Under its lock, DEL reuses the entry if its file is unchanged.
+                    yield Call("_del_known", (net, rt, known), {"timeout": timeout})
                 except CNIError as e:
                     log.warning(
                         "teardown of network %r (%s) for container %r failed: %s",
-                        att.network,
-                        att.ifname,
+                        entry.network_name,
+                        entry.ifname,
                         container_id,
                         e,
                     )
@@ -522,9 +562,9 @@ class Core:
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
-            for att in (yield from self._cached(container_id)):
-                rt = RuntimeConf(container_id, netns, att.ifname)
-                net, rt = self._cached_net(att, rt)
+            entries: list[CacheEntry] = yield Blocking(self._entries, (container_id,))
+            for entry in entries:
+                net, rt = self._cached_net(entry, netns)
                 yield Call("check_network_list", (net, rt), {"timeout": timeout})
         finally:
             release()
@@ -592,5 +632,4 @@ class Core:
         return None
 
     def _cache_only_net(self, att: NetworkAttachment, loaded: LoadedNetworks) -> NetworkConfigList:
-        rt = RuntimeConf(att.container_id, att.netns, att.ifname)
-        return self._cached_net(att, rt, loaded)[0]
+        return self._cached_net(att, att.netns, loaded)[0]

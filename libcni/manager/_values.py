@@ -143,7 +143,9 @@ class ContainerNetworks:
         (the one named like the attachment, made up without MAC and sandbox
         when the result lists none).
         """
-        interfaces: dict[str, ContainerInterface] = {}
+        # name -> (network, mac, sandbox) and its IPs; the values are built once, at the end.
+        made: dict[str, tuple[str, str, str]] = {}
+        owned: dict[str, list[IP]] = {}
         ips: list[IP] = []
         dns: list[DNS] = []
         for att in attachments:
@@ -156,10 +158,9 @@ class ContainerNetworks:
                 # Container-side: with a sandbox, or named as the attachment (a plugin
                 # that leaves out the sandbox still reports the container's interface).
                 if iface.sandbox or iface.name == att.ifname:
-                    if iface.name not in interfaces:
-                        interfaces[iface.name] = ContainerInterface(
-                            iface.name, att.network, iface.mac, iface.sandbox
-                        )
+                    if iface.name not in made:
+                        made[iface.name] = (att.network, iface.mac, iface.sandbox)
+                        owned[iface.name] = []
                     names.append(iface.name)
                     if iface.name == att.ifname:
                         own = iface.name
@@ -173,16 +174,20 @@ class ContainerNetworks:
                 else:
                     if own is None:
                         own = att.ifname
-                        if own not in interfaces:
-                            interfaces[own] = ContainerInterface(own, att.network)
+                        if own not in made:
+                            made[own] = (att.network, "", "")
+                            owned[own] = []
                     target = own
-                if target is not None and interfaces[target].network == att.network:
-                    ci = interfaces[target]
-                    interfaces[target] = attrs.evolve(ci, ips=(*ci.ips, ipc.address))
+                if target is not None and made[target][0] == att.network:
+                    owned[target].append(ipc.address)
                 if att.ifname != LOOPBACK_IFNAME:
                     ips.append(ipc.address)
             if r.dns.nameservers or r.dns.domain or r.dns.search or r.dns.options:
                 dns.append(r.dns)
+        interfaces = {
+            name: ContainerInterface(name, network, mac, sandbox, tuple(owned[name]))
+            for name, (network, mac, sandbox) in made.items()
+        }
         return cls(container_id, tuple(attachments), interfaces, tuple(ips), tuple(dns))
 
 
