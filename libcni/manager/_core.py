@@ -142,7 +142,6 @@ _DIGITS = re.compile(r"(\d+)")
 _PARSED_MAX = 256
 
 
-
 @functools.lru_cache(maxsize=256)
 def _natural(ifname: str) -> tuple[Any, ...]:
     """The natural sort key of an interface name (remembered: containers share a few)."""
