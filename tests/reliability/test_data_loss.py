@@ -3,7 +3,7 @@
 A cache entry is the record a runtime needs to DEL a container and release its
 addresses. These tests reproduce, for real, what used to lose one: an entry
 that cannot be *read* (too many open files under ``RLIMIT_NOFILE``, a file the
-runtime may not read without ``CAP_DAC_OVERRIDE``), an unusable or
+runtime may not read without ``CAP_DAC_OVERRIDE``, a real EIO), an unusable or
 unconvertible entry with a DEL that fails, two attachments sharing one file
 name, another network whose name starts with this one's, a 1 TiB sparse file,
 a directory at an entry's path, names that cannot be encoded.
@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -204,6 +205,72 @@ def test_del_out_of_file_descriptors_keeps_the_entry(env: Env) -> None:
     assert read_failures, attempts  # the fault was met ...
     for outcome, kept in read_failures:  # ... and lost nothing
         assert outcome[0] == "CacheError" and kept, attempts
+
+
+_EIO = r"""
+import json, sys
+import libcni
+from libcni import CNIConfig, GCArgs, GCAttachment, RuntimeConf
+plugins, cache, record = sys.argv[1:4]
+cni = CNIConfig([plugins], cache_dir=cache)
+net = libcni.conf_list_from_bytes(json.dumps({"cniVersion": "1.1.0", "name": "testnet",
+    "plugins": [{"type": "p1", "record": record}]}).encode())
+out = {}
+def attempt(key, call):
+    try:
+        call()
+        out[key] = ["ok", []]
+    except libcni.GCError as e:
+        out[key] = ["GCError", [[type(x).__name__, str(x)] for x in e.errors]]
+    except Exception as e:
+        out[key] = [type(e).__name__, str(e)]
+attempt("del", lambda: cni.del_network_list(net, RuntimeConf("ctr1", "", "eth0")))
+attempt("gc", lambda: cni.gc_network_list(net, GCArgs([GCAttachment("other", "eth0")])))
+attempt("gc-valid", lambda: cni.gc_network_list(net, GCArgs([GCAttachment("ctr1", "eth0")])))
+print(json.dumps(out))
+"""
+
+
+def test_an_entry_that_fails_with_eio_is_kept_by_del_and_gc(env: Env) -> None:
+    """An I/O error (EIO) while reading: DEL raises before running anything, GC deletes nothing.
+
+    A real EIO on demand: in a private mount namespace, the runtime's own
+    ``/proc/<pid>/mem`` is bind-mounted over the entry. It opens as a regular
+    file, and reading it from offset 0 (an unmapped address) fails with EIO,
+    as a failing disk would. The mount hides the entry from that process
+    only, and a mount point cannot be unlinked anyway; what shows that EIO
+    was not taken for corruption is that no plugin ran: DEL and GC of a
+    corrupt entry would have run the plugins without ``prevResult``.
+    """
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        unavailable("needs root and unshare(1) for a private mount namespace")
+    net = env.conflist(env.plugin("p1", ADD={"result": RESULT}), version="1.1.0")
+    env.cni.add_network_list(net, env.rt)
+    entry = env.entry_path()
+    before = entry.read_bytes()
+    _age(entry)  # old enough for GC's clean-up of unreadable entries
+    env.record.unlink()
+    mount_then_exec = 'mount --bind "/proc/$$/mem" "$1" && shift && exec "$@"'
+    proc = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount_then_exec, "sh",
+         str(entry), sys.executable, "-c", _EIO, str(env.plugins), str(env.cache),
+         str(env.record)],
+        capture_output=True, text=True, env=python_env(), timeout=60, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    kind, msg = out["del"]
+    assert kind == "CacheError" and "Input/output error" in msg and str(entry) in msg, out
+    assert _dels(env) == []  # neither DEL nor GC ran a plugin's DEL for it
+    # GC says it could not read the entry, and tries nothing else with it.
+    assert out["gc"][0] == "GCError", out
+    assert [(k, "Input/output error" in m) for k, m in out["gc"][1]] == [("CacheError", True)], out
+    # Listed as valid: not even opened.
+    assert out["gc-valid"] == ["ok", []], out
+    assert entry.read_bytes() == before
+    env.cni.del_network_list(net, env.rt)
+    assert _dels(env)[-1]["stdin"]["prevResult"]["ips"] == RESULT["ips"]
+    assert not entry.exists()
 
 
 UNUSABLE = {
