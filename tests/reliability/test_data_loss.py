@@ -38,7 +38,7 @@ from libcni import (
 )
 from libcni.cache import CacheEntry, CorruptEntryError, ResultCache
 
-from .conftest import Env, python_env, without_dac_override
+from .conftest import Env, python_env, unavailable, without_dac_override
 
 RESULT = {"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}]}
 FAIL = {"error": {"code": 11, "msg": "try again"}}
