@@ -2,10 +2,12 @@
 # Everything libcni needs on a fresh Debian machine (run as root):
 # the reference CNI plugins, iproute2, iptables, a C compiler for the
 # benchmark plugin, and a virtual environment with libcni and its test tools.
+# Arguments: more Debian packages to install (scripts/test.sh adds Go and its
+# libcni, which the tests of the shared cache build a program against).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(containernetworking-plugins iproute2 iptables gcc python3 python3-venv)
+packages=(containernetworking-plugins iproute2 iptables gcc python3 python3-venv "$@")
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

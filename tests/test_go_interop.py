@@ -1,0 +1,168 @@
+"""One cache for Go's libcni and ours: each reads, and DELs from, what the other cached.
+
+A runtime moving from the Go library to libcni (or running both: containerd
+beside a Python agent, cnitool beside our CLI) keeps its cache directory. These
+tests build ``tests/go/interop`` against Debian's Go libcni (``golang-go``,
+``golang-github-appc-cni-dev``; ``scripts/test.sh`` installs them) and run it
+on the same cache as libcni, with the same real test plugins:
+
+- Go reads what libcni cached for a list whose plugins came from its drop-in
+  directory, and a DEL from that cached configuration runs every plugin ADD
+  ran, with the cached result as ``prevResult``;
+- libcni reads, lists and DELs what Go cached.
+
+Debian's Go libcni (1.1.x) knows spec versions up to 1.0.0, so the lists here
+are at 1.0.0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _require import unavailable
+from harness import Env
+
+import libcni
+from libcni import RuntimeConf
+
+GO_SRC = Path(__file__).resolve().parent / "go"
+GOPATH = "/usr/share/gocode"  # where Debian's golang-*-dev packages put Go sources
+GO_LIBCNI = Path(GOPATH) / "src/github.com/containernetworking/cni/libcni"
+RESULT = {
+    "cniVersion": "1.0.0",
+    "interfaces": [{"name": "eth0", "mac": "0a:58:0a:01:02:03", "sandbox": "/run/netns/c"}],
+    "ips": [{"address": "10.1.2.3/24", "gateway": "10.1.2.1", "interface": 0}],
+    "routes": [{"dst": "0.0.0.0/0"}],
+    "dns": {"nameservers": ["10.1.2.1"]},
+}
+ARGS = (("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web"))
+CAP_ARGS = {"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]}
+
+
+@pytest.fixture(scope="module")
+def interop() -> str:
+    """The Go program, built once per run (``unavailable`` without Go and its libcni)."""
+    go = shutil.which("go")
+    if go is None or not GO_LIBCNI.is_dir():
+        unavailable(
+            "needs Go and its libcni: apt-get install golang-go golang-github-appc-cni-dev"
+        )
+    build = GO_SRC / "build"
+    build.mkdir(exist_ok=True)
+    env = {
+        **os.environ,
+        "GO111MODULE": "off",
+        "GOPATH": GOPATH,
+        "GOFLAGS": "",
+        "GOCACHE": str(build / "gocache"),
+    }
+    out = build / "interop"
+    subprocess.run(
+        [go, "build", "-o", str(out), "./interop"],
+        cwd=GO_SRC, env=env, check=True, capture_output=True, timeout=600,
+    )
+    return str(out)
+
+
+def _go(interop: str, *args: str) -> Any:
+    proc = subprocess.run(
+        [interop, *args], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _drop_in_network(env: Env) -> libcni.NetworkConfigList:
+    """``dn.conflist`` with no plugins, and ``dn/10-a.conf`` and ``dn/20-b.conf`` beside it."""
+    d = env.root / "net.d"
+    (d / "dn").mkdir(parents=True)
+    (d / "dn.conflist").write_text(json.dumps({"cniVersion": "1.0.0", "name": "dn"}))
+    plugin_a = {**env.plugin("p1", ADD={"result": RESULT}), "capabilities": {"portMappings": True}}
+    (d / "dn" / "10-a.conf").write_text(json.dumps(plugin_a))
+    (d / "dn" / "20-b.conf").write_text(json.dumps(env.plugin("p2")))
+    net = libcni.load_conf_list(d, "dn")
+    assert [p.type for p in net.plugins] == ["p1", "p2"]
+    return net
+
+
+def _rt(env: Env) -> RuntimeConf:
+    return RuntimeConf("ctr1", "/run/netns/c", "eth0", args=ARGS, capability_args=CAP_ARGS)
+
+
+def test_go_reads_what_libcni_cached_for_a_drop_in_list(tmp_path: Path, interop: str) -> None:
+    env = Env(tmp_path)
+    net = _drop_in_network(env)
+    env.cni.add_network_list(net, _rt(env))
+    got = _go(interop, "cached", str(env.cache), "dn", "1.0.0", "ctr1", "eth0")
+    assert got["plugins"] == ["p1", "p2"]  # the list as it ran, not the file's bytes
+    assert json.loads(got["config"])["name"] == "dn"
+    assert [tuple(a) for a in got["args"]] == list(ARGS)
+    assert got["capabilityArgs"] == CAP_ARGS
+    assert got["result"] == RESULT
+
+
+def test_go_dels_from_libcnis_cache_with_every_plugin_add_ran(
+    tmp_path: Path, interop: str
+) -> None:
+    env = Env(tmp_path)
+    net = _drop_in_network(env)
+    env.cni.add_network_list(net, _rt(env))
+    shutil.rmtree(env.root / "net.d")  # only the cache is left
+    env.record.unlink()
+    assert _go(interop, "del-cached", str(env.cache), str(env.plugins), "dn", "ctr1", "eth0") == {
+        "deleted": 2
+    }
+    dels = [c for c in env.calls() if c["command"] == "DEL"]
+    assert [c["stdin"]["type"] for c in dels] == ["p2", "p1"]
+    assert all(c["stdin"]["prevResult"] == RESULT for c in dels)
+    assert dels[1]["stdin"]["runtimeConfig"] == CAP_ARGS  # p1 declared the capability
+    assert all(c["env"]["CNI_ARGS"] == "IgnoreUnknown=1;K8S_POD_NAME=web" for c in dels)
+    assert env.cached() == []  # Go removed the entry libcni wrote
+
+
+def test_libcni_reads_lists_and_dels_what_go_cached(tmp_path: Path, interop: str) -> None:
+    env = Env(tmp_path)
+    conflist = tmp_path / "gonet.conflist"
+    obj = {
+        "cniVersion": "1.0.0",
+        "name": "gonet",
+        "plugins": [
+            {**env.plugin("p1", ADD={"result": RESULT}), "capabilities": {"portMappings": True}},
+            env.plugin("p2"),
+        ],
+    }
+    conflist.write_text(json.dumps(obj))
+    added = _go(
+        interop, "add", str(conflist), str(env.plugins), str(env.cache), "ctr1", "eth0",
+        "/run/netns/c", "IgnoreUnknown=1;K8S_POD_NAME=web", json.dumps(CAP_ARGS),
+    )
+    assert added == RESULT
+    net = libcni.conf_list_from_file(conflist)
+    rt = RuntimeConf("ctr1", "", "eth0")
+
+    cached_result = env.cni.get_network_list_cached_result(net, rt)
+    assert cached_result is not None and cached_result.to_dict() == RESULT
+    cached = env.cni.get_network_list_cached_config(net, rt)
+    assert cached is not None
+    config, crt = cached
+    assert [p.type for p in libcni.conf_list_from_bytes(config).plugins] == ["p1", "p2"]
+    assert tuple(crt.args) == ARGS and dict(crt.capability_args) == CAP_ARGS
+    [attachment] = env.cni.get_cached_attachments("ctr1")
+    assert (attachment.network, attachment.container_id, attachment.ifname) == (
+        "gonet", "ctr1", "eth0"
+    )
+    # Go writes the netns into the entry from its v1.2 on; read as written either way.
+    assert attachment.netns == json.loads(env.entry_path("gonet").read_bytes()).get("netns", "")
+
+    env.record.unlink()
+    env.cni.del_network_list(libcni.conf_list_from_bytes(config), crt)
+    dels = [c for c in env.calls() if c["command"] == "DEL"]
+    assert [c["stdin"]["type"] for c in dels] == ["p2", "p1"]
+    assert all(c["stdin"]["prevResult"] == RESULT for c in dels)
+    assert env.cached() == []
