@@ -533,8 +533,10 @@ def test_a_1_tib_sparse_entry_is_refused_fast_and_only_cni_errors_escape(env: En
     assert [a.container_id for a in env.cni.get_cached_attachments()] == ["other"]
     assert env.cni.get_cached_attachments("ctr1") == []
     for getter in (env.cni.get_network_list_cached_result, env.cni.get_network_list_cached_config):
-        with pytest.raises(CacheError, match="larger than 16 MiB"):
+        with pytest.raises(CacheError, match="larger than 16 MiB") as info:
             getter(net, env.rt)
+        # Refused by its size before any read: the error gives the whole size.
+        assert info.value.details == f"{1 << 40} bytes"
     with pytest.raises(CacheError, match="larger than 16 MiB"):
         env.cni.check_network_list(net, env.rt)
     env.cni.gc_network_list(net, GCArgs([GCAttachment("other", "eth0"),
