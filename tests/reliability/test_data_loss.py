@@ -31,6 +31,7 @@ from libcni import (
     GCArgs,
     GCAttachment,
     GCError,
+    NetworkConfigList,
     PluginError,
     RuntimeConf,
     ValidationError,
@@ -50,6 +51,21 @@ def _age(path: Path, seconds: float = 600) -> None:
     os.utime(path, (old, old), follow_symlinks=False)
 
 
+def _added_and_aged(env: Env) -> tuple[NetworkConfigList, Path, bytes]:
+    """ADD ``ctr1``; its entry is old enough for GC's clean-up of unreadable entries.
+
+    Returns the network, the entry's path and its bytes; the plugin record
+    starts empty.
+    """
+    net = env.conflist(env.plugin("p1", ADD={"result": RESULT}), version="1.1.0")
+    env.cni.add_network_list(net, env.rt)
+    entry = env.entry_path()
+    before = entry.read_bytes()
+    _age(entry)
+    env.record.unlink()
+    return net, entry, before
+
+
 def _dels(env: Env, cid: str = "ctr1") -> list[dict[str, Any]]:
     return [
         c
@@ -60,7 +76,9 @@ def _dels(env: Env, cid: str = "ctr1") -> list[dict[str, Any]]:
 
 # -- 1. DEL: an entry it cannot read is kept; an unusable one only after the plugins --------
 
-_UNREADABLE = r"""
+# Run in a child process by the tests of read faults: each attempt records its
+# outcome and whether the entry is still there.
+_READ_FAULT = r"""
 import json, os, sys
 import libcni, libcni.cache
 from libcni import CNIConfig, GCArgs, GCAttachment, RuntimeConf
@@ -72,7 +90,7 @@ out = {}
 def attempt(key, call):
     try:
         call()
-        out[key] = ["ok", ""]
+        out[key] = ["ok", []]
     except libcni.GCError as e:
         out[key] = ["GCError", [[type(x).__name__, str(x)] for x in e.errors]]
     except Exception as e:
@@ -95,14 +113,9 @@ def test_an_entry_that_cannot_be_read_is_kept_by_del_and_gc(env: Env) -> None:
     The runtime runs without ``CAP_DAC_OVERRIDE`` (when the tests run as root)
     and the entry has mode 000: a real EACCES, not an injected one.
     """
-    net = env.conflist(env.plugin("p1", ADD={"result": RESULT}), version="1.1.0")
-    env.cni.add_network_list(net, env.rt)
-    entry = env.entry_path()
-    before = entry.read_bytes()
-    _age(entry)  # old enough for GC's clean-up of unreadable entries
-    env.record.unlink()
+    net, entry, before = _added_and_aged(env)
     cmd = without_dac_override([
-        sys.executable, "-c", _UNREADABLE,
+        sys.executable, "-c", _READ_FAULT,
         str(env.plugins), str(env.cache), str(env.record), str(entry),
     ])
     entry.chmod(0o000)
@@ -207,30 +220,6 @@ def test_del_out_of_file_descriptors_keeps_the_entry(env: Env) -> None:
         assert outcome[0] == "CacheError" and kept, attempts
 
 
-_EIO = r"""
-import json, sys
-import libcni
-from libcni import CNIConfig, GCArgs, GCAttachment, RuntimeConf
-plugins, cache, record = sys.argv[1:4]
-cni = CNIConfig([plugins], cache_dir=cache)
-net = libcni.conf_list_from_bytes(json.dumps({"cniVersion": "1.1.0", "name": "testnet",
-    "plugins": [{"type": "p1", "record": record}]}).encode())
-out = {}
-def attempt(key, call):
-    try:
-        call()
-        out[key] = ["ok", []]
-    except libcni.GCError as e:
-        out[key] = ["GCError", [[type(x).__name__, str(x)] for x in e.errors]]
-    except Exception as e:
-        out[key] = [type(e).__name__, str(e)]
-attempt("del", lambda: cni.del_network_list(net, RuntimeConf("ctr1", "", "eth0")))
-attempt("gc", lambda: cni.gc_network_list(net, GCArgs([GCAttachment("other", "eth0")])))
-attempt("gc-valid", lambda: cni.gc_network_list(net, GCArgs([GCAttachment("ctr1", "eth0")])))
-print(json.dumps(out))
-"""
-
-
 def test_an_entry_that_fails_with_eio_is_kept_by_del_and_gc(env: Env) -> None:
     """An I/O error (EIO) while reading: DEL raises before running anything, GC deletes nothing.
 
@@ -244,17 +233,12 @@ def test_an_entry_that_fails_with_eio_is_kept_by_del_and_gc(env: Env) -> None:
     """
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         unavailable("needs root and unshare(1) for a private mount namespace")
-    net = env.conflist(env.plugin("p1", ADD={"result": RESULT}), version="1.1.0")
-    env.cni.add_network_list(net, env.rt)
-    entry = env.entry_path()
-    before = entry.read_bytes()
-    _age(entry)  # old enough for GC's clean-up of unreadable entries
-    env.record.unlink()
+    net, entry, before = _added_and_aged(env)
     mount_then_exec = 'mount --bind "/proc/$$/mem" "$1" && shift && exec "$@"'
     proc = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount_then_exec, "sh",
-         str(entry), sys.executable, "-c", _EIO, str(env.plugins), str(env.cache),
-         str(env.record)],
+         str(entry), sys.executable, "-c", _READ_FAULT, str(env.plugins), str(env.cache),
+         str(env.record), str(entry)],
         capture_output=True, text=True, env=python_env(), timeout=60, check=False,
     )
     assert proc.returncode == 0, proc.stderr
@@ -267,6 +251,10 @@ def test_an_entry_that_fails_with_eio_is_kept_by_del_and_gc(env: Env) -> None:
     assert [(k, "Input/output error" in m) for k, m in out["gc"][1]] == [("CacheError", True)], out
     # Listed as valid: not even opened.
     assert out["gc-valid"] == ["ok", []], out
+    # The cache itself: cannot tell whose it is, so neither removes nor replaces it.
+    for method in ("remove", "check_owner"):
+        kind, msg = out[method]
+        assert kind == "CacheError" and "Input/output error" in msg, out
     assert entry.read_bytes() == before
     env.cni.del_network_list(net, env.rt)
     assert _dels(env)[-1]["stdin"]["prevResult"]["ips"] == RESULT["ips"]

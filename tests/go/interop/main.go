@@ -51,17 +51,30 @@ func run(args []string) error {
 	return fmt.Errorf("usage: see the comment at the top of main.go (got %q)", args)
 }
 
+// cachedList is the configuration cached for (list's network, rt), as text
+// and as ConfListFromBytes reads it, with the cached runtime arguments.
+func cachedList(
+	cni *libcni.CNIConfig, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf,
+) ([]byte, *libcni.NetworkConfigList, *libcni.RuntimeConf, error) {
+	config, crt, err := cni.GetNetworkListCachedConfig(list, rt)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if config == nil {
+		return nil, nil, nil, fmt.Errorf(
+			"nothing cached for %s/%s/%s", list.Name, rt.ContainerID, rt.IfName)
+	}
+	parsed, err := libcni.ConfListFromBytes(config)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return config, parsed, crt, nil
+}
+
 func cached(cacheDir, network, version string, rt *libcni.RuntimeConf) error {
 	cni := libcni.NewCNIConfigWithCacheDir(nil, cacheDir, nil)
 	list := &libcni.NetworkConfigList{Name: network, CNIVersion: version}
-	config, crt, err := cni.GetNetworkListCachedConfig(list, rt)
-	if err != nil {
-		return err
-	}
-	if config == nil {
-		return fmt.Errorf("nothing cached for %s/%s/%s", network, rt.ContainerID, rt.IfName)
-	}
-	parsed, err := libcni.ConfListFromBytes(config)
+	config, parsed, crt, err := cachedList(cni, list, rt)
 	if err != nil {
 		return err
 	}
@@ -90,14 +103,7 @@ func cached(cacheDir, network, version string, rt *libcni.RuntimeConf) error {
 
 func delCached(cacheDir, pluginDir, network string, rt *libcni.RuntimeConf) error {
 	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, cacheDir, nil)
-	config, crt, err := cni.GetNetworkListCachedConfig(&libcni.NetworkConfigList{Name: network}, rt)
-	if err != nil {
-		return err
-	}
-	if config == nil {
-		return fmt.Errorf("nothing cached for %s/%s/%s", network, rt.ContainerID, rt.IfName)
-	}
-	list, err := libcni.ConfListFromBytes(config)
+	_, list, crt, err := cachedList(cni, &libcni.NetworkConfigList{Name: network}, rt)
 	if err != nil {
 		return err
 	}
