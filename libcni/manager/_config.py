@@ -6,8 +6,8 @@ networks and the plugin directories (names, sizes, modification and change
 times, inode numbers) and reloads when anything differs. Because a rewrite
 can keep the size and land within the file system's timestamp granularity
 (and because the kernel stamps files with a clock that can lag the one we
-read), anything modified less than :data:`RECENT` seconds before the previous
-check is treated as changed and reloaded too: no change is ever missed.
+read), anything modified less than :data:`RECENT` (two seconds) before the
+previous check is treated as changed and reloaded too: no change is ever missed.
 A directory is listed again only when its own stat changed (creating,
 removing or renaming a file in it does that) or when it had been modified
 less than :data:`RECENT` before its last listing; otherwise the names listed

@@ -456,9 +456,7 @@ class Core:
 
     def _entries(self, container_id: str) -> list[CacheEntry]:
         """The container's cache entries, in order (``get_cached_attachments``'s)."""
-        entries = self.cache.entries(container_id)
-        entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
-        return entries
+        return [known.entry for known in self._cached(container_id)]
 
     def _parse_cached(self, config: bytes) -> NetworkConfigList:
         """``conf_list_from_bytes(config)``, remembered: containers share a few configurations.
