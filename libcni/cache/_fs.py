@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import stat
+from typing import Literal, overload
 
 from ..errors import (
     CODE_INVALID_CONFIG,
@@ -206,17 +207,31 @@ def open_dir(path: str, *, create: bool, action: str) -> int | None:
     raise CacheError(f"cannot {action}: {path} vanished while being created")
 
 
-def open_subdir(parent_fd: int, name: str, path: str, *, action: str) -> int:
+@overload
+def open_subdir(
+    parent_fd: int, name: str, path: str, *, action: str, create: Literal[True] = ...
+) -> int: ...
+@overload
+def open_subdir(
+    parent_fd: int, name: str, path: str, *, action: str, create: bool
+) -> int | None: ...
+
+
+def open_subdir(
+    parent_fd: int, name: str, path: str, *, action: str, create: bool = True
+) -> int | None:
     """A descriptor of the directory ``name`` inside ``parent_fd`` (created 0700 if missing).
 
     ``path`` is its full path, for messages. Never follows a symlink at ``name``;
     refuses a directory not owned by the euid or writable by group or others.
+    Without ``create`` a missing directory gives ``None``.
     """
     for _ in range(2):
         try:
             return _trusted(os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path, action)
         except FileNotFoundError:
-            pass
+            if not create:
+                return None
         except OSError as e:
             if e.errno in (errno.ENOTDIR, errno.ELOOP):
                 raise _not_dir_error(path, action) from None
