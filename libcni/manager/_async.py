@@ -167,11 +167,15 @@ class AsyncNetworkManager(_ManagerBase):
         container_id: str,
         netns: str = "",
         *,
-        networks: Sequence[str] | None = None,
+        networks: Sequence[str | NetworkRequest] | None = None,
+        args: Sequence[tuple[str, str]] = (),
+        capability_args: Mapping[str, Any] = _NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
-        await self._drive(self._core.teardown(container_id, netns, networks, timeout))
+        await self._drive(
+            self._core.teardown(container_id, netns, networks, args, capability_args, timeout)
+        )
 
     async def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.check`."""

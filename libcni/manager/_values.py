@@ -95,7 +95,11 @@ class ContainerNetworks:
 
     ``attachments`` in setup order (loopback first); ``interfaces``: the
     container-side interfaces by name; ``ips``: every IP but loopback's, in
-    attachment order; ``dns``: each attachment's non-empty DNS, in order.
+    attachment order; ``dns``: each attachment's non-empty DNS, in order;
+    ``netns``: the network namespace given to setup (or cached; ``""`` if
+    unknown); ``incomplete``: ``(network, ifname)`` of every attachment that
+    is only in progress (a write-ahead record and no result: an ADD that
+    failed or whose runtime died, which a teardown or GC DELs).
     """
 
     container_id: str
@@ -103,6 +107,8 @@ class ContainerNetworks:
     interfaces: Mapping[str, ContainerInterface] = attrs.field(factory=dict)
     ips: tuple[IP, ...] = ()
     dns: tuple[DNS, ...] = ()
+    netns: str = ""
+    incomplete: tuple[tuple[str, str], ...] = ()
 
     def ip(self, version: int | None = None) -> IP | None:
         """The first IP of ``ips`` (of IP version 4 or 6 when given), or ``None``."""
@@ -115,6 +121,7 @@ class ContainerNetworks:
         """The view as a JSON object (results in their own version, as cached)."""
         return {
             "containerId": self.container_id,
+            "netns": self.netns,
             "attachments": [
                 {"network": a.network, "ifname": a.ifname, "result": a.result.to_dict()}
                 for a in self.attachments
@@ -130,10 +137,18 @@ class ContainerNetworks:
             },
             "ips": [str(ip) for ip in self.ips],
             "dns": [d.to_dict() for d in self.dns],
+            "incomplete": [{"network": n, "ifname": i} for n, i in self.incomplete],
         }
 
     @classmethod
-    def merge(cls, container_id: str, attachments: Sequence[AttachmentResult]) -> ContainerNetworks:
+    def merge(
+        cls,
+        container_id: str,
+        attachments: Sequence[AttachmentResult],
+        *,
+        netns: str = "",
+        incomplete: Sequence[tuple[str, str]] = (),
+    ) -> ContainerNetworks:
         """The merged view of ``attachments``; each result is read through its 1.x form.
 
         The container-side interfaces are those with a ``sandbox`` and the one
@@ -188,7 +203,15 @@ class ContainerNetworks:
             name: ContainerInterface(name, network, mac, sandbox, tuple(owned[name]))
             for name, (network, mac, sandbox) in made.items()
         }
-        return cls(container_id, tuple(attachments), interfaces, tuple(ips), tuple(dns))
+        return cls(
+            container_id,
+            tuple(attachments),
+            interfaces,
+            tuple(ips),
+            tuple(dns),
+            netns,
+            tuple(incomplete),
+        )
 
 
 def _as_1x(result: Result) -> Any:
