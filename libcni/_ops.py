@@ -737,12 +737,16 @@ class Operations:
             mine = [k for k in known if k.entry.network_name == chain.name]
             # In-progress records (§4.6): a record whose attachment has no entry is an ADD
             # that failed or whose runtime died; under this lock no ADD of the network runs.
+            # (One whose entry is there but could not be read is not: remove_unreadable
+            # reported it, and a DEL could not read it either.)
             unusable: list[tuple[str, str, FileIdent]] = []
             complete = {(k.entry.container_id, k.entry.ifname) for k in mine}
             in_progress = [
                 r
                 for r, _ in cache._records("", unusable)
-                if r.network_name == chain.name and (r.container_id, r.ifname) not in complete
+                if r.network_name == chain.name
+                and (r.container_id, r.ifname) not in complete
+                and not os.path.lexists(cache.entry_path(r.network_name, r.container_id, r.ifname))
             ]
             for att in [*(k.entry for k in mine), *in_progress]:
                 key = (att.container_id, att.ifname)

@@ -62,9 +62,22 @@ def test_up_show_down(env: Env) -> None:
     assert show.returncode == 0, show.stderr
     shown = json.loads(show.stdout)
     assert {a["ifname"] for a in shown["attachments"]} == {"lo", "net7", "eth0"}
-    assert run(env, "down", "c1").returncode == 0
+    down = run(env, "down", "c1")
+    assert down.returncode == 0, down.stderr
+    assert down.stdout.splitlines() == [
+        "container c1: detached from network b (net7)",
+        "container c1: detached from network a (eth0)",
+        "container c1: detached from network cni-loopback (lo)",
+    ]
     assert env.cached() == []
-    assert json.loads(run(env, "show", "c1").stdout)["attachments"] == []
+    # Without NETNS every DEL had the netns cached at ADD.
+    dels = [r for r in env.runs() if r["command"] == "DEL"]
+    assert len(dels) == 3 and all(r["env"]["CNI_NETNS"] == "/var/run/netns/x" for r in dels)
+    gone = run(env, "show", "c1")
+    assert (gone.returncode, gone.stdout) == (1, "")
+    assert gone.stderr == "libcni: nothing is cached for container 'c1'\n"
+    nothing = run(env, "down", "c1")
+    assert (nothing.returncode, nothing.stdout) == (0, "container c1: nothing cached, nothing to do\n")
 
 
 def test_up_with_default_network_and_failure_on_one_line(env: Env) -> None:
