@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import CacheError, LockTimeoutError
 from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, loads
-from ._fs import NAME_MAX, attachment_name, check_name, fit_name, open_dir, open_subdir
+from ._fs import DIR_MODE, NAME_MAX, attachment_name, check_name, fit_name, open_dir, open_subdir
 from ._lock import CacheLock, acquire
 
 __all__ = ["KnownEntry", "ResultCache"]
@@ -763,14 +763,23 @@ class ResultCache:
             yield None
             return
         try:
-            sub = open_subdir(
-                top,
-                container_id,
-                os.path.join(self.records_dir, container_id),
-                action=action,
-                create=create,
-            )
+            path = os.path.join(self.records_dir, container_id)
+            for _ in range(10):
+                sub = open_subdir(top, container_id, path, action=action, create=False)
+                if sub is not None or not create:
+                    break
+                # A DEL of the container's last record may remove it again meanwhile.
+                try:
+                    os.mkdir(container_id, DIR_MODE, dir_fd=top)
+                except FileExistsError:
+                    pass
+                except OSError as e:
+                    raise CacheError(
+                        f"cannot {action}: cannot create directory {path}", _strerror(e)
+                    ) from None
             if sub is None:
+                if create:
+                    raise CacheError(f"cannot {action}: {path} keeps being removed")
                 yield None
                 return
             try:

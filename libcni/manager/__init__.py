@@ -203,8 +203,9 @@ class NetworkManager(_ManagerBase):
             self._core.teardown(container_id, netns, networks, args, capability_args, timeout)
         )
 
-    def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
-        """CHECK every cached attachment of the container; the first failure is raised."""
+    def check(self, container_id: str, netns: str = "", *, timeout: float | None = None) -> None:
+        """CHECK every cached attachment of the container, with what it cached (and its
+        netns when ``netns`` is empty); the first failure is raised."""
         self._drive(self._core.check(container_id, netns, timeout))
 
     def inspect(self, container_id: str) -> ContainerNetworks:

@@ -177,7 +177,7 @@ class AsyncNetworkManager(_ManagerBase):
             self._core.teardown(container_id, netns, networks, args, capability_args, timeout)
         )
 
-    async def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
+    async def check(self, container_id: str, netns: str = "", *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.check`."""
         await self._drive(self._core.check(container_id, netns, timeout))
 
