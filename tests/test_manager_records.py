@@ -303,6 +303,19 @@ def test_gc_collects_records_of_containers_not_valid_on_every_network(env: Env) 
     assert container_locks(env) == []  # GC removes the lock files no one holds
 
 
+def test_gc_removes_the_record_a_runtime_killed_while_writing_it_left(env: Env) -> None:
+    # Killed while writing the first record of a setup (loopback's): no plugin ran, and
+    # the record is unusable; GC removes it, without any DEL.
+    env.write("10-a.conflist", "a")
+    d = env.cache / "records" / "victim"
+    d.mkdir(parents=True)
+    (d / "cni-loopback-victim-lo").write_bytes(b"")
+    (d / "a-victim-eth0").write_bytes(b'{"kind":"libcniRecordV1","contai')
+    env.manager().gc([])
+    assert dels(env) == []
+    assert os.listdir(env.cache / "records") == []
+
+
 def test_single_plugin_entries_are_lists_of_one_everywhere(env: Env) -> None:
     # Written by CNIConfig.add_network (or Go's AddNetwork): the config is one plugin.
     single = libcni.conf_from_bytes(

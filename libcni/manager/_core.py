@@ -769,12 +769,16 @@ class Core:
         names += [
             n for n in dict.fromkeys(a.network for a in everything) if n not in loaded.networks
         ]
+        if self.loopback and LOOPBACK_NETWORK not in names:
+            # Setups attach it first: a setup killed while writing its first record left
+            # an unusable record of it, which only its GC removes.
+            names.append(LOOPBACK_NETWORK)
         for name in names:
             try:
                 net = loaded.networks.get(name)
                 if net is None:
                     mine = [a for a in everything if a.network == name]
-                    net = self._cache_only_net(mine[0], loaded)
+                    net = self._cache_only_net(mine[0], loaded) if mine else self.loopback_net
                 # Which attachments belong to the valid containers is decided under the
                 # network's GC lock, so an ADD that finished meanwhile is kept.
                 yield Call("_gc_keeping", (net, keep), {"timeout": timeout})
