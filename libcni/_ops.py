@@ -724,7 +724,11 @@ class Operations:
             # Entries whose content is unusable are treated as absent and removed,
             # and so are the temporary files of writers killed mid-write; entries
             # that cannot be read are kept, and the errors collected.
-            removed, failures = yield CacheIO(cache.remove_unreadable, (chain.name, valid_set))
+            # It also hands over the usable entries of the network it read (each read once).
+            mine: list[KnownEntry] = []
+            removed, failures = yield CacheIO(
+                cache.remove_unreadable, (chain.name, valid_set, 30.0, mine)
+            )
             for name in removed:
                 log.warning("GC removed unreadable cache entry %s", name)
             errors.extend(failures)
@@ -732,9 +736,6 @@ class Operations:
                 log.warning("GC removed stale temporary cache file %s", name)
             for path in (yield CacheIO(cache.sweep_records, ())):
                 log.warning("GC removed a temporary record file a killed ADD left: %s", path)
-            known: list[KnownEntry] = []
-            cache._entries("", known)
-            mine = [k for k in known if k.entry.network_name == chain.name]
             # In-progress records (§4.6): a record whose attachment has no entry is an ADD
             # that failed or whose runtime died; under this lock no ADD of the network runs.
             # (One whose entry is there but could not be read is not: remove_unreadable

@@ -586,11 +586,15 @@ class ResultCache:
         network: str,
         valid: Iterable[tuple[str, str]] = (),
         older_than: float = 30.0,
+        usable: list[KnownEntry] | None = None,
     ) -> tuple[list[str], list[CacheError]]:
         """Remove the entries of ``network`` whose content is unusable; GC's clean-up.
 
         Returns the file names removed and the errors met (GC collects them;
-        none stops the clean-up). An entry is unusable when it is empty, not
+        none stops the clean-up). ``usable`` receives, in file name order, a
+        :class:`KnownEntry` of every usable entry of the network that is not
+        in ``valid`` (what :meth:`entries` lists of it): GC reads each entry
+        once. An entry is unusable when it is empty, not
         JSON, not an object, larger than ``MAX_ENTRY_SIZE``, a symlink or
         not a regular file, or a ``cniCacheV1`` object with wrongly typed
         fields or with names that are not the ones its file name is made of
@@ -636,7 +640,8 @@ class ResultCache:
                     continue
                 path = os.path.join(self.results_dir, name)
                 try:
-                    obj: Any = loads(_read_at(dfd, name, path), path)
+                    data, ident = _read_ident_at(dfd, name, path)
+                    obj: Any = loads(data, path)
                 except FileNotFoundError:
                     continue
                 except CorruptEntryError:
@@ -656,8 +661,11 @@ class ResultCache:
                     if not isinstance(obj, dict) or not self._usable(obj, name, path):
                         unnamed.append((name, None))
                     continue
-                if not self._usable(obj, name, path):
+                entry = self._usable_entry(obj, name, path)
+                if entry is None:
                     broken.append(name)
+                elif usable is not None and entry.ifname:
+                    usable.append(KnownEntry(entry, ident))
             for name, err in unnamed:
                 if not _only_of(name, network, networks):
                     continue
@@ -715,10 +723,16 @@ class ResultCache:
         """Whether the decoded listed file ``name`` is a usable entry (or a legacy result)."""
         if obj.get("kind") != CNI_CACHE_V1:
             return True
+        return ResultCache._usable_entry(obj, name, path) is not None
+
+    @staticmethod
+    def _usable_entry(obj: dict[str, Any], name: str, path: str) -> CacheEntry | None:
+        """The ``cniCacheV1`` entry ``obj`` of the listed file ``name``, if it is usable."""
         try:
-            return _named_as(CacheEntry.from_dict(obj, source=path), name)
+            entry = CacheEntry.from_dict(obj, source=path)
         except CacheError:
-            return False
+            return None
+        return entry if _named_as(entry, name) else None
 
     def _load_listed(self, dfd: int, name: str) -> tuple[CacheEntry, FileIdent] | None:
         """The ``cniCacheV1`` entry in the listed file ``name`` and the file's identity, or ``None``."""
