@@ -596,7 +596,7 @@ class Operations:
                     capability_args=dict(rt.capability_args),
                     kind=RECORD_V1,
                 )
-                # The write-ahead record (§4.1), before the first plugin runs: whatever
+                # The write-ahead record, before the first plugin runs: whatever
                 # instant the process dies at, a DEL, teardown or GC finds the attachment.
                 # Inline in both drivers: a small write, no fsync.
                 cache.write_record(record)
@@ -683,7 +683,7 @@ class Operations:
                     yield from _run(
                         self._call(chain, plugin, self._find(plugin.type), env, deadline, rt, prev)
                     )
-                # The entry, then the record (§4.3): a DEL that failed above kept both.
+                # The entry, then the record: a DEL that failed above kept both.
                 yield CacheIO(cache.forget, (chain.name, rt.container_id, rt.ifname, ident))
             finally:
                 release()
@@ -727,7 +727,7 @@ class Operations:
             # It also hands over the usable entries of the network it read (each read once).
             mine: list[KnownEntry] = []
             removed, failures = yield CacheIO(
-                cache.remove_unreadable, (chain.name, valid_set, 30.0, mine)
+                cache._remove_unreadable, (chain.name, valid_set, 30.0, mine)
             )
             for name in removed:
                 log.warning("GC removed unreadable cache entry %s", name)
@@ -736,7 +736,7 @@ class Operations:
                 log.warning("GC removed stale temporary cache file %s", name)
             for path in (yield CacheIO(cache.sweep_records, ())):
                 log.warning("GC removed a temporary record file a killed ADD left: %s", path)
-            # In-progress records (§4.6): a record whose attachment has no entry is an ADD
+            # In-progress records: a record whose attachment has no entry is an ADD
             # that failed or whose runtime died; under this lock no ADD of the network runs.
             # (One whose entry is there but could not be read is not: remove_unreadable
             # reported it, and a DEL could not read it either.)

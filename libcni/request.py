@@ -372,7 +372,7 @@ def _details(value: object) -> str:
 
 
 NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$"
-"""What container IDs and network names must match (behaviour.md §8)."""
+"""What container IDs and network names must match."""
 _ID_RE = re.compile(NAME_PATTERN[1:-1])
 
 

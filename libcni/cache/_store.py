@@ -586,15 +586,11 @@ class ResultCache:
         network: str,
         valid: Iterable[tuple[str, str]] = (),
         older_than: float = 30.0,
-        usable: list[KnownEntry] | None = None,
     ) -> tuple[list[str], list[CacheError]]:
         """Remove the entries of ``network`` whose content is unusable; GC's clean-up.
 
         Returns the file names removed and the errors met (GC collects them;
-        none stops the clean-up). ``usable`` receives, in file name order, a
-        :class:`KnownEntry` of every usable entry of the network that is not
-        in ``valid`` (what :meth:`entries` lists of it): GC reads each entry
-        once. An entry is unusable when it is empty, not
+        none stops the clean-up). An entry is unusable when it is empty, not
         JSON, not an object, larger than ``MAX_ENTRY_SIZE``, a symlink or
         not a regular file, or a ``cniCacheV1`` object with wrongly typed
         fields or with names that are not the ones its file name is made of
@@ -615,6 +611,18 @@ class ResultCache:
         - a file whose attachment lock is held (the lock of every attachment
           with that file name): an operation may be writing it right now.
         """
+        return self._remove_unreadable(network, valid, older_than, None)
+
+    def _remove_unreadable(
+        self,
+        network: str,
+        valid: Iterable[tuple[str, str]],
+        older_than: float,
+        usable: list[KnownEntry] | None,
+    ) -> tuple[list[str], list[CacheError]]:
+        """:meth:`remove_unreadable`; ``usable`` receives, in file name order, a
+        ``KnownEntry`` of every usable entry of the network not in ``valid``
+        (what :meth:`entries` lists of it): GC reads each entry once."""
         prefix = f"{check_name(network, 'network name')}-"
         action = f"clean up unreadable entries of network {network}"
         valid_pairs = set(valid)
@@ -749,7 +757,7 @@ class ResultCache:
             return None
         return entry, ident
 
-    # -- write-ahead records (behaviour.md §4.1) -----------------------------
+    # -- write-ahead records -------------------------------------------------
     #
     # ``<dir>/records/<containerID>/<network>-<containerID>-<ifname>``: what ADD
     # writes before its first plugin runs, kept until the attachment is DELeted.
@@ -1113,7 +1121,7 @@ class ResultCache:
             out.append((record, ident))
 
     def remove_unusable_record(self, container_id: str, name: str, ident: FileIdent) -> bool:
-        """Remove the record file ``name`` of ``container_id`` that :meth:`_records` found
+        """Remove the record file ``name`` of ``container_id`` that a listing found
         unusable, if it is still that file (``ident``); GC's. Whether it was removed.
 
         Such a file is never DELeted on its word, only removed; not while the

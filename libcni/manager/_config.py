@@ -90,7 +90,7 @@ def _files(
 
 
 def _check_name(name: str) -> None:
-    """Refuse a network without a valid name (§8): no setup of it could ever succeed."""
+    """Refuse a network without a valid name: no setup of it could ever succeed."""
     try:
         rq.validate_network_name(name)
     except ValidationError as e:

@@ -349,7 +349,7 @@ class Core:
         return items
 
     def _ifnames(self, container_id: str, requests: Sequence[NetworkRequest]) -> list[str]:
-        """The interface name of each request, as setup gives them (§11.2).
+        """The interface name of each request, as setup gives them.
 
         Names given in requests are reserved first (``lo`` too, with
         loopback); every other request gets the first free
@@ -615,7 +615,7 @@ class Core:
         and its netns when ``netns`` is empty. A network named in
         ``networks`` of which the cache knows nothing is DELeted with its
         current configuration, the interface name setup would give it and
-        ``args``/``capability_args`` (§11.3).
+        ``args``/``capability_args``.
         """
         # The configuration on disk is read only if a cached one cannot be used.
         timeout = self._timeout(timeout)
