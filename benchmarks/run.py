@@ -27,6 +27,10 @@ a floor or baseline measured in the same run:
               libcni with its cache on tmpfs. The variants are interleaved, in
               a shuffled order, so that a change of machine load hits all
               alike. Median and p90.
+``record``    what ADD's write-ahead record costs: add_network_list and
+              del_network_list of a three-plugin chain whose plugins run in
+              no time (an in-process Exec), cache on tmpfs, with and without
+              the record (its write and removal made no-ops), interleaved.
 ``chain``     the same for chains of 1, 3 and 10 plugins.
 ``threads``   add+del throughput with 1, 2, 4, 8 threads (different containers),
               and the floor's throughput with as many threads; both also in
@@ -1055,7 +1059,85 @@ def slow_fsync(delay: float) -> None:
     os.fsync = fsync
 
 
-ALL_BENCHMARKS = "go,addel,chain,threads,tasks,spawn,import,cache,load,manager"
+# --------------------------------------------------------------------------- record
+
+
+class _InstantExec:
+    """An ``Exec`` that runs nothing: ADD answers a fixed result at once (the library alone)."""
+
+    RESULT = b'{"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}]}'
+
+    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
+        return f"/nonexistent/{plugin}"
+
+    def exec_plugin(
+        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+    ) -> bytes:
+        return self.RESULT if env.get("CNI_COMMAND") == "ADD" else b""
+
+
+def bench_record(table: Table, n: int, warmup: int) -> None:
+    """What the write-ahead record costs ADD and DEL: the same operations with and without it.
+
+    ``add_network_list`` and ``del_network_list`` of a three-plugin chain whose
+    plugins run in no time (an in-process ``Exec``), with the cache on tmpfs;
+    the variant without the record has ``write_record``/``remove_record``
+    replaced by no-ops. Interleaved, shuffled; medians.
+    """
+    shm = tmpfs_dir()
+    if shm is None:
+        print("  record: skipped (no tmpfs)", flush=True)
+        return
+    net = net_of(3)
+    with contextlib.ExitStack() as stack:
+        clients: dict[str, libcni.CNIConfig] = {}
+        for name in ("with", "without"):
+            cni = libcni.CNIConfig(
+                ["/nonexistent"],
+                cache_dir=stack.enter_context(tempfile.TemporaryDirectory(dir=shm)),
+                exec=_InstantExec(),  # type: ignore[arg-type]
+            )
+            if name == "without":
+                cache = cni._cache()
+                cache.write_record = lambda entry: None  # type: ignore[method-assign]
+                cache.remove_record = lambda *a: False  # type: ignore[method-assign]
+            clients[name] = cni
+        times: dict[str, list[int]] = {f"{op}_{v}": [] for op in ("add", "del") for v in clients}
+        clock = time.perf_counter_ns
+        order = list(clients)
+        shuffle = random.Random(7).shuffle
+        for i in range(-warmup, n):
+            shuffle(order)
+            for name in order:
+                cni, r = clients[name], rt(f"c{i % 50}")
+                t0 = clock()
+                cni.add_network_list(net, r)
+                t1 = clock()
+                cni.del_network_list(net, r)
+                t2 = clock()
+                if i >= 0:
+                    times[f"add_{name}"].append(t1 - t0)
+                    times[f"del_{name}"].append(t2 - t1)
+    med = {k: statistics.median(v) / 1e3 for k, v in times.items()}
+    table.data["record"] = {k: {"median_us": v} for k, v in med.items()}
+    added = med["add_with"] - med["add_without"]
+    table.add(
+        "ADD's write-ahead record (tmpfs, in-process plugins), median",
+        f"{med['add_with']:.1f} us",
+        f"{med['add_without']:.1f} us",
+        f"+{added:.1f} us",
+        "<= +30 us",
+        added <= 30,
+    )
+    table.add(
+        "  DEL's removal of the record, median",
+        f"{med['del_with']:.1f} us",
+        f"{med['del_without']:.1f} us",
+        f"+{med['del_with'] - med['del_without']:.1f} us",
+    )
+
+
+ALL_BENCHMARKS = "go,addel,record,chain,threads,tasks,spawn,import,cache,load,manager"
 
 
 def main() -> None:
@@ -1097,6 +1179,8 @@ def main() -> None:
         bench_go(table, plugin_dir, n, warmup)
     if "addel" in only:
         bench_addel(table, plugin_dir, 3, n, warmup, 1.25)
+    if "record" in only:
+        bench_record(table, 5 * n, warmup)
     if "chain" in only:
         for plugins in (1, 10):
             bench_addel(table, plugin_dir, plugins, n // 2, warmup // 2, None)
