@@ -34,6 +34,7 @@ from .cache import (
     ResultCache,
     default_cache_dir,
 )
+from .cache._entry import completed_json
 from .conf import NetworkConfigList, PluginConfig
 from .errors import (
     CacheError,
@@ -599,7 +600,7 @@ class Operations:
                 # The write-ahead record, before the first plugin runs: whatever
                 # instant the process dies at, a DEL, teardown or GC finds the attachment.
                 # Inline in both drivers: a small write, no fsync.
-                cache.write_record(record)
+                record_json = cache.write_record(record)
                 prev: dict[str, Any] | None = None
                 result: Result | None = None
                 for plugin, path in zip(chain.plugins, paths, strict=True):
@@ -610,7 +611,8 @@ class Operations:
                     prev = result.to_dict()
                 entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
                 # The record stays (the container's index) until the attachment is DELeted.
-                yield CacheIO(cache.write, (entry,))
+                # The entry's JSON is the record's and the result (encoded once).
+                yield CacheIO(cache.write, (entry, completed_json(record_json, prev)))
                 assert result is not None  # _require_plugins: at least one ran
                 return result
             finally:

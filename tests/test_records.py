@@ -26,10 +26,13 @@ from typing import Any
 import attrs
 import pytest
 from harness import Env, kill_quietly, python_env, wait_gone
+from hypothesis import given
+from hypothesis import strategies as st
 
 import libcni
 from libcni import CacheError, GCArgs, GCAttachment, RuntimeConf
-from libcni.cache import RECORD_V1, CacheEntry, CorruptEntryError, ResultCache
+from libcni.cache import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, ResultCache
+from libcni.cache._entry import completed_json
 from libcni.cache._store import MAX_ENTRY_SIZE
 
 ARGS = (("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web"))
@@ -550,3 +553,36 @@ def test_gc_reads_each_entry_and_record_at_most_once(
     assert reads and len(reads) == len(set(reads)), "\n".join(sorted(r.split("cache")[-1] for r in reads))
     assert not [p for p in reads if "/results/net-b-" in p]  # valid: not even read
     assert sorted(a.container_id for a in env.cni.get_cached_attachments()) == ["a", "b"]
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    names=st.tuples(_text, _text, _text),
+    config=st.binary(max_size=40),
+    netns=_text,
+    args=st.lists(st.tuples(_text, _text), max_size=3),
+    caps=st.dictionaries(_text, _json, max_size=3),
+    result=st.none() | st.dictionaries(_text, _json, max_size=4),
+)
+def test_the_entry_made_from_a_records_json_is_the_entrys_own_json(
+    names: tuple[str, str, str],
+    config: bytes,
+    netns: str,
+    args: list[tuple[str, str]],
+    caps: dict[str, Any],
+    result: dict[str, Any] | None,
+) -> None:
+    # ADD encodes its attachment once, for the record, and reuses it for the entry.
+    cid, network, ifname = names
+    record = CacheEntry(cid, network, ifname, config, netns, tuple(args), caps, kind=RECORD_V1)
+    made = completed_json(record.to_json(), result)
+    entry = attrs.evolve(record, result=result, kind=CNI_CACHE_V1)
+    assert made == entry.to_json()
+    assert CacheEntry.from_json(made) == CacheEntry.from_json(entry.to_json())

@@ -46,6 +46,30 @@ def _encoder() -> Callable[[Any], str]:
     return _encode
 
 
+_RECORD_HEAD = b'{"kind":"' + RECORD_V1.encode() + b'"'
+_ENTRY_HEAD = b'{"kind":"' + CNI_CACHE_V1.encode() + b'"'
+
+
+def completed_json(record_json: bytes, result: dict[str, Any] | None) -> bytes:
+    """The ``cniCacheV1`` JSON of the entry a record becomes when its ADD returned ``result``.
+
+    ``record_json`` is the record's :meth:`CacheEntry.to_json`; the bytes are
+    those of ``to_json()`` of the entry with that result (``result`` is the
+    last member in Go's order), without encoding the rest again: ADD encodes
+    its attachment once, for its record, and reuses it for its entry.
+    """
+    if not record_json.startswith(_RECORD_HEAD) or not record_json.endswith(b"}"):
+        raise ValueError("not the JSON of a record")
+    body = _ENTRY_HEAD + record_json[len(_RECORD_HEAD) :]
+    if not result:  # omitted when empty, as every member
+        return body
+    try:
+        encoded = _encoder()(result).encode("ascii")
+    except (TypeError, ValueError, RecursionError) as e:
+        raise CacheError("cannot encode the result for the cache", str(e) or type(e).__name__) from None
+    return body[:-1] + b',"result":' + encoded + b"}"
+
+
 def _dump_kind(kind: str) -> str:
     """The ``kind`` written: a record's own, else ``cniCacheV1`` (a legacy entry is rewritten so)."""
     return RECORD_V1 if kind == RECORD_V1 else CNI_CACHE_V1

@@ -255,8 +255,11 @@ class ResultCache:
 
     # -- entries -------------------------------------------------------------
 
-    def write(self, entry: CacheEntry) -> None:
+    def write(self, entry: CacheEntry, data: bytes | None = None) -> None:
         """Store ``entry``, replacing any previous one of the same attachment.
+
+        ``data``: the entry's JSON (``entry.to_json()``) when the caller has it
+        already (ADD makes it from its record's, ``completed_json``).
 
         Atomic and durable: the JSON goes to a temporary file of the results
         directory, which is fsynced, renamed over the entry, and the directory
@@ -272,7 +275,8 @@ class ResultCache:
         :meth:`lock`, which is the same for both.
         """
         name = attachment_name(entry.network_name, entry.container_id, entry.ifname)
-        data = entry.to_json()
+        if data is None:
+            data = entry.to_json()
         path = os.path.join(self.results_dir, name)
         with _created(self.results_dir, action=f"write cache entry {path}") as dfd:
             self._check_owner_at(
@@ -835,7 +839,7 @@ class ResultCache:
             return None, ident
         return record, ident
 
-    def write_record(self, entry: CacheEntry) -> None:
+    def write_record(self, entry: CacheEntry) -> bytes:
         """Record the attachment of ``entry`` as in progress (its fields but ``result``).
 
         ADD calls it before its first plugin runs, holding the attachment's
@@ -848,6 +852,7 @@ class ResultCache:
         name is never replaced (``CacheError`` naming both), an unusable one
         is. Not fsynced: a power loss takes the namespaces and interfaces
         along. On failure nothing is left and ``CacheError`` names the path.
+        Returns the record's JSON (for ``completed_json``).
         """
         network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
         name = attachment_name(network, container_id, ifname)
@@ -864,7 +869,7 @@ class ResultCache:
                     if _shared_name(name, container_id):
                         self._check_record_owner(dfd, name, path, network, container_id, ifname)
                     if self._replace_at(dfd, name, data, path):
-                        return
+                        return data
                     continue
                 except FileNotFoundError:
                     continue  # the directory was removed meanwhile (its last record DELeted)
@@ -883,7 +888,7 @@ class ResultCache:
                 except BaseException:
                     self._unlink_quietly(dfd, name)
                     raise
-                return
+                return data
         raise CacheError(f"cannot {action}: its directory keeps being removed")
 
     def _check_record_owner(
