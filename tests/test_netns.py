@@ -580,3 +580,21 @@ def test_default_directory_works_with_ip_netns(root_ok: None) -> None:
     finally:
         ns.remove()
     assert not os.path.exists(ns.path)
+
+
+def test_the_caller_stays_home_even_when_the_helper_cannot_return(
+    d: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The helper thread that makes a namespace cannot go back (setns fails): it
+    # ends in the new namespace, which changes nothing for the caller.
+    def no_setns(fd: int) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    home = thread_ns()
+    monkeypatch.setattr(netns, "_setns", no_setns)
+    with netns.create("h", dir=d) as ns:
+        assert thread_ns() == home
+        assert os.stat(ns.path).st_ino != home
+        with pytest.raises(NamespaceError, match="cannot enter network namespace"), ns.enter():
+            pytest.fail("entered")
+    assert thread_ns() == home

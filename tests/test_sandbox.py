@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -372,3 +373,36 @@ def test_async_sandbox_cancelled_during_setup_rolls_back_and_removes(env: Env, d
     assert [r[:2] for r in runs] == [("ADD", "a"), ("ADD", "slow"), ("DEL", "slow"), ("DEL", "a")]
     assert not os.path.exists(runs[0][3]) and pinned_under(d) == []
     assert env.cached() == []
+
+
+def test_async_sandbox_cancelled_while_its_namespace_is_made_removes_it(
+    env: Env, d: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[netns.NetNS] = []
+    real = netns.create
+
+    def slow_create(*args: Any, **kw: Any) -> netns.NetNS:
+        ns = real(*args, **kw)
+        made.append(ns)
+        time.sleep(0.5)  # in the worker thread: the task is cancelled meanwhile
+        return ns
+
+    monkeypatch.setattr(netns, "create", slow_create)
+    am = env.amanager(loopback="internal")
+
+    async def main() -> None:
+        async def use() -> None:
+            async with am.sandbox("c1", networks=["a"], netns_dir=d):
+                pytest.fail("the block ran")
+
+        task = asyncio.ensure_future(use())
+        while not made:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert len(made) == 1 and made[0].closed()
+    assert pinned_under(d) == []
+    assert env.runs() == [] and env.cached() == []
