@@ -368,7 +368,7 @@ class NetNS:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         #: The file that pins the namespace; give it to ``setup`` and the plugins.
-        self.path: str = os.fspath(path)
+        self.path: str = os.path.abspath(path)
         self._ident = _identity(self.path)
         self._removed = False
 
@@ -507,7 +507,7 @@ def create(name: str | None = None, dir: str | os.PathLike[str] = DEFAULT_DIR) -
     says what failed.
     """
     name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
-    where = os.fspath(dir)
+    where = os.path.abspath(dir)
     path = os.path.join(where, name)
     undo = _prepare(where)
     try:
@@ -537,7 +537,7 @@ def from_pid(pid: int, name: str | None = None, dir: str | os.PathLike[str] = DE
     if pid <= 0:
         raise ValueError(f"pid must be positive, not {pid}")
     name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
-    where = os.fspath(dir)
+    where = os.path.abspath(dir)
     path = os.path.join(where, name)
     try:
         fd = _open(f"/proc/{pid}/ns/net")

@@ -598,3 +598,13 @@ def test_the_caller_stays_home_even_when_the_helper_cannot_return(
         with pytest.raises(NamespaceError, match="cannot enter network namespace"), ns.enter():
             pytest.fail("entered")
     assert thread_ns() == home
+
+
+def test_a_relative_directory_gives_an_absolute_path(
+    d: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(d.parent)
+    with netns.create("r", dir="netns") as ns:
+        assert ns.path == str(d / "r")
+        monkeypatch.chdir("/")
+        assert not ns.closed()  # the path still names it from elsewhere
