@@ -246,7 +246,7 @@ def _prepare(dir: str) -> Callable[[], None]:
     while not os.path.lexists(d) and d != os.path.dirname(d):
         made.append(d)
         d = os.path.dirname(d)
-    bound = False
+    bound: list[bool] = []
 
     def undo() -> None:
         if bound:  # not lazily: this fails (EBUSY) while a namespace is pinned there
@@ -257,29 +257,40 @@ def _prepare(dir: str) -> Callable[[], None]:
                 os.rmdir(d)
 
     try:
-        try:
-            os.makedirs(dir, mode=0o755, exist_ok=True)
-        except OSError as e:
-            raise _failed(f"cannot make the network namespace directory {dir}", e) from None
-        try:
-            _mount("", dir, _MS_SHARED | _MS_REC)
-            return undo
-        except OSError as e:
-            if e.errno != errno.EINVAL:  # EINVAL: not a mount point yet
-                raise _failed(f"cannot make {dir} a shared mount point", e) from None
-        try:
-            _mount(dir, dir, _MS_BIND | _MS_REC)
-        except OSError as e:
-            raise _failed(f"cannot make {dir} a mount point (bind mount onto itself)", e) from None
-        bound = True
-        try:
-            _mount("", dir, _MS_SHARED | _MS_REC)
-        except OSError as e:
-            raise _failed(f"cannot make {dir} a shared mount point", e) from None
+        # One thread at a time: two that both find dir not yet a mount point
+        # would each bind it onto itself (stacked mounts).
+        with _prepare_lock:
+            _make_shared(dir, bound)
     except BaseException:
         undo()
         raise
     return undo
+
+
+_prepare_lock = threading.Lock()
+
+
+def _make_shared(dir: str, bound: list[bool]) -> None:
+    """:func:`_prepare`'s mounts; ``bound`` gets an item once dir is bound onto itself."""
+    try:
+        os.makedirs(dir, mode=0o755, exist_ok=True)
+    except OSError as e:
+        raise _failed(f"cannot make the network namespace directory {dir}", e) from None
+    try:
+        _mount("", dir, _MS_SHARED | _MS_REC)
+        return
+    except OSError as e:
+        if e.errno != errno.EINVAL:  # EINVAL: not a mount point yet
+            raise _failed(f"cannot make {dir} a shared mount point", e) from None
+    try:
+        _mount(dir, dir, _MS_BIND | _MS_REC)
+    except OSError as e:
+        raise _failed(f"cannot make {dir} a mount point (bind mount onto itself)", e) from None
+    bound.append(True)
+    try:
+        _mount("", dir, _MS_SHARED | _MS_REC)
+    except OSError as e:
+        raise _failed(f"cannot make {dir} a shared mount point", e) from None
 
 
 def _is_netns(fd: int) -> bool:

@@ -345,3 +345,25 @@ def readable_deps() -> Iterator[str]:
         yield where
     finally:
         shutil.rmtree(where, ignore_errors=True)
+
+
+# -- network namespaces ------------------------------------------------------------------
+
+
+def thread_netns() -> int:
+    """The inode of the calling thread's network namespace."""
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
+def mounts_under(path: Path | str) -> list[str]:
+    """The mount points at or under ``path`` (from /proc/self/mountinfo), in mount order."""
+    root = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4].replace("\\040", " ") for line in f]
+    return [p for p in points if p == root or p.startswith(root + "/")]
+
+
+def unmount_under(path: Path | str) -> None:
+    """Undo every mount at or under ``path``, the last made first (a test's clean-up)."""
+    for point in reversed(mounts_under(path)):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)

@@ -42,21 +42,9 @@ from libcni.netns import NetNS
 SELF_NS = "/proc/thread-self/ns/net"
 
 
-def thread_ns() -> int:
-    """The inode of the calling thread's network namespace."""
-    return os.stat(SELF_NS).st_ino
-
-
-def mounts_under(path: Path | str) -> list[str]:
-    """The mount points at or under ``path`` (from /proc/self/mountinfo), in order."""
-    root = os.path.realpath(path)
-    points = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            point = line.split()[4].replace("\\040", " ")
-            if point == root or point.startswith(root + "/"):
-                points.append(point)
-    return points
+thread_ns = harness.thread_netns
+mounts_under = harness.mounts_under
+unmount_all = harness.unmount_under
 
 
 def mount_line(path: Path | str) -> str | None:
@@ -81,12 +69,6 @@ def nsenter_readlink(path: str) -> str:
     return proc.stdout.strip()
 
 
-def unmount_all(d: Path) -> None:
-    """Undo every mount under ``d``, deepest first (the test's own clean-up)."""
-    for point in reversed(mounts_under(d)):
-        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-
-
 @pytest.fixture(scope="module")
 def root_ok() -> None:
     if os.geteuid() != 0:
@@ -101,13 +83,9 @@ def root_ok() -> None:
 @pytest.fixture
 def d(tmp_path: Path, root_ok: None) -> Iterator[Path]:
     """A directory for the test's namespaces (made by the code under test); unmounted after."""
-    where = tmp_path / "netns"
     try:
-        yield where
+        yield tmp_path / "netns"
     finally:
-        if where.exists():
-            for p in where.iterdir():
-                subprocess.run(["umount", "-l", str(p)], capture_output=True, check=False)
         unmount_all(tmp_path)
 
 

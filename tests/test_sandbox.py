@@ -99,21 +99,17 @@ def root_ok() -> None:
 @pytest.fixture
 def d(tmp_path: Path, root_ok: None) -> Iterator[Path]:
     """Where the tests' namespaces are pinned; every mount there is undone afterwards."""
-    where = tmp_path / "netns"
     try:
-        yield where
+        yield tmp_path / "netns"
     finally:
-        if where.exists():
-            for p in where.iterdir():
-                subprocess.run(["umount", "-l", str(p)], capture_output=True, check=False)
-            subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
+        harness.unmount_under(tmp_path)
 
 
 @pytest.fixture(autouse=True)
 def _thread_stays_home() -> Iterator[None]:
-    before = os.stat(SELF_NS).st_ino
+    before = harness.thread_netns()
     yield
-    assert os.stat(SELF_NS).st_ino == before
+    assert harness.thread_netns() == before
 
 
 def lo_flags(path: str) -> list[str]:
@@ -249,7 +245,7 @@ def test_sandbox_creates_sets_up_tears_down_and_removes(
     env = Env(tmp_path / "env", loopback_plugin=True)
     monkeypatch.setenv("TESTPLUGIN_RECORD", str(env.record))
     m = env.manager(loopback=loopback)
-    home = os.stat(SELF_NS).st_ino
+    home = harness.thread_netns()
     with m.sandbox("c1", networks=["a"], netns_dir=d, args=[("K", "V")]) as view:
         path = view.netns
         assert os.path.dirname(path) == str(d)
