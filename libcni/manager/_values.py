@@ -95,7 +95,8 @@ class ContainerNetworks:
 
     ``attachments`` in setup order (loopback first); ``interfaces``: the
     container-side interfaces by name; ``ips``: every IP but loopback's, in
-    attachment order; ``dns``: each attachment's non-empty DNS, in order.
+    attachment order; ``dns``: each attachment's non-empty DNS, in order;
+    ``netns``: the network namespace given to ``setup`` (``""`` when unknown).
     """
 
     container_id: str
@@ -103,6 +104,7 @@ class ContainerNetworks:
     interfaces: Mapping[str, ContainerInterface] = attrs.field(factory=dict)
     ips: tuple[IP, ...] = ()
     dns: tuple[DNS, ...] = ()
+    netns: str = ""
 
     def ip(self, version: int | None = None) -> IP | None:
         """The first IP of ``ips`` (of IP version 4 or 6 when given), or ``None``."""
