@@ -43,6 +43,7 @@ from .errors import (
     GCError,
     InvalidNetworkError,
     LockTimeoutError,
+    NamespaceError,
     NoConfigsFoundError,
     NotFoundError,
     NotReadyError,
@@ -98,6 +99,7 @@ __all__ = [
     "InvalidNetworkError",
     "LoadedNetworks",
     "LockTimeoutError",
+    "NamespaceError",
     "NetworkAttachment",
     "NetworkConfig",
     "NetworkConfigList",
@@ -151,6 +153,11 @@ def __getattr__(name: str) -> Any:
 
         globals()[name] = AsyncCNIConfig
         return AsyncCNIConfig
+    # libcni.netns (ctypes) too: ``libcni.netns.create()`` after a plain ``import libcni``.
+    if name == "netns":
+        import importlib
+
+        return importlib.import_module(".netns", __name__)
     # The network manager (libcni.manager) is loaded on first use too.
     if name in _MANAGER_NAMES:
         from . import manager

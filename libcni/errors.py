@@ -15,6 +15,7 @@ Well-known codes (CNI specification):
 5    I/O failure
 6    failed to decode content
 7    invalid network config
+8    invalid network namespace
 11   try again later
 50   plugin not available (STATUS)
 51   plugin limited connectivity (STATUS)
@@ -33,6 +34,7 @@ __all__ = [
     "CODE_INTERNAL",
     "CODE_INVALID_CONFIG",
     "CODE_INVALID_ENV",
+    "CODE_INVALID_NETNS",
     "CODE_IO",
     "CODE_LIMITED_CONNECTIVITY",
     "CODE_NOT_AVAILABLE",
@@ -63,6 +65,7 @@ CODE_INVALID_ENV = 4
 CODE_IO = 5
 CODE_DECODE = 6
 CODE_INVALID_CONFIG = 7
+CODE_INVALID_NETNS = 8
 CODE_TRY_AGAIN = 11
 CODE_NOT_AVAILABLE = 50
 CODE_LIMITED_CONNECTIVITY = 51
@@ -362,8 +365,20 @@ class NotReadyError(CNIError):
         self.cause: CNIError | None = cause
 
 
+class NamespaceError(CNIError):
+    """A network namespace could not be created, pinned, entered or removed (code 8).
+
+    Raised by :mod:`libcni.netns` and by the manager's internal loopback; the
+    message says which step failed and why (not root, no such process, a
+    name taken...).
+    """
+
+    default_code = CODE_INVALID_NETNS
+
+
 __all__ += [
     "AlreadyAttachedError",
+    "NamespaceError",
     "NotReadyError",
     "SetupError",
     "TeardownError",

@@ -23,10 +23,12 @@ PLUGINS = str(REPO / "tests" / "plugins")
 LAZY = (
     "asyncio",  # the async API
     "base64",  # the cache's bytes fields
+    "ctypes",  # libcni.netns's system calls
     "json",  # imported where first used
     "cattrs",  # the converter, built at first use
     "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
+    "libcni.netns",  # network namespaces
     "libcni.types.convert",  # conversions between versions
     "libcni.types.v02",  # the 0.1.0/0.2.0 results
     "libcni.types.v04",  # the 0.3.x/0.4.0 results
@@ -49,6 +51,16 @@ def run(code: str) -> str:
 def test_import_libcni_leaves_the_lazy_modules_unimported() -> None:
     code = f"import sys, libcni; print([m for m in {LAZY!r} if m in sys.modules])"
     assert run(code) == "[]\n"
+
+
+def test_libcni_netns_is_loaded_on_first_use() -> None:
+    code = (
+        "import sys, libcni\n"
+        "print('libcni.netns' in sys.modules)\n"
+        "print(libcni.netns.create is sys.modules['libcni.netns'].create, libcni.netns.DEFAULT_DIR)\n"
+        "print(libcni.NamespaceError.__module__, libcni.NamespaceError('x').code)\n"
+    )
+    assert run(code).splitlines() == ["False", "True /run/netns", "libcni.errors 8"]
 
 
 def test_an_old_result_version_imports_its_family_and_works() -> None:

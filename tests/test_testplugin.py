@@ -30,7 +30,7 @@ def call(testplugin_dir: str) -> Any:
 def test_is_executable(testplugin_dir: str) -> None:
     path = os.path.join(testplugin_dir, "testplugin")
     assert os.access(path, os.X_OK)
-    assert Path(path).read_text().startswith("#!/usr/bin/env python3\n")
+    assert Path(path).read_text().startswith("#!/usr/bin/python3 -IS\n")
 
 
 def test_default_add_and_prev_result(call: Any) -> None:

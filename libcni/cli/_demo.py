@@ -1,17 +1,20 @@
 """``libcni demo``: attach a throwaway namespace with the real reference plugins.
 
 The demo never touches the machine's own network namespace. The outer part
-(:func:`run`) checks the prerequisites, creates two network namespaces, a
-"host" one and a "container" one, and re-runs itself inside the host one
-(``ip netns exec <host> python -m libcni demo --inside ...``). The inner part
-(:func:`run_inside`) does the library calls: ADD (bridge + host-local + portmap
-+ tuning), CHECK, a look at the cache entry, DEL; then what a runtime does with
-the :class:`~libcni.NetworkManager`: loopback plus two networks (the bridge
-chain and ptp), the merged and the kernel's view, teardown, and a setup whose
-third network fails and is rolled back. Whatever happens (success,
-failure, Ctrl-C, SIGTERM) the outer part then deletes both namespaces, which
-takes the bridge, the veth pair and the port-mapping rules with them, and the
-temporary directory (plugin data, cache).
+(:func:`run`) checks the prerequisites, creates two network namespaces
+(:func:`libcni.netns.create`), a "host" one and a "container" one, and re-runs
+itself inside the host one (``ip netns exec <host> python -m libcni demo
+--inside ...``). The inner part (:func:`run_inside`) does the library calls:
+ADD (bridge + host-local + portmap + tuning), CHECK, a look at the cache
+entry, DEL; then what a runtime does with the :class:`~libcni.NetworkManager`
+(``loopback="internal"``): :meth:`~libcni.NetworkManager.sandbox` creates a
+container namespace, brings ``lo`` up in it and attaches two networks (the
+bridge chain and ptp); the merged and the kernel's view; teardown and the
+namespace removed; and a sandbox whose third network fails, rolled back and
+removed. Whatever happens (success, failure, Ctrl-C, SIGTERM) the outer part
+then removes both namespaces, which takes the bridge, the veth pair and the
+port-mapping rules with them, and the temporary directory (plugin data,
+cache, the sandboxes' namespace directory).
 
 Like :mod:`libcni.cli`, this is command-line code: it prints, to the streams
 it is given.
@@ -33,9 +36,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from ..errors import NamespaceError
 from ._errors import CLIError
+
+if TYPE_CHECKING:
+    from ..netns import NetNS
 
 __all__ = [
     "DEMO_CAPABILITY_ARGS",
@@ -253,14 +260,6 @@ def _run_cmd(cmd: Sequence[str]) -> None:
         raise DemoError(f"{' '.join(cmd)} failed: {' '.join(why.splitlines())}")
 
 
-def _netns_file(name: str) -> str:
-    for directory in (NETNS_DIR, "/var/run/netns"):
-        path = os.path.join(directory, name)
-        if os.path.exists(path):
-            return path
-    return os.path.join(NETNS_DIR, name)
-
-
 def _stop(child: subprocess.Popen[bytes] | None) -> None:
     if child is None or child.poll() is not None:
         return
@@ -272,18 +271,18 @@ def _stop(child: subprocess.Popen[bytes] | None) -> None:
         child.wait()
 
 
-def _cleanup(
-    ip: str, namespaces: Sequence[str], workdir: str | None, out: TextIO, err: TextIO
-) -> bool:
+def _cleanup(namespaces: Sequence[NetNS], workdir: str | None, out: TextIO, err: TextIO) -> bool:
+    from ..errors import NamespaceError
+
     problems: list[str] = []
     removed: list[str] = []
-    for name in namespaces:
-        if not os.path.exists(_netns_file(name)):
+    for ns in namespaces:
+        if ns.closed():
             continue
         try:
-            _run_cmd([ip, "netns", "delete", name])
-            removed.append(name)
-        except DemoError as e:
+            ns.remove()
+            removed.append(ns.name)
+        except NamespaceError as e:
             problems.append(str(e))
     if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -314,10 +313,12 @@ def run(environ: Mapping[str, str], out: TextIO, err: TextIO, timeout: float | N
     ip = _find_tool("ip", environ)
     assert ip is not None
 
+    from .. import netns
+
     tag = secrets.token_hex(3)
     host_ns = f"{NETNS_PREFIX}host-{tag}"
     ctr_ns = f"{NETNS_PREFIX}ctr-{tag}"
-    created: list[str] = []
+    created: list[NetNS] = []
     workdir: str | None = None
     child: subprocess.Popen[bytes] | None = None
     status = 1
@@ -330,10 +331,10 @@ def run(environ: Mapping[str, str], out: TextIO, err: TextIO, timeout: float | N
             with signals.deferred():
                 workdir = tempfile.mkdtemp(prefix="libcni-demo-")
             for name in (ctr_ns, host_ns):
-                created.append(name)
-                _run_cmd([ip, "netns", "add", name])
+                with signals.deferred():  # a namespace made is recorded before a signal
+                    created.append(netns.create(name, NETNS_DIR))
+            ctr = created[0]
             _run_cmd([ip, "-n", host_ns, "link", "set", "lo", "up"])
-            _run_cmd([ip, "-n", ctr_ns, "link", "set", "lo", "up"])
             out.write(
                 "libcni demo: the machine's own network is left alone; everything happens in\n"
                 f'  {host_ns:<26} a throwaway "host" namespace, where the plugins run\n'
@@ -348,7 +349,7 @@ def run(environ: Mapping[str, str], out: TextIO, err: TextIO, timeout: float | N
             cmd = [
                 ip, "netns", "exec", host_ns,
                 sys.executable, "-m", "libcni", "demo", "--inside",
-                "--netns", _netns_file(ctr_ns),
+                "--netns", ctr.path,
                 "--workdir", workdir,
                 "--bridge", f"cni-demo-{tag}",
                 "--cni-path", ":".join(plugin_path),
@@ -367,7 +368,7 @@ def run(environ: Mapping[str, str], out: TextIO, err: TextIO, timeout: float | N
                 f"\nlibcni demo: interrupted by {signal.Signals(e.signum).name}; cleaning up\n"
             )
             status = 128 + e.signum
-        except (DemoError, OSError) as e:
+        except (DemoError, NamespaceError, OSError) as e:
             err.write(f"libcni demo: {e}\n")
             status = 1
     except _Interrupted as e:  # a second signal while the first was being reported
@@ -376,7 +377,7 @@ def run(environ: Mapping[str, str], out: TextIO, err: TextIO, timeout: float | N
         signals.cleaning = True
         try:
             _stop(child)
-            if not _cleanup(ip, created, workdir, out, err):
+            if not _cleanup(created, workdir, out, err):
                 status = status or 1
         finally:
             for s, h in old_handlers.items():
@@ -486,16 +487,26 @@ def _print_lines(out: TextIO, lines: Sequence[tuple[str, str]], indent: str = " 
 
 
 def _kernel_view(netns: str, ifname: str) -> str | None:
-    """What ``ip -brief address`` says of the interface in the container, or ``None``."""
+    """What ``ip -brief address`` says of the interface in the container, or ``None``.
+
+    ``ip`` starts inside the namespace: this thread enters it to start the
+    process (:meth:`libcni.netns.NetNS.enter`), and is back right after.
+    """
+    from ..netns import NetNS
+
     ip = _find_tool("ip", os.environ)
     if ip is None:
         return None
-    proc = subprocess.run(
-        [ip, "-n", os.path.basename(netns), "-brief", "address", "show", "dev", ifname],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    try:
+        with NetNS(netns).enter():
+            proc = subprocess.run(
+                [ip, "-brief", "address", "show", "dev", ifname],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+    except NamespaceError:
+        return None
     if proc.returncode != 0:
         return None
     return " ".join(proc.stdout.split()) or None
@@ -656,56 +667,79 @@ def _run_manager(
         [d for d in args.cni_path.split(":") if d],
         cache_dir=os.path.join(workdir, "cache"),
         timeout=getattr(args, "timeout", None) or 60.0,
+        loopback="internal",
     )
+    # The sandboxes' namespaces: in the scratch directory, which the outer part
+    # removes whatever happens to this process.
+    netns_dir = os.path.join(workdir, "netns")
     cid = f"{args.container_id}-m"
     nets = [DEMO_NETWORK, f"{DEMO_NETWORK}-ptp"]
-    out.write(f"\nNetworkManager: container {cid} on loopback, {nets[0]} and {nets[1]}\n")
+    out.write(
+        f"\nNetworkManager.sandbox: container {cid} in a new namespace, lo brought up "
+        f"in-process, on {nets[0]} and {nets[1]}\n"
+    )
     start = time.monotonic()
-    view = manager.setup(cid, args.netns, networks=nets, capability_args=cap_args)
-    out.write(f"SETUP  ok ({_ms(start)}): " + ", ".join(
-        f"{a.ifname} ({a.network})" for a in view.attachments) + "\n")  # fmt: skip
-    lines: list[tuple[str, str]] = []
-    for name, iface in view.interfaces.items():
-        ips = ", ".join(str(ip) for ip in iface.ips) or "-"
-        lines.append((name, f"{ips} from {iface.network}"))
-        seen = _kernel_view(args.netns, name)
+    with manager.sandbox(
+        cid, networks=nets, capability_args=cap_args, netns_dir=netns_dir
+    ) as view:
+        out.write(f"SETUP  ok ({_ms(start)}): " + ", ".join(
+            ["lo (internal)", *(f"{a.ifname} ({a.network})" for a in view.attachments)]
+        ) + "\n")  # fmt: skip
+        lines: list[tuple[str, str]] = [("namespace", view.netns)]
+        seen = _kernel_view(view.netns, "lo")
+        lines.append(("lo", "up, by the manager itself (no plugin, nothing cached)"))
         if seen:
             lines.append(("kernel sees", seen))
-    lines.append(("all IPs", ", ".join(str(ip) for ip in view.ips)))
-    _print_lines(out, lines)
-    out.flush()
-
-    start = time.monotonic()
-    manager.teardown(cid, args.netns)
-    out.write(f"TEARDOWN ok ({_ms(start)}): last attached first, from the cache\n")
+        for name, iface in view.interfaces.items():
+            ips = ", ".join(str(ip) for ip in iface.ips) or "-"
+            lines.append((name, f"{ips} from {iface.network}"))
+            seen = _kernel_view(view.netns, name)
+            if seen:
+                lines.append(("kernel sees", seen))
+        lines.append(("all IPs", ", ".join(str(ip) for ip in view.ips)))
+        _print_lines(out, lines)
+        out.flush()
+        start = time.monotonic()
+    removed = "namespace removed" if not os.path.exists(view.netns) else "namespace LEFT"
+    out.write(f"TEARDOWN ok ({_ms(start)}): last attached first, from the cache; {removed}\n")
     out.flush()
 
     broken = f"{DEMO_NETWORK}-broken"
     start = time.monotonic()
     try:
-        manager.setup(cid, args.netns, networks=[*nets, broken], capability_args=cap_args)
+        with manager.sandbox(
+            cid, networks=[*nets, broken], capability_args=cap_args, netns_dir=netns_dir
+        ):
+            raise DemoError(f"the setup with {broken} did not fail")
     except SetupError as e:
         out.write(
             f"ROLLBACK ok ({_ms(start)}): {broken} failed ({e.cause.msg}); "
-            f"{len(e.partial)} attached network(s) and the failed one were undone\n"
+            f"{len(e.partial)} attached network(s) and the failed one were undone, "
+            "then the namespace removed\n"
         )
-    else:  # pragma: no cover - the broken network cannot attach
-        raise DemoError(f"the setup with {broken} did not fail")
-    left = [n for n in ("eth0", "eth1", "eth2") if _kernel_view(args.netns, n) is not None]
-    leases = [
+    left = sorted(os.listdir(netns_dir)) if os.path.isdir(netns_dir) else []
+    left += [
         name
         for net in (*nets, broken)
         if os.path.isdir(os.path.join(data_dir, net))
         for name in os.listdir(os.path.join(data_dir, net))
         if name[0].isdigit()
     ]
-    cached = manager.inspect(cid).attachments
-    out.write(
-        "         left behind: "
-        + (", ".join([*left, *leases, *(a.network for a in cached)]) or "nothing")
-        + "\n"
-    )
+    left += [a.network for a in manager.inspect(cid).attachments]
+    left += _host_veths()
+    out.write("         left behind: " + (", ".join(left) or "nothing") + "\n")
     out.flush()
+
+
+def _host_veths() -> list[str]:
+    """The veth interfaces of the (throwaway) host namespace this process runs in."""
+    ip = _find_tool("ip", os.environ)
+    if ip is None:
+        return []
+    proc = subprocess.run(
+        [ip, "-o", "link", "show", "type", "veth"], capture_output=True, text=True, check=False
+    )
+    return [line.split(":")[1].strip().split("@")[0] for line in proc.stdout.splitlines()]
 
 
 def main(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:

@@ -13,6 +13,7 @@ performs them with blocking calls, :class:`AsyncNetworkManager` with ``await``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from .._drive import drive
 from ..api import CNIConfig
 from ..invoke import Exec
-from ._core import Blocking, Call, Core, Effect, LockContainer, Op, Outcome, Together
+from ._core import Blocking, Call, Core, Effect, LockContainer, Loopback, Op, Outcome, Together
+from ._sandbox import sandbox
 from ._values import (
     LOOPBACK_NETWORK,
     AttachmentResult,
@@ -59,7 +61,7 @@ class _ManagerBase:
         cache_dir: str | os.PathLike[str] | None = None,
         default_networks: Sequence[str] | None = None,
         max_networks: int = 1,
-        loopback: bool = True,
+        loopback: Loopback = True,
         interface_prefix: str = "eth",
         timeout: float | None = None,
         exec: Exec | None = None,
@@ -115,8 +117,10 @@ class NetworkManager(_ManagerBase):
     :class:`~libcni.CNIConfig`. Without ``default_networks`` a setup given no
     networks attaches the first ``max_networks`` usable networks in file
     order (``0``: all). With ``loopback`` every setup first attaches the
-    ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; other
-    interfaces are named ``<interface_prefix><n>`` unless a request names them.
+    ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; with
+    ``loopback="internal"`` it brings ``lo`` up in the namespace itself (no
+    plugin, nothing cached); with ``False`` neither. Other interfaces are
+    named ``<interface_prefix><n>`` unless a request names them.
 
     Safe to share between threads; nothing runs in the background.
     """
@@ -221,6 +225,31 @@ class NetworkManager(_ManagerBase):
         """Collect every attachment of containers not in ``valid_containers``, on every
         configured or cached network; failures raise together as :class:`~libcni.errors.GCError`."""
         self._drive(self._core.gc(valid_containers, timeout))
+
+    def sandbox(
+        self,
+        container_id: str,
+        *,
+        networks: Sequence[str | NetworkRequest] | None = None,
+        args: Sequence[tuple[str, str]] = (),
+        capability_args: Mapping[str, Any] = _NO_CAPS,
+        netns_dir: str | os.PathLike[str] = "/run/netns",
+        parallel: bool = False,
+        timeout: float | None = None,
+    ) -> contextlib.AbstractContextManager[ContainerNetworks]:
+        """A context manager: a new network namespace in ``netns_dir``
+        (:func:`libcni.netns.create`), the container set up in it, its
+        :class:`ContainerNetworks` (``.netns`` is the namespace's path) for the
+        ``with`` block; then teardown, and the namespace removed.
+
+        When setup fails it rolls back, the namespace is removed, and the
+        :class:`~libcni.errors.SetupError` propagates. On exit the namespace
+        is removed even if the teardown fails; then the
+        :class:`~libcni.errors.TeardownError` is raised.
+        """
+        return sandbox(
+            self, container_id, networks, args, capability_args, netns_dir, parallel, timeout
+        )
 
 
 def __getattr__(name: str) -> Any:

@@ -12,6 +12,7 @@ propagates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,6 +23,7 @@ from ..errors import LockTimeoutError
 from ..invoke import Exec
 from . import _ManagerBase
 from ._core import Blocking, Call, Effect, LockContainer, Op, Outcome, Together
+from ._sandbox import async_sandbox
 from ._values import ContainerNetworks, LoadedNetworks, NetworkRequest
 
 __all__ = ["AsyncNetworkManager"]
@@ -193,3 +195,23 @@ class AsyncNetworkManager(_ManagerBase):
     async def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.gc`."""
         await self._drive(self._core.gc(valid_containers, timeout))
+
+    def sandbox(
+        self,
+        container_id: str,
+        *,
+        networks: Sequence[str | NetworkRequest] | None = None,
+        args: Sequence[tuple[str, str]] = (),
+        capability_args: Mapping[str, Any] = _NO_CAPS,
+        netns_dir: str | os.PathLike[str] = "/run/netns",
+        parallel: bool = False,
+        timeout: float | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[ContainerNetworks]:
+        """As :meth:`NetworkManager.sandbox`, an async context manager (``async with``).
+
+        The namespace is created in a worker thread; a setup cancelled meanwhile
+        rolls back and the namespace is removed before ``CancelledError`` propagates.
+        """
+        return async_sandbox(
+            self, container_id, networks, args, capability_args, netns_dir, parallel, timeout
+        )

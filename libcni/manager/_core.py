@@ -23,7 +23,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -63,6 +63,29 @@ log = logging.getLogger("libcni")
 LOOPBACK_CONFIG = (
     b'{"cniVersion": "1.0.0", "name": "cni-loopback", "plugins": [{"type": "loopback"}]}'
 )
+
+#: ``loopback=INTERNAL_LOOPBACK``: ``lo`` brought up by the manager itself, no plugin.
+INTERNAL_LOOPBACK: Literal["internal"] = "internal"
+
+Loopback = bool | Literal["internal"]
+
+
+def loopback_mode(value: object) -> Loopback:
+    """``value`` as a ``loopback`` setting (``True``, ``False`` or ``"internal"``), else refused."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value == INTERNAL_LOOPBACK:
+            return INTERNAL_LOOPBACK
+        raise ValueError(f"loopback must be True, False or 'internal', not {value!r}")
+    raise TypeError(f"loopback must be True, False or 'internal', not {type(value).__name__}")
+
+
+def _loopback_up(netns: str) -> None:
+    """Bring ``lo`` up in ``netns`` (``loopback="internal"``; libcni.netns is imported here)."""
+    from ..netns import _loopback_up as up
+
+    up(netns)
 
 
 @attrs.frozen
@@ -199,7 +222,7 @@ class Core:
         cni: Any,
         default_networks: Sequence[str] | None,
         max_networks: int,
-        loopback: bool,
+        loopback: Loopback,
         interface_prefix: str,
         timeout: float | None,
     ) -> None:
@@ -208,7 +231,9 @@ class Core:
         self.conf_dir = os.fspath(conf_dir)
         self.plugin_dirs = tuple(os.fspath(p) for p in plugin_dirs)
         self.cni = cni
-        self.loopback = loopback
+        self.loopback = loopback_mode(loopback)
+        # The loopback network of the loopback plugin, cached as cni-loopback.
+        self._plugin_loopback = self.loopback is True
         self.interface_prefix = interface_prefix
         self.timeout = timeout
         self.watcher = ConfigWatcher(
@@ -255,7 +280,7 @@ class Core:
                 f"{self.conf_dir}: add or fix their configuration files",
                 skipped,
             )
-        if self.loopback:
+        if self._plugin_loopback:
             try:
                 self.cni.exec.find_in_path("loopback", self.plugin_dirs)
             except CNIError as e:
@@ -333,7 +358,7 @@ class Core:
             )
         ifnames = self._ifnames(container_id, requests)
         items: list[_Item] = []
-        if self.loopback:
+        if self._plugin_loopback:
             items.append(
                 _Item(
                     LOOPBACK_NETWORK,
@@ -411,9 +436,10 @@ class Core:
                 return Call("add_network_list", (item.net, item.rt), {"timeout": left})
 
             try:
+                failure = yield from self._internal_loopback(netns)
                 # Serially: everything; in parallel: the loopback network first.
-                first = len(items) if not parallel else (1 if self.loopback else 0)
-                for i in range(first):
+                first = len(items) if not parallel else (1 if self._plugin_loopback else 0)
+                for i in range(first if failure is None else 0):
                     attempted.append(items[i])
                     try:
                         result = yield add(i)
@@ -450,6 +476,16 @@ class Core:
             raise SetupError(container_id, failure, partial, rollback_errors)
         finally:
             release()
+
+    def _internal_loopback(self, netns: str) -> Op:
+        """With ``loopback="internal"``: ``lo`` up in ``netns`` (nothing cached); the error, if any."""
+        if self.loopback != INTERNAL_LOOPBACK:
+            return None
+        try:
+            yield Blocking(_loopback_up, (netns,))
+        except CNIError as e:
+            return e
+        return None
 
     def _still_cached(
         self, container_id: str, items: Sequence[_Item]
@@ -769,7 +805,7 @@ class Core:
         names += [
             n for n in dict.fromkeys(a.network for a in everything) if n not in loaded.networks
         ]
-        if self.loopback and LOOPBACK_NETWORK not in names:
+        if self._plugin_loopback and LOOPBACK_NETWORK not in names:
             # Setups attach it first: a setup killed while writing its first record left
             # an unusable record of it, which only its GC removes.
             names.append(LOOPBACK_NETWORK)

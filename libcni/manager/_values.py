@@ -96,9 +96,9 @@ class ContainerNetworks:
     ``attachments`` in setup order (loopback first); ``interfaces``: the
     container-side interfaces by name; ``ips``: every IP but loopback's, in
     attachment order; ``dns``: each attachment's non-empty DNS, in order;
-    ``netns``: the network namespace given to setup (or cached; ``""`` if
-    unknown); ``incomplete``: ``(network, ifname)`` of every attachment that
-    is only in progress (a write-ahead record and no result: an ADD that
+    ``netns``: the network namespace given to ``setup`` (or cached; ``""``
+    when unknown); ``incomplete``: ``(network, ifname)`` of every attachment
+    that is only in progress (a write-ahead record and no result: an ADD that
     failed or whose runtime died, which a teardown or GC DELs).
     """
 
