@@ -789,23 +789,8 @@ class ResultCache:
             yield None
             return
         try:
-            path = os.path.join(self.records_dir, container_id)
-            for _ in range(10):
-                sub = open_subdir(top, container_id, path, action=action, create=False)
-                if sub is not None or not create:
-                    break
-                # A DEL of the container's last record may remove it again meanwhile.
-                try:
-                    os.mkdir(container_id, DIR_MODE, dir_fd=top)
-                except FileExistsError:
-                    pass
-                except OSError as e:
-                    raise CacheError(
-                        f"cannot {action}: cannot create directory {path}", _strerror(e)
-                    ) from None
+            sub = self._open_container(top, container_id, create=create, action=action)
             if sub is None:
-                if create:
-                    raise CacheError(f"cannot {action}: {path} keeps being removed")
                 yield None
                 return
             try:
@@ -814,6 +799,26 @@ class ResultCache:
                 os.close(sub)
         finally:
             os.close(top)
+
+    def _open_container(
+        self, top: int, container_id: str, *, create: bool, action: str
+    ) -> int | None:
+        """The checked descriptor of ``records/<containerID>`` (``top``: ``records/``'s)."""
+        path = f"{self.records_dir}/{container_id}"
+        for _ in range(10):
+            sub = open_subdir(top, container_id, path, action=action, create=False)
+            if sub is not None or not create:
+                return sub
+            # A DEL of the container's last record may remove it again meanwhile.
+            try:
+                os.mkdir(container_id, DIR_MODE, dir_fd=top)
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise CacheError(
+                    f"cannot {action}: cannot create directory {path}", _strerror(e)
+                ) from None
+        raise CacheError(f"cannot {action}: {path} keeps being removed")
 
     @staticmethod
     def _record_at(
@@ -856,40 +861,60 @@ class ResultCache:
         """
         network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
         name = attachment_name(network, container_id, ifname)
-        path = os.path.join(self.records_dir, container_id, name)
+        path = f"{self.records_dir}/{container_id}/{name}"
         data = (entry if entry.is_record else entry.as_record()).to_json()
         action = f"write the record {path}"
+        # (The hot path of every ADD: no context manager, the fewest system calls.)
         for _ in range(5):
-            with self._container_dir(container_id, create=True, action=action) as dirs:
-                assert dirs is not None  # created, or CacheError
-                dfd = dirs[1]
+            top = open_dir(self.records_dir, create=True, action=action)
+            assert top is not None  # created, or CacheError
+            try:
+                dfd = self._open_container(top, container_id, create=True, action=action)
+                assert dfd is not None
                 try:
-                    fd = os.open(name, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
-                except FileExistsError:
-                    if _shared_name(name, container_id):
-                        self._check_record_owner(dfd, name, path, network, container_id, ifname)
-                    if self._replace_at(dfd, name, data, path):
+                    if self._create_at(dfd, name, data, path, network, container_id, ifname):
                         return data
-                    continue
-                except FileNotFoundError:
-                    continue  # the directory was removed meanwhile (its last record DELeted)
-                except OSError as e:
-                    raise CacheError(f"cannot {action}", _strerror(e)) from None
-                try:
-                    try:
-                        view = memoryview(data)
-                        while view:
-                            view = view[os.write(fd, view) :]
-                    finally:
-                        os.close(fd)
-                except OSError as e:
-                    self._unlink_quietly(dfd, name)
-                    raise CacheError(f"cannot {action}", _strerror(e)) from None
-                except BaseException:
-                    self._unlink_quietly(dfd, name)
-                    raise
-                return data
+                finally:
+                    os.close(dfd)
+            finally:
+                os.close(top)
         raise CacheError(f"cannot {action}: its directory keeps being removed")
+
+    def _create_at(
+        self,
+        dfd: int,
+        name: str,
+        data: bytes,
+        path: str,
+        network: str,
+        container_id: str,
+        ifname: str,
+    ) -> bool:
+        """Write the record ``data`` as ``name`` in ``dfd``; ``False`` if the directory went."""
+        try:
+            fd = os.open(name, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
+        except FileExistsError:
+            if _shared_name(name, container_id):
+                self._check_record_owner(dfd, name, path, network, container_id, ifname)
+            return self._replace_at(dfd, name, data, path)
+        except FileNotFoundError:
+            return False  # the directory was removed meanwhile (its last record DELeted)
+        except OSError as e:
+            raise CacheError(f"cannot write the record {path}", _strerror(e)) from None
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self._unlink_quietly(dfd, name)
+            raise CacheError(f"cannot write the record {path}", _strerror(e)) from None
+        except BaseException:
+            self._unlink_quietly(dfd, name)
+            raise
+        return True
 
     def _check_record_owner(
         self, dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
