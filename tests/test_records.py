@@ -352,11 +352,22 @@ def test_planted_records_are_refused_never_deleted_on_their_word(env: Env) -> No
         os.utime(p, (old, old), follow_symlinks=False)
     assert cache.records() == []
     assert env.cni.get_cached_attachments() == []
-    for cid in ("open", "other"):
-        with pytest.raises(CacheError, match="refusing to use it"):
+    (records / "linked").symlink_to(records / "open")
+    for cid in ("open", "other", "linked"):
+        why = "symbolic link" if cid == "linked" else "refusing to use it"
+        with pytest.raises(CacheError, match=why):
             cache.records(cid)
-        with pytest.raises(CacheError, match="refusing to use it"):
+        with pytest.raises(CacheError, match=why):
             cache.read_record("net", cid, "eth0")
+        # ADD writes no record there (nor runs anything), DEL removes none.
+        with pytest.raises(CacheError, match=why):
+            cache.write_record(entry(container_id=cid, ifname="eth9"))
+        with pytest.raises(CacheError, match=why):
+            cache.remove_record("net", cid, "eth0")
+        with pytest.raises(CacheError, match=why):
+            env.cni.add_network_list(net, rt(cid))
+    assert runs(env, "ADD") == []
+    assert sorted(os.listdir(records / "open")) == ["net-open-eth0"]
     with pytest.raises(CorruptEntryError, match="symbolic link"):
         cache.read_record("net", "ctr1", "eth0")
     with pytest.raises(CorruptEntryError, match="larger than"):
@@ -366,7 +377,7 @@ def test_planted_records_are_refused_never_deleted_on_their_word(env: Env) -> No
     env.cni.gc_network_list(net)
     assert runs(env, "DEL") == []  # none of them was DELeted on its word
     # The unusable files of a trusted directory are removed; the refused directories stay.
-    assert sorted(os.listdir(records)) == ["open", "other"]
+    assert sorted(os.listdir(records)) == ["linked", "open", "other"]
     assert (env.root / "elsewhere").read_bytes() == good  # never through the symlink
 
 

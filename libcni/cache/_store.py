@@ -12,7 +12,16 @@ from typing import Any
 
 from ..errors import CacheError, LockTimeoutError
 from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, loads
-from ._fs import DIR_MODE, NAME_MAX, attachment_name, check_name, fit_name, open_dir, open_subdir
+from ._fs import (
+    DIR_MODE,
+    NAME_MAX,
+    attachment_name,
+    check_name,
+    fit_name,
+    open_dir,
+    open_subdir,
+    untrusted,
+)
 from ._lock import CacheLock, acquire
 
 __all__ = ["KnownEntry", "ResultCache"]
@@ -864,43 +873,66 @@ class ResultCache:
         path = f"{self.records_dir}/{container_id}/{name}"
         data = (entry if entry.is_record else entry.as_record()).to_json()
         action = f"write the record {path}"
-        # (The hot path of every ADD: no context manager, the fewest system calls.)
-        for _ in range(5):
-            top = open_dir(self.records_dir, create=True, action=action)
-            assert top is not None  # created, or CacheError
-            try:
-                dfd = self._open_container(top, container_id, create=True, action=action)
-                assert dfd is not None
+        # The hot path of every ADD: records/ opened and checked, the container's
+        # directory checked with one lstat (only this user and root can make
+        # anything in records/), the record created through it.
+        top = open_dir(self.records_dir, create=True, action=action)
+        assert top is not None  # created, or CacheError
+        try:
+            made = False
+            # Bounded: a DEL of the container's last record removes the directory; each
+            # turn re-creates it, and only ADDs and DELs of one container racing loop.
+            for _ in range(100):
+                if not made:  # (one this call made is this user's, mode 0700)
+                    try:
+                        st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
+                    except FileNotFoundError:
+                        made = self._mkdir_at(top, container_id, action)
+                        continue
+                    except OSError as e:
+                        raise CacheError(f"cannot {action}", _strerror(e)) from None
+                    problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+                    if problem is not None:
+                        raise problem
+                made = False
                 try:
-                    if self._create_at(dfd, name, data, path, network, container_id, ifname):
-                        return data
-                finally:
-                    os.close(dfd)
-            finally:
-                os.close(top)
+                    fd = os.open(f"{container_id}/{name}", _TEMP_FLAGS, FILE_MODE, dir_fd=top)
+                except FileNotFoundError:
+                    continue  # the directory was removed meanwhile (its last record DELeted)
+                except FileExistsError:
+                    # One is there (an earlier ADD of it): replaced atomically.
+                    dfd = self._open_container(top, container_id, create=False, action=action)
+                    if dfd is None:
+                        continue
+                    try:
+                        if self._replace_existing(dfd, name, data, path, entry):
+                            return data
+                    finally:
+                        os.close(dfd)
+                    continue
+                except OSError as e:
+                    raise CacheError(f"cannot {action}", _strerror(e)) from None
+                self._fill(fd, top, f"{container_id}/{name}", data, action)
+                return data
+        finally:
+            os.close(top)
         raise CacheError(f"cannot {action}: its directory keeps being removed")
 
-    def _create_at(
-        self,
-        dfd: int,
-        name: str,
-        data: bytes,
-        path: str,
-        network: str,
-        container_id: str,
-        ifname: str,
-    ) -> bool:
-        """Write the record ``data`` as ``name`` in ``dfd``; ``False`` if the directory went."""
+    @staticmethod
+    def _mkdir_at(top: int, name: str, action: str) -> bool:
+        """Make the directory ``name`` of ``top`` (0700); whether this call made it."""
         try:
-            fd = os.open(name, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
+            os.mkdir(name, DIR_MODE, dir_fd=top)
         except FileExistsError:
-            if _shared_name(name, container_id):
-                self._check_record_owner(dfd, name, path, network, container_id, ifname)
-            return self._replace_at(dfd, name, data, path)
-        except FileNotFoundError:
-            return False  # the directory was removed meanwhile (its last record DELeted)
+            return False
         except OSError as e:
-            raise CacheError(f"cannot write the record {path}", _strerror(e)) from None
+            raise CacheError(f"cannot {action}: cannot create its directory", _strerror(e)) from None
+        return True
+
+    @staticmethod
+    def _fill(fd: int, dfd: int, name: str, data: bytes, action: str) -> None:
+        """Write ``data`` to the new file ``fd`` (``name`` in ``dfd``) and close it; on
+        failure the file is removed and ``CacheError`` raised."""
         try:
             try:
                 view = memoryview(data)
@@ -909,12 +941,21 @@ class ResultCache:
             finally:
                 os.close(fd)
         except OSError as e:
-            self._unlink_quietly(dfd, name)
-            raise CacheError(f"cannot write the record {path}", _strerror(e)) from None
+            ResultCache._unlink_quietly(dfd, name)
+            raise CacheError(f"cannot {action}", _strerror(e)) from None
         except BaseException:
-            self._unlink_quietly(dfd, name)
+            ResultCache._unlink_quietly(dfd, name)
             raise
-        return True
+
+    def _replace_existing(
+        self, dfd: int, name: str, data: bytes, path: str, entry: CacheEntry
+    ) -> bool:
+        """Replace the record ``name`` of ``dfd`` with ``data``, unless it is another
+        attachment's (``CacheError``); ``False`` if the directory went meanwhile."""
+        network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
+        if _shared_name(name, container_id):
+            self._check_record_owner(dfd, name, path, network, container_id, ifname)
+        return self._replace_at(dfd, name, data, path)
 
     def _check_record_owner(
         self, dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
@@ -1011,23 +1052,48 @@ class ResultCache:
         container's directory goes when it is empty.
         """
         name = attachment_name(network, container_id, ifname)
-        path = os.path.join(self.records_dir, container_id, name)
+        path = f"{self.records_dir}/{container_id}/{name}"
         action = f"remove the record {path}"
+        if not _shared_name(name, container_id):
+            # DEL's hot path: the file names this attachment alone.
+            top = open_dir(self.records_dir, create=False, action=action)
+            if top is None:
+                return False
+            try:
+                try:
+                    st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
+                except FileNotFoundError:
+                    return False
+                except OSError as e:
+                    raise CacheError(f"cannot {action}", _strerror(e)) from None
+                problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+                if problem is not None:
+                    raise problem
+                try:
+                    os.unlink(f"{container_id}/{name}", dir_fd=top)
+                except FileNotFoundError:
+                    return False
+                except OSError as e:
+                    raise CacheError(f"cannot {action}", _strerror(e)) from None
+                self._rmdir_quietly(top, container_id)
+                return True
+            finally:
+                os.close(top)
         with self._container_dir(container_id, create=False, action=action) as dirs:
             if dirs is None:
                 return False
             top, dfd = dirs
-            if _shared_name(name, container_id):
-                try:
-                    record, _ = self._record_at(dfd, name, path, network, container_id, ifname)
-                    if record is None:
-                        return False
-                except CorruptEntryError:
-                    pass
-                except CacheError as e:
-                    raise CacheError(
-                        f"cannot {action}: cannot read it to check whose it is", e.details
-                    ) from None
+            # A name two attachments can share: the names inside tell whose it is.
+            try:
+                record, _ = self._record_at(dfd, name, path, network, container_id, ifname)
+                if record is None:
+                    return False
+            except CorruptEntryError:
+                pass
+            except CacheError as e:
+                raise CacheError(
+                    f"cannot {action}: cannot read it to check whose it is", e.details
+                ) from None
             try:
                 os.unlink(name, dir_fd=dfd)
             except FileNotFoundError:
