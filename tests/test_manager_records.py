@@ -303,6 +303,21 @@ def test_gc_collects_records_of_containers_not_valid_on_every_network(env: Env) 
     assert container_locks(env) == []  # GC removes the lock files no one holds
 
 
+def test_async_gc_collects_records_of_containers_not_valid(env: Env) -> None:
+    env.write("10-a.conflist", "a")
+    plant_record(env, "a", "dead", "eth0", conf("a", {"type": "testplugin", "gen": "rec"}))
+    plant_record(env, "a", "live", "eth0", conf("a"))
+
+    async def main() -> None:
+        m = AsyncNetworkManager(env.conf, [env.bin], cache_dir=env.cache, max_networks=0)
+        await m.gc(["live"])
+
+    asyncio.run(main())
+    [gone] = dels(env)
+    assert (gone["env"]["CNI_CONTAINERID"], gone["stdin"]["gen"]) == ("dead", "rec")
+    assert records_of(env, "dead") == [] and records_of(env, "live") == ["a-live-eth0"]
+
+
 def test_gc_removes_the_record_a_runtime_killed_while_writing_it_left(env: Env) -> None:
     # Killed while writing the first record of a setup (loopback's): no plugin ran, and
     # the record is unusable; GC removes it, without any DEL.
