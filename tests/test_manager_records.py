@@ -313,8 +313,8 @@ def test_async_gc_collects_records_of_containers_not_valid(env: Env) -> None:
         await m.gc(["live"])
 
     asyncio.run(main())
-    [gone] = dels(env)
-    assert (gone["env"]["CNI_CONTAINERID"], gone["stdin"]["gen"]) == ("dead", "rec")
+    [gone] = dels(env)  # a configured network: its current list, the recorded netns
+    assert (gone["env"]["CNI_CONTAINERID"], gone["env"]["CNI_NETNS"]) == ("dead", "/run/netns/old")
     assert records_of(env, "dead") == [] and records_of(env, "live") == ["a-live-eth0"]
 
 
