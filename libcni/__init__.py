@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._events import Event, Observer
 from .api import CNIConfig
 from .conf import (
     NetworkConfig,
@@ -92,6 +93,7 @@ __all__ = [
     "ContainerInterface",
     "ContainerNetworks",
     "DecodeError",
+    "Event",
     "GCArgs",
     "GCAttachment",
     "GCError",
@@ -106,6 +108,7 @@ __all__ = [
     "NoConfigsFoundError",
     "NotFoundError",
     "NotReadyError",
+    "Observer",
     "PluginConfig",
     "PluginError",
     "PluginInfo",
