@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._events import Event, Observer
 from .api import CNIConfig
 from .conf import (
     NetworkConfig,
@@ -61,6 +60,7 @@ from .values import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 if TYPE_CHECKING:
+    from ._events import Event, Observer
     from .aio import AsyncCNIConfig
     from .manager import (
         AsyncNetworkManager,
@@ -154,6 +154,13 @@ def __getattr__(name: str) -> Any:
 
         globals()[name] = AsyncCNIConfig
         return AsyncCNIConfig
+    # The events of observers: loaded when an observer is used.
+    if name in ("Event", "Observer"):
+        from . import _events
+
+        value = getattr(_events, name)
+        globals()[name] = value
+        return value
     # The network manager (libcni.manager) is loaded on first use too.
     if name in _MANAGER_NAMES:
         from . import manager

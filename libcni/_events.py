@@ -1,4 +1,4 @@
-"""What the library tells observers (behaviour.md §13): :class:`Event`, and how the drivers emit it.
+"""What the library tells observers: :class:`Event`, and how the drivers emit it.
 
 An *observer* is any callable taking an :class:`Event` (``observers=`` of
 ``CNIConfig``, ``AsyncCNIConfig``, ``NetworkManager``, ``AsyncNetworkManager``).

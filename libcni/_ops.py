@@ -424,7 +424,7 @@ class Operations:
         timeout: float | None = None,
         observers: Sequence[Observer] = (),
     ) -> None:
-        # Who is told of every operation and plugin run (behaviour.md §13);
+        # Who is told of every operation and plugin run (libcni._events);
         # None when no one is: the drivers' fast path.
         self._watch: Watch | None = None
         if observers:

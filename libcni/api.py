@@ -43,8 +43,7 @@ class CNIConfig(Operations):
     ``/var/lib/cni`` as root, the per-user state directory otherwise); ``exec`` is how
     plugins are run (default :class:`libcni.invoke.RawExec`); ``timeout`` is
     the default time limit of one operation, in seconds; ``observers`` are
-    told of every operation and plugin run (:class:`~libcni.Event`,
-    behaviour.md §13).
+    told of every operation and plugin run (:class:`~libcni.Event`).
 
     Safe to share between threads: operations on different attachments run
     in parallel, operations on the same attachment one after the other.

@@ -1,6 +1,6 @@
 """Prometheus metrics of CNI operations and plugin runs (``pip install libcni[prometheus]``).
 
-:class:`PrometheusObserver` is an observer (behaviour.md §13) that keeps the
+:class:`PrometheusObserver` is an observer (see :class:`~libcni.Event`) that keeps the
 metrics containerd exports for its CNI calls, under the same names, plus one
 histogram of plugin runs::
 

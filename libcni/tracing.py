@@ -1,6 +1,6 @@
 """OpenTelemetry spans of CNI operations, passed on to the plugins (``pip install libcni[otel]``).
 
-:class:`OpenTelemetryObserver` is an observer (behaviour.md §13) that makes a
+:class:`OpenTelemetryObserver` is an observer (see :class:`~libcni.Event`) that makes a
 span of every operation, of every network of a manager operation and of every
 plugin run, each a child of the one it is part of, the operation a child of
 the caller's current span::
@@ -69,7 +69,7 @@ class OpenTelemetryObserver:
     """An observer that traces operations, networks and plugin runs, and passes the trace on.
 
     ``tracer_provider``: where the spans go (default: the global one,
-    :func:`opentelemetry.trace.get_tracer_provider`; one installed after the
+    ``opentelemetry.trace.get_tracer_provider()``; one installed after the
     observer is made is used too). The tracer is named ``libcni``.
 
     Span names: ``CNI <operation>`` (``CNI setup``, ``CNI ADD``...), ``CNI

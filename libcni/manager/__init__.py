@@ -137,7 +137,7 @@ class NetworkManager(_ManagerBase):
     ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; other
     interfaces are named ``<interface_prefix><n>`` unless a request names them.
     ``observers`` are told of every operation, each of its networks and each
-    plugin run (:class:`~libcni.Event`, behaviour.md §13).
+    plugin run (:class:`~libcni.Event`).
 
     Safe to share between threads; nothing runs in the background.
     """
