@@ -55,8 +55,6 @@ log = logging.getLogger("libcni")
 
 _R = TypeVar("_R")
 
-Kind = Literal["operation", "network", "plugin"]
-Phase = Literal["start", "end"]
 
 
 class Event(NamedTuple):
@@ -90,8 +88,8 @@ class Event(NamedTuple):
     ten times faster (``_replace`` gives a changed copy).
     """
 
-    kind: Kind
-    phase: Phase
+    kind: Literal["operation", "network", "plugin"]
+    phase: Literal["start", "end"]
     id: int
     operation: str
     network: str = ""
