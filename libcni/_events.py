@@ -56,7 +56,6 @@ log = logging.getLogger("libcni")
 _R = TypeVar("_R")
 
 
-
 class Event(NamedTuple):
     """One thing that started or ended: an operation, a network of a manager operation, a plugin run.
 
@@ -402,14 +401,24 @@ class Watch:
         if scope is not None and scope[0] is owner:
             return self._loop(op, perform, scope[1])
         start = self._operation_start(operation, net, rt, plugin)
-        self.emit(start)
+        observers = self.observers
+        for observer in observers:
+            try:
+                observer(start)
+            except Exception:
+                _failed(observer, start)
         t0 = _clock()
         try:
             value = self._loop(op, perform, start[2])
         except BaseException as e:
             self.emit(start.ended(_clock() - t0, e))
             raise
-        self.emit(start.ended(_clock() - t0, None))
+        end = _new(Event, (*start[:1], "end", *start[2:9], _clock() - t0, None, None))
+        for observer in observers:
+            try:
+                observer(end)
+            except Exception:
+                _failed(observer, end)
         return value
 
     def _loop(self, op: Generator[Any, Any, _R], perform: Callable[[Any], Any], parent: int) -> _R:
