@@ -61,6 +61,7 @@ from .values import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 if TYPE_CHECKING:
+    from ._events import Event, Observer
     from .aio import AsyncCNIConfig
     from .manager import (
         AsyncNetworkManager,
@@ -93,6 +94,7 @@ __all__ = [
     "ContainerInterface",
     "ContainerNetworks",
     "DecodeError",
+    "Event",
     "GCArgs",
     "GCAttachment",
     "GCError",
@@ -108,6 +110,7 @@ __all__ = [
     "NoConfigsFoundError",
     "NotFoundError",
     "NotReadyError",
+    "Observer",
     "PluginConfig",
     "PluginError",
     "PluginInfo",
@@ -158,6 +161,13 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return importlib.import_module(".netns", __name__)
+    # The events of observers: loaded when an observer is used.
+    if name in ("Event", "Observer"):
+        from . import _events
+
+        value = getattr(_events, name)
+        globals()[name] = value
+        return value
     # The network manager (libcni.manager) is loaded on first use too.
     if name in _MANAGER_NAMES:
         from . import manager

@@ -14,6 +14,7 @@ performs them with blocking calls, :class:`AsyncNetworkManager` with ``await``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,18 @@ from typing import TYPE_CHECKING, Any
 from .._drive import drive
 from ..api import CNIConfig
 from ..invoke import Exec
-from ._core import Blocking, Call, Core, Effect, LockContainer, Loopback, Op, Outcome, Together
+from ._core import (
+    NETWORK_CALLS,
+    Blocking,
+    Call,
+    Core,
+    Effect,
+    LockContainer,
+    Loopback,
+    Op,
+    Outcome,
+    Together,
+)
 from ._sandbox import sandbox
 from ._values import (
     LOOPBACK_NETWORK,
@@ -34,6 +46,7 @@ from ._values import (
 )
 
 if TYPE_CHECKING:
+    from .._events import Observer, Watch
     from ._async import AsyncNetworkManager
 
 __all__ = [
@@ -65,11 +78,15 @@ class _ManagerBase:
         interface_prefix: str = "eth",
         timeout: float | None = None,
         exec: Exec | None = None,
+        observers: Sequence[Observer] = (),
     ) -> None:
+        cni = self._make_cni(plugin_dirs, cache_dir, exec, timeout, observers)
+        # The CNIConfig's observers are the manager's (libcni._events).
+        self._watch: Watch | None = cni._watch
         self._core = Core(
             conf_dir,
             plugin_dirs,
-            cni=self._make_cni(plugin_dirs, cache_dir, exec, timeout),
+            cni=cni,
             default_networks=default_networks,
             max_networks=max_networks,
             loopback=loopback,
@@ -83,8 +100,11 @@ class _ManagerBase:
         cache_dir: str | os.PathLike[str] | None,
         exec: Exec | None,
         timeout: float | None,
+        observers: Sequence[Observer] = (),
     ) -> Any:
-        return CNIConfig(plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout)
+        return CNIConfig(
+            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
+        )
 
     def __repr__(self) -> str:
         core = self._core
@@ -121,6 +141,8 @@ class NetworkManager(_ManagerBase):
     ``loopback="internal"`` it brings ``lo`` up in the namespace itself (no
     plugin, nothing cached); with ``False`` neither. Other interfaces are
     named ``<interface_prefix><n>`` unless a request names them.
+    ``observers`` are told of every operation, each of its networks and each
+    plugin run (:class:`~libcni.Event`).
 
     Safe to share between threads; nothing runs in the background.
     """
@@ -130,9 +152,20 @@ class NetworkManager(_ManagerBase):
     def _drive(self, op: Op) -> Any:
         return drive(op, self._perform)
 
+    def _operation(self, op: Op, name: str, container_id: str = "") -> Any:
+        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
+        if self._watch is None:
+            return self._drive(op)
+        return self._watch.scoped(self._drive, op, self._core.cni, name, container_id)
+
     def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, Call):
-            return getattr(self._core.cni, effect.method)(*effect.args, **effect.kwargs)
+            call = getattr(self._core.cni, effect.method)
+            if self._watch is not None and effect.method in NETWORK_CALLS:
+                return self._watch.network(
+                    call, self._core.cni, NETWORK_CALLS[effect.method], effect.args, effect.kwargs
+                )
+            return call(*effect.args, **effect.kwargs)
         if isinstance(effect, Together):
             return self._together(effect.calls)
         if isinstance(effect, LockContainer):
@@ -149,8 +182,11 @@ class NetworkManager(_ManagerBase):
 
         if len(calls) == 1:
             return [one(calls[0])]
+        # Each call in a copy of the caller's context, as an asyncio task runs
+        # (what an observer or an Exec reads from context variables: the trace).
+        contexts = [contextvars.copy_context() for _ in calls]
         with ThreadPoolExecutor(len(calls), thread_name_prefix="libcni-setup") as pool:
-            return list(pool.map(one, calls))
+            return list(pool.map(lambda call, ctx: ctx.run(one, call), calls, contexts))
 
     # -- the operations ----------------------------------------------------
 
@@ -175,10 +211,12 @@ class NetworkManager(_ManagerBase):
 
         ``timeout`` bounds all the ADDs together; each rollback DEL has its own.
         """
-        view: ContainerNetworks = self._drive(
+        view: ContainerNetworks = self._operation(
             self._core.setup(
                 container_id, netns, networks, args, capability_args, parallel, timeout
-            )
+            ),
+            "setup",
+            container_id,
         )
         return view
 
@@ -193,11 +231,13 @@ class NetworkManager(_ManagerBase):
         """DEL every cached attachment of the container (or of ``networks``), last first,
         with the configuration cached at ADD; every DEL runs, failures raise together
         as :class:`~libcni.errors.TeardownError`."""
-        self._drive(self._core.teardown(container_id, netns, networks, timeout))
+        self._operation(
+            self._core.teardown(container_id, netns, networks, timeout), "teardown", container_id
+        )
 
     def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
         """CHECK every cached attachment of the container; the first failure is raised."""
-        self._drive(self._core.check(container_id, netns, timeout))
+        self._operation(self._core.check(container_id, netns, timeout), "check", container_id)
 
     def inspect(self, container_id: str) -> ContainerNetworks:
         """The merged view of the container's attachments, from the cache (runs nothing)."""
@@ -206,12 +246,12 @@ class NetworkManager(_ManagerBase):
 
     def status(self, *, timeout: float | None = None) -> None:
         """Return when containers can be attached, else raise :class:`~libcni.errors.NotReadyError`."""
-        self._drive(self._core.status(timeout))
+        self._operation(self._core.status(timeout), "status")
 
     def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """Collect every attachment of containers not in ``valid_containers``, on every
         configured or cached network; failures raise together as :class:`~libcni.errors.GCError`."""
-        self._drive(self._core.gc(valid_containers, timeout))
+        self._operation(self._core.gc(valid_containers, timeout), "gc")
 
     def sandbox(
         self,

@@ -56,7 +56,7 @@ from ._values import (
     NetworkRequest,
 )
 
-__all__ = ["Blocking", "Call", "Core", "LockContainer", "Together"]
+__all__ = ["NETWORK_CALLS", "Blocking", "Call", "Core", "LockContainer", "Together"]
 
 log = logging.getLogger("libcni")
 
@@ -96,6 +96,18 @@ class Call:
     args: tuple[Any, ...]
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     protected: bool = False
+
+
+#: The calls that are one network's work in a manager operation, and the
+#: operation each is in observers' events (``libcni._events``: a network event).
+NETWORK_CALLS: Mapping[str, str] = {
+    "add_network_list": rq.ADD,
+    "del_network_list": rq.DEL,
+    "_del_known": rq.DEL,
+    "check_network_list": rq.CHECK,
+    "get_status_network_list": rq.STATUS,
+    "_gc_keeping": rq.GC,
+}
 
 
 @attrs.frozen
