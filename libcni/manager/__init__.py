@@ -18,7 +18,7 @@ import contextvars
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._drive import drive
 from ..api import CNIConfig
@@ -30,7 +30,6 @@ from ._core import (
     Core,
     Effect,
     LockContainer,
-    Loopback,
     Op,
     Outcome,
     Together,
@@ -74,7 +73,7 @@ class _ManagerBase:
         cache_dir: str | os.PathLike[str] | None = None,
         default_networks: Sequence[str] | None = None,
         max_networks: int = 1,
-        loopback: Loopback = True,
+        loopback: bool | Literal["internal"] = True,
         interface_prefix: str = "eth",
         timeout: float | None = None,
         exec: Exec | None = None,
