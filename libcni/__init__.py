@@ -32,12 +32,18 @@ from .conf import (
     inject_conf,
     load_conf,
     load_conf_list,
+    load_network_conf,
+    network_conf_from_bytes,
+    network_conf_from_file,
+    network_plugin_conf_from_bytes,
+    network_plugin_confs_from_files,
 )
 from .errors import (
     AlreadyAttachedError,
     CacheError,
     CheckNotSupportedError,
     CNIError,
+    Code,
     ConfigError,
     DecodeError,
     GCError,
@@ -56,11 +62,19 @@ from .errors import (
 )
 from .types import Result, create_result, result_from_bytes
 from .types.dns import DNS
-from .values import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
+from .values import Args, CapabilityArgs, GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 if TYPE_CHECKING:
     from .aio import AsyncCNIConfig
+    from .capabilities import (
+        Bandwidth,
+        DNSConfig,
+        IPRange,
+        PortMapping,
+        RuntimeConfig,
+        k8s_args,
+    )
     from .manager import (
         AsyncNetworkManager,
         AttachmentResult,
@@ -81,20 +95,26 @@ __version__ = "0.1.0"
 __all__ = [
     "DNS",
     "AlreadyAttachedError",
+    "Args",
     "AsyncCNIConfig",
     "AsyncNetworkManager",
     "AttachmentResult",
+    "Bandwidth",
     "CNIConfig",
     "CNIError",
     "CacheError",
+    "CapabilityArgs",
     "CheckNotSupportedError",
+    "Code",
     "ConfigError",
     "ContainerInterface",
     "ContainerNetworks",
+    "DNSConfig",
     "DecodeError",
     "GCArgs",
     "GCAttachment",
     "GCError",
+    "IPRange",
     "InvalidNetworkError",
     "LoadedNetworks",
     "LockTimeoutError",
@@ -111,8 +131,10 @@ __all__ = [
     "PluginInfo",
     "PluginNotFoundError",
     "PluginTimeoutError",
+    "PortMapping",
     "Result",
     "RuntimeConf",
+    "RuntimeConfig",
     "SetupError",
     "TeardownError",
     "ValidationError",
@@ -125,8 +147,14 @@ __all__ = [
     "conf_list_from_file",
     "create_result",
     "inject_conf",
+    "k8s_args",
     "load_conf",
     "load_conf_list",
+    "load_network_conf",
+    "network_conf_from_bytes",
+    "network_conf_from_file",
+    "network_plugin_conf_from_bytes",
+    "network_plugin_confs_from_files",
     "result_from_bytes",
 ]
 
@@ -144,6 +172,11 @@ _MANAGER_NAMES = frozenset(
 )
 
 
+_CAPABILITY_NAMES = frozenset(
+    {"Bandwidth", "DNSConfig", "IPRange", "PortMapping", "RuntimeConfig", "k8s_args"}
+)
+
+
 def __getattr__(name: str) -> Any:
     # The async API pulls in asyncio (~20 ms); load it only when asked for.
     if name == "AsyncCNIConfig":
@@ -151,11 +184,20 @@ def __getattr__(name: str) -> Any:
 
         globals()[name] = AsyncCNIConfig
         return AsyncCNIConfig
-    # The network manager (libcni.manager) is loaded on first use too.
-    if name in _MANAGER_NAMES:
-        from . import manager
+    # The network manager (libcni.manager) and the typed capability arguments
+    # (libcni.capabilities) are loaded on first use too.
+    if name in _MANAGER_NAMES or name in _CAPABILITY_NAMES:
+        import importlib
 
-        value = getattr(manager, name)
+        module = importlib.import_module(
+            ".manager" if name in _MANAGER_NAMES else ".capabilities", __name__
+        )
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'libcni' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The names loaded on first use are listed before they are loaded.
+    return sorted(set(globals()) | set(__all__))

@@ -25,6 +25,7 @@ LAZY = (
     "base64",  # the cache's bytes fields
     "json",  # imported where first used
     "cattrs",  # the converter, built at first use
+    "libcni.capabilities",  # the typed capability arguments
     "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
     "libcni.types.convert",  # conversions between versions

@@ -14,14 +14,17 @@ performs them with blocking calls, :class:`AsyncNetworkManager` with ``await``.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .._drive import drive
 from ..api import CNIConfig
-from ..invoke import Exec
-from ._core import Blocking, Call, Core, Effect, LockContainer, Op, Outcome, Together
+from ..conf import NetworkConfigList
+from ..invoke import DEFAULT_PLUGIN_DIRS, Exec
+from ..values import Args, CapabilityArgs
+from ._core import Blocking, Call, Core, Effect, LockContainer, Op, Outcome, Pause, Together
 from ._values import (
     LOOPBACK_NETWORK,
     AttachmentResult,
@@ -36,8 +39,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOOPBACK_NETWORK",
+    "Args",
     "AsyncNetworkManager",
     "AttachmentResult",
+    "CapabilityArgs",
     "ContainerInterface",
     "ContainerNetworks",
     "LoadedNetworks",
@@ -47,21 +52,26 @@ __all__ = [
 
 _NO_CAPS: Mapping[str, Any] = {}
 
+#: Where the network configuration files are, by default.
+DEFAULT_CONF_DIR = "/etc/cni/net.d"
+
 
 class _ManagerBase:
     """The constructor and the properties shared by the sync and async managers."""
 
     def __init__(
         self,
-        conf_dir: str | os.PathLike[str] = "/etc/cni/net.d",
-        plugin_dirs: Sequence[str | os.PathLike[str]] = ("/opt/cni/bin",),
+        conf_dir: str | os.PathLike[str] | None = DEFAULT_CONF_DIR,
+        plugin_dirs: Sequence[str | os.PathLike[str]] = DEFAULT_PLUGIN_DIRS,
         *,
+        networks: Sequence[NetworkConfigList] = (),
         cache_dir: str | os.PathLike[str] | None = None,
         default_networks: Sequence[str] | None = None,
         max_networks: int = 1,
         loopback: bool = True,
         interface_prefix: str = "eth",
         timeout: float | None = None,
+        retry_attempts: int = 0,
         exec: Exec | None = None,
     ) -> None:
         self._core = Core(
@@ -73,6 +83,8 @@ class _ManagerBase:
             loopback=loopback,
             interface_prefix=interface_prefix,
             timeout=timeout,
+            networks=networks,
+            retry_attempts=retry_attempts,
         )
 
     @staticmethod
@@ -91,9 +103,12 @@ class _ManagerBase:
             f"plugin_dirs={list(core.plugin_dirs)!r}, cache_dir={core.cache.dir!r})"
         )
 
+    # Every constructor argument can be read back under its name (go-cni's GetConfig);
+    # the networks given in code are in networks().networks, with those of conf_dir.
+
     @property
-    def conf_dir(self) -> str:
-        """The configuration directory."""
+    def conf_dir(self) -> str | None:
+        """The configuration directory (``None``: only the networks given in code)."""
         return self._core.conf_dir
 
     @property
@@ -103,22 +118,68 @@ class _ManagerBase:
 
     @property
     def cache_dir(self) -> str:
-        """The cache directory."""
+        """The cache directory (the default one when none was given)."""
         return self._core.cache.dir
+
+    @property
+    def default_networks(self) -> tuple[str, ...] | None:
+        """The names a setup without networks attaches (``None``: the first usable ones)."""
+        return self._core.default_networks
+
+    @property
+    def max_networks(self) -> int:
+        """How many usable networks a setup without networks attaches (``0``: all)."""
+        return self._core.max_networks
+
+    @property
+    def loopback(self) -> bool:
+        """Whether every setup first attaches the loopback network as ``lo``."""
+        return self._core.loopback
+
+    @property
+    def interface_prefix(self) -> str:
+        """The prefix of the interface names given to unnamed networks."""
+        return self._core.interface_prefix
+
+    @property
+    def timeout(self) -> float | None:
+        """The default time limit of each operation, in seconds (``None``: none)."""
+        return self._core.timeout
+
+    @property
+    def retry_attempts(self) -> int:
+        """How many more times a setup ADDs a network that failed with code 11."""
+        return self._core.retry_attempts
+
+    @property
+    def exec(self) -> Exec:
+        """How plugins are run (the ``exec`` given, or the default ``RawExec``)."""
+        exec_: Exec = self._core.cni.exec
+        return exec_
 
 
 class NetworkManager(_ManagerBase):
     """Attaches containers to their networks and detaches them.
 
-    ``conf_dir`` holds the network configuration files, ``plugin_dirs`` the
-    plugin binaries; ``cache_dir``, ``exec`` and ``timeout`` are as for
+    ``conf_dir`` holds the network configuration files (``None``: none);
+    ``networks``, configuration lists defined in code (e.g. with
+    :func:`~libcni.conf_list_from_bytes`), come before its files, and a file
+    naming one of them is skipped as shadowed. ``plugin_dirs`` hold the
+    plugin binaries (default: ``/opt/cni/bin``, then ``/usr/lib/cni``); a
+    network whose binary is missing is skipped until the binary appears.
+    ``cache_dir``, ``exec`` and ``timeout`` are as for
     :class:`~libcni.CNIConfig`. Without ``default_networks`` a setup given no
-    networks attaches the first ``max_networks`` usable networks in file
-    order (``0``: all). With ``loopback`` every setup first attaches the
+    networks attaches the first ``max_networks`` usable networks in order
+    (``0``: all). With ``loopback`` every setup first attaches the
     ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; other
-    interfaces are named ``<interface_prefix><n>`` unless a request names them.
+    interfaces are named ``<interface_prefix><n>`` unless a request names
+    them. With ``retry_attempts``, a network whose ADD fails with code 11
+    ("try again later") is DELeted and added again, up to that many more
+    times, with a back-off, within the setup's timeout.
 
-    Safe to share between threads; nothing runs in the background.
+    Every constructor argument can be read back under its name
+    (``manager.plugin_dirs``...). Safe to share between threads; nothing runs
+    in the background.
     """
 
     # -- the driver ------------------------------------------------------
@@ -133,13 +194,18 @@ class NetworkManager(_ManagerBase):
             return self._together(effect.calls)
         if isinstance(effect, LockContainer):
             return effect.cache.container_lock(effect.container_id, effect.timeout).release
+        if isinstance(effect, Pause):
+            time.sleep(effect.seconds)
+            return None
         assert isinstance(effect, Blocking)
         return effect.call(*effect.args)
 
-    def _together(self, calls: Sequence[Call]) -> list[Outcome]:
-        def one(call: Call) -> Outcome:
+    def _together(self, calls: Sequence[Call | Op]) -> list[Outcome]:
+        def one(call: Call | Op) -> Outcome:
             try:
-                return self._perform(call), None
+                if isinstance(call, Call):
+                    return self._perform(call), None
+                return self._drive(call), None
             except Exception as e:
                 return None, e
 
@@ -161,15 +227,20 @@ class NetworkManager(_ManagerBase):
         netns: str,
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
         parallel: bool = False,
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """Attach the container to the loopback network and to ``networks`` (default networks
         when ``None``); on failure roll everything back and raise :class:`~libcni.errors.SetupError`.
 
-        ``timeout`` bounds all the ADDs together; each rollback DEL has its own.
+        ``args`` (pairs, or a mapping) reach every network as ``CNI_ARGS``;
+        ``capability_args`` (a mapping, or a typed
+        :class:`~libcni.capabilities.RuntimeConfig`) are checked before
+        anything runs, and a capability no plugin of a network declares is
+        logged (once per network and name). ``timeout`` bounds all the ADDs
+        together (retries included); each rollback DEL has its own.
         """
         view: ContainerNetworks = self._drive(
             self._core.setup(
