@@ -421,14 +421,20 @@ def test_runtime_conf_takes_a_runtime_config_and_the_plugin_gets_it_exactly(
     rt = RuntimeConf("c1", "/var/run/netns/c1", "eth0", capability_args=full_config())
     assert rt.capability_args == FULL_JSON  # stored as the mapping: cached, compared, pickled
     env.cni.add_network_list(net, rt)
+    # The cache keeps the same JSON, for DEL and GC.
+    [att] = env.cni.get_cached_attachments("c1")
+    assert att.capability_args == FULL_JSON
     env.cni.del_network_list(net, rt)
-    first, second = [r for r in env.records() if r.get("command") == "ADD"]
-    assert first["stdin"]["runtimeConfig"] == FULL_JSON
-    assert "runtimeConfig" not in second["stdin"]  # declares nothing
-    # The raw JSON text has the conventions' key names, nothing renamed on the way.
-    cached = env.cni.get_cached_attachments("c1")
-    assert cached == []  # DEL removed the entry
-    assert [c for c, _, rc in runtime_configs(env)] == ["ADD", "ADD", "DEL", "DEL"]
+    assert runtime_configs(env) == [
+        ("ADD", "caps", FULL_JSON),
+        ("ADD", "caps", None),  # the second plugin declares nothing
+        ("DEL", "caps", None),
+        ("DEL", "caps", FULL_JSON),
+    ]
+    # Byte for byte: the request the plugin read has the conventions' key names.
+    raw = [r for r in env.records() if r.get("command") == "ADD"][0]["stdin"]
+    assert json.loads(json.dumps(raw["runtimeConfig"])) == FULL_JSON
+    assert list(raw["runtimeConfig"]) == list(FULL_JSON)
 
 
 def test_only_the_declared_members_reach_each_plugin(env: harness.Env) -> None:

@@ -637,6 +637,7 @@ def run_inside(args: argparse.Namespace, out: TextIO) -> int:
     """The library calls of the demo; runs inside the throwaway host namespace."""
     from ..api import CNIConfig
     from ..cache import ResultCache
+    from ..capabilities import PortMapping, RuntimeConfig
     from ..conf import conf_list_from_bytes
     from ..values import RuntimeConf
 
@@ -655,8 +656,11 @@ def run_inside(args: argparse.Namespace, out: TextIO) -> int:
         timeout=getattr(args, "timeout", None) or 60.0,
     )
     ifname = "eth0"
-    cap_args = {**DEMO_CAPABILITY_ARGS, "mac": _random_mac()}
-    rt = RuntimeConf(args.container_id, netns=args.netns, ifname=ifname, capability_args=cap_args)
+    # Typed capability arguments, checked before anything runs; the plugins get their
+    # JSON ({**DEMO_CAPABILITY_ARGS, "mac": ...}).
+    caps = RuntimeConfig(port_mappings=[PortMapping(8080, 80)], mac=_random_mac())
+    rt = RuntimeConf(args.container_id, netns=args.netns, ifname=ifname, capability_args=caps)
+    cap_args = rt.capability_args
     chain = " -> ".join(
         f"{p.type} (IPAM {p.ipam['type']})" if p.ipam else p.type for p in net.plugins
     )
