@@ -483,3 +483,27 @@ def test_mock_exec_works_with_networks_in_code(tmp_path: Path) -> None:
         ("loopback", "ADD"),
         ("testplugin", "ADD"),
     ]
+
+
+def test_the_back_off_never_waits_past_the_timeout(tmp_path: Path) -> None:
+    """With instant plugins (MockExec: process start-up would blur the counts), the
+    pauses 0.1, 0.2, 0.4 s (less up to 20%) fit in a 1 s setup, the next (0.8 s) does not:
+    the setup gives up before it, with the plugin's error, and without a DEL of its own
+    (the rollback's DEL is the one after the last ADD)."""
+
+    def plugin(call: Any) -> None:
+        if call.command == "ADD" and call.plugin == "busy":
+            raise libcni.PluginError("pool exhausted, try again later", code=11)
+        return None
+
+    mock = MockExec(plugin)
+    net = code_net("b", {"type": "busy"})
+    m = NetworkManager(
+        None, networks=[net], cache_dir=tmp_path, exec=mock, loopback=False, retry_attempts=50
+    )
+    with pytest.raises(SetupError) as info:
+        m.setup("c1", "ns", timeout=1.0)
+    assert info.value.cause.code == 11 and "pool exhausted" in info.value.cause.msg
+    commands = [c.command for c in mock.calls]
+    assert commands.count("ADD") == 4, commands
+    assert commands == ["ADD", "DEL"] * 4, commands  # 3 retry DELs, then the rollback's
