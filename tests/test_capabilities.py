@@ -432,7 +432,7 @@ def test_runtime_conf_takes_a_runtime_config_and_the_plugin_gets_it_exactly(
         ("DEL", "caps", FULL_JSON),
     ]
     # Byte for byte: the request the plugin read has the conventions' key names.
-    raw = [r for r in env.records() if r.get("command") == "ADD"][0]["stdin"]
+    raw = next(r for r in env.records() if r.get("command") == "ADD")["stdin"]
     assert json.loads(json.dumps(raw["runtimeConfig"])) == FULL_JSON
     assert list(raw["runtimeConfig"]) == list(FULL_JSON)
 
