@@ -266,7 +266,7 @@ class Core:
         self._parsed: dict[bytes, NetworkConfigList] = {}
         # The last configuration loaded that _config_problem found ready (see _problem).
         self._ready: LoadedNetworks | None = None
-        # (network, capability) pairs already warned about (see _warn_undeclared).
+        # (network, capability) pairs already warned about (see _warn_unused).
         self._warned: set[tuple[str, str]] = set()
 
     def _where(self) -> str:
@@ -443,39 +443,49 @@ class Core:
             if item_caps and id(item_caps) not in checked:
                 checked.add(id(item_caps))
                 rq.check_capability_args(item_caps)
-            if item.network != LOOPBACK_NETWORK:
-                self._warn_undeclared(item)
+        self._warn_unused(items)
         return items
 
-    def _warn_undeclared(self, item: _Item) -> None:
-        """Log the capability arguments no plugin of the item's network declares (once each).
+    def _warn_unused(self, items: Sequence[_Item]) -> None:
+        """Log the capability arguments that no plugin of the setup's networks receives.
 
         A misspelled capability (``portMapping``) reaches no plugin: without
-        this warning it would pass in silence. Once per network and name, for
-        the life of the manager.
+        this warning it would pass in silence. A capability one network of
+        the setup declares is used (runtimes pass the same arguments to every
+        network), so only those no network given them declares are logged:
+        once per network and name, for the life of the manager.
         """
-        given = item.rt.capability_args
-        if not given:
-            return
-        declared = {
-            key
-            for plugin in item.net.plugins
-            for key, enabled in plugin.capabilities.items()
-            if enabled is True
-        }
-        for key in given:
-            if key in declared or (item.network, key) in self._warned:
+        given: dict[str, list[str]] = {}  # capability -> the networks given it
+        used: set[str] = set()
+        for item in items:
+            caps = item.rt.capability_args
+            if not caps or item.network == LOOPBACK_NETWORK:
                 continue
-            if len(self._warned) >= _WARNED_MAX:
-                self._warned.clear()
-            self._warned.add((item.network, key))
-            log.warning(
-                "capability argument %r is declared by no plugin of network %r, which does "
-                "not receive it (declared: %s)",
-                key,
-                item.network,
-                ", ".join(sorted(declared)) or "none",
-            )
+            declared = {
+                key
+                for plugin in item.net.plugins
+                for key, enabled in plugin.capabilities.items()
+                if enabled is True
+            }
+            for key in caps:
+                given.setdefault(key, []).append(item.network)
+                if key in declared:
+                    used.add(key)
+        for key, networks in given.items():
+            if key in used:
+                continue
+            for network in networks:
+                if (network, key) in self._warned:
+                    continue
+                if len(self._warned) >= _WARNED_MAX:
+                    self._warned.clear()
+                self._warned.add((network, key))
+                log.warning(
+                    "capability argument %r reaches no plugin: no plugin of network %r "
+                    "declares it (a misspelling?)",
+                    key,
+                    network,
+                )
 
     def setup(
         self,
