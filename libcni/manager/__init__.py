@@ -238,8 +238,8 @@ class NetworkManager(_ManagerBase):
         ``args`` (pairs, or a mapping) reach every network as ``CNI_ARGS``;
         ``capability_args`` (a mapping, or a typed
         :class:`~libcni.capabilities.RuntimeConfig`) are checked before
-        anything runs, and a capability no plugin of a network declares is
-        logged (once per network and name). ``timeout`` bounds all the ADDs
+        anything runs, and a capability that no network of the setup declares
+        is logged (once per network and name). ``timeout`` bounds all the ADDs
         together (retries included); each rollback DEL has its own.
         """
         view: ContainerNetworks = self._drive(
