@@ -2,7 +2,8 @@
 
 ::
 
-    libcni add|check|del|gc|status NETWORK NETNS [--ifname NAME]
+    libcni add|check|del NETWORK NETNS [--ifname NAME]
+    libcni gc|status NETWORK [NETNS]
     libcni validate NETWORK
     libcni version PLUGIN
     libcni cache list [CONTAINER_ID]
