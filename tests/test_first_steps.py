@@ -21,6 +21,9 @@ import harness
 import pytest
 from _require import unavailable
 from harness import run_cli
+from test_manager import Env
+from test_manager_cli import env as env_fixture
+from test_manager_cli import run
 
 import libcni.cli as cli
 from libcni.cli._demo import TRY_CONFLIST, try_commands
@@ -30,26 +33,9 @@ README = REPO / "README.md"
 EXAMPLES = REPO / "examples" / "net.d"
 
 
-class Env(harness.Env):
-    def __init__(self, root: Path) -> None:
-        super().__init__(root, ("testplugin", "loopback"), link=True, conf=True)
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    e = Env(tmp_path)
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
-
-
-def run(e: Env, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    wired = {
-        "NETCONFPATH": str(e.conf),
-        "CNI_PATH": str(e.plugins),
-        "CNI_CACHE_DIR": str(e.cache),
-        "TESTPLUGIN_RECORD": str(e.record),
-    }
-    return run_cli(*argv, **{**wired, **extra})
+# The manager's environment (testplugin and loopback linked) and the command line run
+# on it (NETCONFPATH, CNI_PATH, CNI_CACHE_DIR wired), as tests/test_manager_cli.py has them.
+env = env_fixture
 
 
 # -- defaults and errors of the command line ---------------------------------------------
@@ -91,7 +77,7 @@ def test_a_missing_plugin_error_says_where_it_looked_and_what_to_do(env: Env) ->
         line = proc.stderr.splitlines()[-1]  # after the warning about the skipped file, if any
         assert line.startswith("libcni: ") and "WARNING" not in line, line
         assert 'failed to find plugin "nosuch"' in line, (argv, line)
-        assert str(env.plugins) in line
+        assert str(env.bin) in line
         assert "CNI_PATH" in line and "containernetworking-plugins" in line, line
 
 
