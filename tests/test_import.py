@@ -26,6 +26,7 @@ LAZY = (
     "ctypes",  # libcni.netns's system calls
     "json",  # imported where first used
     "cattrs",  # the converter, built at first use
+    "libcni.capabilities",  # the typed capability arguments
     "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
     "libcni.netns",  # network namespaces

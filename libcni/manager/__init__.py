@@ -16,13 +16,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._drive import drive
 from ..api import CNIConfig
-from ..invoke import Exec
+from ..conf import NetworkConfigList
+from ..invoke import DEFAULT_PLUGIN_DIRS, Exec
+from ..values import Args, CapabilityArgs
 from ._core import (
     NETWORK_CALLS,
     Blocking,
@@ -32,6 +35,7 @@ from ._core import (
     LockContainer,
     Op,
     Outcome,
+    Pause,
     Together,
 )
 from ._sandbox import sandbox
@@ -50,8 +54,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOOPBACK_NETWORK",
+    "Args",
     "AsyncNetworkManager",
     "AttachmentResult",
+    "CapabilityArgs",
     "ContainerInterface",
     "ContainerNetworks",
     "LoadedNetworks",
@@ -61,21 +67,26 @@ __all__ = [
 
 _NO_CAPS: Mapping[str, Any] = {}
 
+#: Where the network configuration files are, by default.
+DEFAULT_CONF_DIR = "/etc/cni/net.d"
+
 
 class _ManagerBase:
     """The constructor and the properties shared by the sync and async managers."""
 
     def __init__(
         self,
-        conf_dir: str | os.PathLike[str] = "/etc/cni/net.d",
-        plugin_dirs: Sequence[str | os.PathLike[str]] = ("/opt/cni/bin",),
+        conf_dir: str | os.PathLike[str] | None = DEFAULT_CONF_DIR,
+        plugin_dirs: Sequence[str | os.PathLike[str]] = DEFAULT_PLUGIN_DIRS,
         *,
+        networks: Sequence[NetworkConfigList] = (),
         cache_dir: str | os.PathLike[str] | None = None,
         default_networks: Sequence[str] | None = None,
         max_networks: int = 1,
         loopback: bool | Literal["internal"] = True,
         interface_prefix: str = "eth",
         timeout: float | None = None,
+        retry_attempts: int = 0,
         exec: Exec | None = None,
         observers: Sequence[Observer] = (),
     ) -> None:
@@ -91,6 +102,8 @@ class _ManagerBase:
             loopback=loopback,
             interface_prefix=interface_prefix,
             timeout=timeout,
+            networks=networks,
+            retry_attempts=retry_attempts,
         )
 
     @staticmethod
@@ -112,9 +125,12 @@ class _ManagerBase:
             f"plugin_dirs={list(core.plugin_dirs)!r}, cache_dir={core.cache.dir!r})"
         )
 
+    # Every constructor argument can be read back under its name (go-cni's GetConfig);
+    # the networks given in code are in networks().networks, with those of conf_dir.
+
     @property
-    def conf_dir(self) -> str:
-        """The configuration directory."""
+    def conf_dir(self) -> str | None:
+        """The configuration directory (``None``: only the networks given in code)."""
         return self._core.conf_dir
 
     @property
@@ -124,26 +140,72 @@ class _ManagerBase:
 
     @property
     def cache_dir(self) -> str:
-        """The cache directory."""
+        """The cache directory (the default one when none was given)."""
         return self._core.cache.dir
+
+    @property
+    def default_networks(self) -> tuple[str, ...] | None:
+        """The names a setup without networks attaches (``None``: the first usable ones)."""
+        return self._core.default_networks
+
+    @property
+    def max_networks(self) -> int:
+        """How many usable networks a setup without networks attaches (``0``: all)."""
+        return self._core.max_networks
+
+    @property
+    def loopback(self) -> bool | Literal["internal"]:
+        """How ``lo`` is set up: ``True`` the loopback plugin (cached as
+        ``cni-loopback``), ``"internal"`` by the manager itself, ``False`` not at all."""
+        return self._core.loopback
+
+    @property
+    def interface_prefix(self) -> str:
+        """The prefix of the interface names given to unnamed networks."""
+        return self._core.interface_prefix
+
+    @property
+    def timeout(self) -> float | None:
+        """The default time limit of each operation, in seconds (``None``: none)."""
+        return self._core.timeout
+
+    @property
+    def retry_attempts(self) -> int:
+        """How many more times a setup ADDs a network that failed with code 11."""
+        return self._core.retry_attempts
+
+    @property
+    def exec(self) -> Exec:
+        """How plugins are run (the ``exec`` given, or the default ``RawExec``)."""
+        exec_: Exec = self._core.cni.exec
+        return exec_
 
 
 class NetworkManager(_ManagerBase):
     """Attaches containers to their networks and detaches them.
 
-    ``conf_dir`` holds the network configuration files, ``plugin_dirs`` the
-    plugin binaries; ``cache_dir``, ``exec`` and ``timeout`` are as for
+    ``conf_dir`` holds the network configuration files (``None``: none);
+    ``networks``, configuration lists defined in code (e.g. with
+    :func:`~libcni.conf_list_from_bytes`), come before its files, and a file
+    naming one of them is skipped as shadowed. ``plugin_dirs`` hold the
+    plugin binaries (default: ``/opt/cni/bin``, then ``/usr/lib/cni``); a
+    network whose binary is missing is skipped until the binary appears.
+    ``cache_dir``, ``exec`` and ``timeout`` are as for
     :class:`~libcni.CNIConfig`. Without ``default_networks`` a setup given no
-    networks attaches the first ``max_networks`` usable networks in file
-    order (``0``: all). With ``loopback`` every setup first attaches the
+    networks attaches the first ``max_networks`` usable networks in order
+    (``0``: all). With ``loopback`` every setup first attaches the
     ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; with
     ``loopback="internal"`` it brings ``lo`` up in the namespace itself (no
     plugin, nothing cached); with ``False`` neither. Other interfaces are
-    named ``<interface_prefix><n>`` unless a request names them.
-    ``observers`` are told of every operation, each of its networks and each
-    plugin run (:class:`~libcni.Event`).
+    named ``<interface_prefix><n>`` unless a request names them. With
+    ``retry_attempts``, a network whose ADD fails with code 11 ("try again
+    later") is DELeted and added again, up to that many more times, with a
+    back-off, within the setup's timeout. ``observers`` are told of every
+    operation, each of its networks and each plugin run (:class:`~libcni.Event`).
 
-    Safe to share between threads; nothing runs in the background.
+    Every constructor argument can be read back under its name
+    (``manager.plugin_dirs``...). Safe to share between threads; nothing runs
+    in the background.
     """
 
     # -- the driver ------------------------------------------------------
@@ -169,13 +231,18 @@ class NetworkManager(_ManagerBase):
             return self._together(effect.calls)
         if isinstance(effect, LockContainer):
             return effect.cache.container_lock(effect.container_id, effect.timeout).release
+        if isinstance(effect, Pause):
+            time.sleep(effect.seconds)
+            return None
         assert isinstance(effect, Blocking)
         return effect.call(*effect.args)
 
-    def _together(self, calls: Sequence[Call]) -> list[Outcome]:
-        def one(call: Call) -> Outcome:
+    def _together(self, calls: Sequence[Call | Op]) -> list[Outcome]:
+        def one(call: Call | Op) -> Outcome:
             try:
-                return self._perform(call), None
+                if isinstance(call, Call):
+                    return self._perform(call), None
+                return self._drive(call), None
             except Exception as e:
                 return None, e
 
@@ -200,15 +267,20 @@ class NetworkManager(_ManagerBase):
         netns: str,
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
         parallel: bool = False,
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """Attach the container to the loopback network and to ``networks`` (default networks
         when ``None``); on failure roll everything back and raise :class:`~libcni.errors.SetupError`.
 
-        ``timeout`` bounds all the ADDs together; each rollback DEL has its own.
+        ``args`` (pairs, or a mapping) reach every network as ``CNI_ARGS``;
+        ``capability_args`` (a mapping, or a typed
+        :class:`~libcni.capabilities.RuntimeConfig`) are checked before
+        anything runs, and a capability that no network of the setup declares
+        is logged (once per network and name). ``timeout`` bounds all the ADDs
+        together (retries included); each rollback DEL has its own.
         """
         view: ContainerNetworks = self._operation(
             self._core.setup(

@@ -21,8 +21,19 @@ from typing import TYPE_CHECKING, Any
 from ..aio import AsyncCNIConfig
 from ..errors import LockTimeoutError
 from ..invoke import Exec
+from ..values import Args, CapabilityArgs
 from . import _ManagerBase
-from ._core import NETWORK_CALLS, Blocking, Call, Effect, LockContainer, Op, Outcome, Together
+from ._core import (
+    NETWORK_CALLS,
+    Blocking,
+    Call,
+    Effect,
+    LockContainer,
+    Op,
+    Outcome,
+    Pause,
+    Together,
+)
 from ._sandbox import async_sandbox
 from ._values import ContainerNetworks, LoadedNetworks, NetworkRequest
 
@@ -111,13 +122,19 @@ class AsyncNetworkManager(_ManagerBase):
             return await self._together(effect.calls)
         if isinstance(effect, LockContainer):
             return await self._lock(effect)
+        if isinstance(effect, Pause):
+            await asyncio.sleep(effect.seconds)
+            return None
         assert isinstance(effect, Blocking)
         # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
         # cache: a worker thread would queue them behind other operations' fsyncs.
         return effect.call(*effect.args)
 
-    async def _together(self, calls: Sequence[Call]) -> list[Outcome]:
-        tasks = [asyncio.ensure_future(self._perform(c)) for c in calls]
+    async def _together(self, calls: Sequence[Call | Op]) -> list[Outcome]:
+        tasks = [
+            asyncio.ensure_future(self._perform(c) if isinstance(c, Call) else self._drive(c))
+            for c in calls
+        ]
         try:
             await asyncio.wait(tasks)
         except asyncio.CancelledError:
@@ -168,8 +185,8 @@ class AsyncNetworkManager(_ManagerBase):
         netns: str,
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
         parallel: bool = False,
         timeout: float | None = None,
     ) -> ContainerNetworks:
