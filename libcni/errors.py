@@ -21,10 +21,14 @@ Well-known codes (CNI specification):
 51   plugin limited connectivity (STATUS)
 999  internal
 ==== =====================================================
+
+They are the members of :class:`Code` (an :class:`~enum.IntEnum`, so
+``e.code == Code.TRY_AGAIN_LATER`` and ``e.code == 11`` are the same test).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,6 +48,7 @@ __all__ = [
     "CNIError",
     "CacheError",
     "CheckNotSupportedError",
+    "Code",
     "ConfigError",
     "DecodeError",
     "GCError",
@@ -70,6 +75,30 @@ CODE_TRY_AGAIN = 11
 CODE_NOT_AVAILABLE = 50
 CODE_LIMITED_CONNECTIVITY = 51
 CODE_INTERNAL = 999
+
+
+class Code(enum.IntEnum):
+    """The well-known CNI error codes (1-99 are reserved for these; 100+ are plugin-specific).
+
+    A :class:`CNIError`'s ``code`` is a plain ``int``; being an ``IntEnum``,
+    a member compares equal to its number:
+
+    >>> Code.TRY_AGAIN_LATER == 11, Code(8).name
+    (True, 'INVALID_NETNS')
+    """
+
+    INCOMPATIBLE_CNI_VERSION = CODE_INCOMPATIBLE_VERSION
+    UNSUPPORTED_FIELD = CODE_UNSUPPORTED_FIELD
+    UNKNOWN_CONTAINER = CODE_UNKNOWN_CONTAINER
+    INVALID_ENVIRONMENT_VARIABLES = CODE_INVALID_ENV
+    IO_FAILURE = CODE_IO
+    DECODING_FAILURE = CODE_DECODE
+    INVALID_NETWORK_CONFIG = CODE_INVALID_CONFIG
+    INVALID_NETNS = CODE_INVALID_NETNS
+    TRY_AGAIN_LATER = CODE_TRY_AGAIN
+    PLUGIN_NOT_AVAILABLE = CODE_NOT_AVAILABLE
+    PLUGIN_LIMITED_CONNECTIVITY = CODE_LIMITED_CONNECTIVITY
+    INTERNAL = CODE_INTERNAL
 
 
 class CNIError(Exception):

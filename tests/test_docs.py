@@ -296,12 +296,15 @@ def test_errors_page_lists_every_error_class() -> None:
         name
         for name in libcni.errors.__all__
         if isinstance(getattr(libcni.errors, name), type)
+        and issubclass(getattr(libcni.errors, name), BaseException)
     ]
     assert len(classes) >= 14
     tree = page.split("The hierarchy", 1)[1].split("==========", 1)[0]
     missing_tree = [c for c in classes if not re.search(rf"\b{c}\b", tree)]
     missing_table = [c for c in classes if f"``{c}``" not in page]
     assert (missing_tree, missing_table) == ([], [])
+    # ... and the codes by name, every one of them.
+    assert [c.name for c in libcni.errors.Code if f"``{c.name}``" not in page] == []
 
 
 def test_every_test_named_in_reliability_md_exists() -> None:

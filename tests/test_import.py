@@ -26,6 +26,7 @@ LAZY = (
     "ctypes",  # libcni.netns's system calls
     "json",  # imported where first used
     "cattrs",  # the converter, built at first use
+    "libcni.capabilities",  # the typed capability arguments
     "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
     "libcni.netns",  # network namespaces
@@ -34,6 +35,12 @@ LAZY = (
     "libcni.types.v04",  # the 0.3.x/0.4.0 results
     "logging",  # libcni/_log.py
     "subprocess",  # only RawExec's Popen fallback
+    # The observers of behaviour.md §13 and their optional libraries.
+    "libcni._events",
+    "libcni.metrics",
+    "libcni.tracing",
+    "prometheus_client",
+    "opentelemetry",
 )
 
 
@@ -165,3 +172,21 @@ def test_libcni_logger_has_its_null_handler_when_logging_came_first() -> None:
         "print([type(h).__name__ for h in logging.getLogger('libcni').handlers])\n"
     )
     assert run(code) == "['NullHandler']\n"
+
+
+def test_the_observers_import_their_library_only_when_imported() -> None:
+    code = (
+        "import sys, libcni\n"
+        "print(libcni.Event.__module__, callable(libcni.Observer))\n"
+        "import libcni.metrics\n"
+        "print('prometheus_client' in sys.modules, 'opentelemetry' in sys.modules)\n"
+        "import libcni.tracing\n"
+        "print('opentelemetry' in sys.modules)\n"
+        "print(libcni.metrics.PrometheusObserver.__name__, libcni.tracing.OpenTelemetryObserver.__name__)\n"
+    )
+    assert run(code).splitlines() == [
+        "libcni._events True",
+        "True False",
+        "True",
+        "PrometheusObserver OpenTelemetryObserver",
+    ]

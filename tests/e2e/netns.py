@@ -34,8 +34,10 @@ NETNS_DIR = Path("/run/netns")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "driver.py"
 PLUGIN_DIR = "/usr/lib/cni"
-REQUIRED_PLUGINS = ("bridge", "host-local", "portmap", "tuning", "firewall", "loopback", "ptp")
-REQUIRED_TOOLS = ("ip", "iptables", "iptables-save")
+REQUIRED_PLUGINS = (
+    "bridge", "host-local", "portmap", "tuning", "firewall", "loopback", "ptp", "bandwidth",
+)  # fmt: skip
+REQUIRED_TOOLS = ("ip", "iptables", "iptables-save", "tc")
 
 #: A tag unique to this test session, in every namespace name it creates:
 #: ``<pid of the test process>-<random>``.
