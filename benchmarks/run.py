@@ -27,6 +27,10 @@ a floor or baseline measured in the same run:
               libcni with its cache on tmpfs. The variants are interleaved, in
               a shuffled order, so that a change of machine load hits all
               alike. Median and p90.
+``record``    what ADD's write-ahead record costs: add_network_list and
+              del_network_list of a three-plugin chain whose plugins run in
+              no time (an in-process Exec), cache on tmpfs, with and without
+              the record (its write and removal made no-ops), interleaved.
 ``chain``     the same for chains of 1, 3 and 10 plugins.
 ``observers`` what observers cost per plugin run: add+del with no observer, one
               trivial observer, and the Prometheus and OpenTelemetry observers
@@ -1156,7 +1160,98 @@ def slow_fsync(delay: float) -> None:
     os.fsync = fsync
 
 
-ALL_BENCHMARKS = "go,addel,chain,observers,threads,tasks,spawn,import,cache,load,manager"
+# --------------------------------------------------------------------------- record
+
+
+class _InstantExec:
+    """An ``Exec`` that runs nothing: ADD answers a fixed result at once (the library alone)."""
+
+    RESULT = b'{"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}]}'
+
+    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
+        return f"/nonexistent/{plugin}"
+
+    def exec_plugin(
+        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+    ) -> bytes:
+        return self.RESULT if env.get("CNI_COMMAND") == "ADD" else b""
+
+
+def bench_record(table: Table, n: int, warmup: int) -> None:
+    """What the write-ahead record costs ADD and DEL: the same operations with and without it.
+
+    ``add_network_list`` and ``del_network_list`` of a three-plugin chain whose
+    plugins run in no time (an in-process ``Exec``), with the cache on tmpfs;
+    the variant without the record has ``write_record``/``remove_record``
+    do no file operation. Twice: each container's first (and only) network,
+    whose record makes (and whose DEL removes) the container's directory; and
+    a container's further network (its directory there already, as for the
+    networks after loopback in a setup). Interleaved, shuffled; medians.
+    """
+    shm = tmpfs_dir()
+    if shm is None:
+        print("  record: skipped (no tmpfs)", flush=True)
+        return
+    net = net_of(3)
+    for first in (True, False):
+        with contextlib.ExitStack() as stack:
+            clients: dict[str, libcni.CNIConfig] = {}
+            for name in ("with", "without"):
+                cni = libcni.CNIConfig(
+                    ["/nonexistent"],
+                    cache_dir=stack.enter_context(tempfile.TemporaryDirectory(dir=shm)),
+                    exec=_InstantExec(),  # type: ignore[arg-type]
+                )
+                if not first:  # each container has another network attached
+                    for i in range(50):
+                        cni.add_network_list(net_of(1, "other"), rt(f"c{i}"))
+                if name == "without":
+                    cache = cni._cache()
+                    # Encoded all the same (the entry reuses it): only the file operations go.
+                    cache.write_record = lambda entry: entry.to_json()  # type: ignore[method-assign]
+                    cache.remove_record = lambda *a: False  # type: ignore[method-assign]
+                clients[name] = cni
+            times: dict[str, list[int]] = {
+                f"{op}_{v}": [] for op in ("add", "del") for v in clients
+            }
+            clock = time.perf_counter_ns
+            order = list(clients)
+            shuffle = random.Random(7).shuffle
+            for i in range(-warmup, n):
+                shuffle(order)
+                for name in order:
+                    cni, r = clients[name], rt(f"c{i % 50}")
+                    t0 = clock()
+                    cni.add_network_list(net, r)
+                    t1 = clock()
+                    cni.del_network_list(net, r)
+                    t2 = clock()
+                    if i >= 0:
+                        times[f"add_{name}"].append(t1 - t0)
+                        times[f"del_{name}"].append(t2 - t1)
+        med = {k: statistics.median(v) / 1e3 for k, v in times.items()}
+        which = "first network" if first else "further network"
+        table.data[f"record_{'first' if first else 'further'}"] = {
+            k: {"median_us": v} for k, v in med.items()
+        }
+        added = med["add_with"] - med["add_without"]
+        table.add(
+            f"ADD's write-ahead record, a container's {which} (tmpfs, in-process plugins)",
+            f"{med['add_with']:.1f} us",
+            f"{med['add_without']:.1f} us",
+            f"+{added:.1f} us",
+            "<= +30 us",
+            added <= 30,
+        )
+        table.add(
+            f"  DEL's removal of the record, {which}",
+            f"{med['del_with']:.1f} us",
+            f"{med['del_without']:.1f} us",
+            f"+{med['del_with'] - med['del_without']:.1f} us",
+        )
+
+
+ALL_BENCHMARKS = "go,addel,record,chain,observers,threads,tasks,spawn,import,cache,load,manager"
 
 
 def main() -> None:
@@ -1198,6 +1293,8 @@ def main() -> None:
         bench_go(table, plugin_dir, n, warmup)
     if "addel" in only:
         bench_addel(table, plugin_dir, 3, n, warmup, 1.25)
+    if "record" in only:
+        bench_record(table, 5 * n, warmup)
     if "chain" in only:
         for plugins in (1, 10):
             bench_addel(table, plugin_dir, plugins, n // 2, warmup // 2, None)

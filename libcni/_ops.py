@@ -26,7 +26,15 @@ import attrs
 
 from . import _log as logging  # logging, imported at first use
 from . import request as rq
-from .cache import CacheEntry, CorruptEntryError, ResultCache, default_cache_dir
+from .cache import (
+    CNI_CACHE_V1,
+    RECORD_V1,
+    CacheEntry,
+    CorruptEntryError,
+    ResultCache,
+    default_cache_dir,
+)
+from .cache._entry import completed_json
 from .conf import NetworkConfigList, PluginConfig
 from .errors import (
     CacheError,
@@ -599,6 +607,20 @@ class Operations:
             try:
                 # Another attachment's entry under the same file name: refuse before running.
                 cache.check_owner(chain.name, rt.container_id, rt.ifname)
+                record = CacheEntry(
+                    container_id=rt.container_id,
+                    network_name=chain.name,
+                    ifname=rt.ifname,
+                    config=chain.config,
+                    netns=rt.netns,
+                    cni_args=rt.args,
+                    capability_args=dict(rt.capability_args),
+                    kind=RECORD_V1,
+                )
+                # The write-ahead record, before the first plugin runs: whatever
+                # instant the process dies at, a DEL, teardown or GC finds the attachment.
+                # Inline in both drivers: a small write, no fsync.
+                record_json = cache.write_record(record)
                 prev: dict[str, Any] | None = None
                 result: Result | None = None
                 for plugin, path in zip(chain.plugins, paths, strict=True):
@@ -607,17 +629,10 @@ class Operations:
                         _result(chain.cni_version, plugin.type),
                     )
                     prev = result.to_dict()
-                entry = CacheEntry(
-                    container_id=rt.container_id,
-                    network_name=chain.name,
-                    ifname=rt.ifname,
-                    config=chain.config,
-                    netns=rt.netns,
-                    cni_args=rt.args,
-                    capability_args=dict(rt.capability_args),
-                    result=prev,
-                )
-                yield CacheIO(cache.write, (entry,))
+                entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
+                # The record stays (the container's index) until the attachment is DELeted.
+                # The entry's JSON is the record's and the result (encoded once).
+                yield CacheIO(cache.write, (entry, completed_json(record_json, prev)))
                 assert result is not None  # _require_plugins: at least one ran
                 return result
             finally:
@@ -690,7 +705,8 @@ class Operations:
                     yield from _run(
                         self._call(chain, plugin, self._find(plugin.type), env, deadline, rt, prev)
                     )
-                yield CacheIO(cache.remove_read, (chain.name, rt.container_id, rt.ifname, ident))
+                # The entry, then the record: a DEL that failed above kept both.
+                yield CacheIO(cache.forget, (chain.name, rt.container_id, rt.ifname, ident))
             finally:
                 release()
         finally:
@@ -730,36 +746,63 @@ class Operations:
             # Entries whose content is unusable are treated as absent and removed,
             # and so are the temporary files of writers killed mid-write; entries
             # that cannot be read are kept, and the errors collected.
-            removed, failures = yield CacheIO(cache.remove_unreadable, (chain.name, valid_set))
+            # It also hands over the usable entries of the network it read (each read once).
+            mine: list[KnownEntry] = []
+            removed, failures = yield CacheIO(
+                cache._remove_unreadable, (chain.name, valid_set, 30.0, mine)
+            )
             for name in removed:
                 log.warning("GC removed unreadable cache entry %s", name)
             errors.extend(failures)
             for name in (yield CacheIO(cache.remove_stale_temporaries, ())):
                 log.warning("GC removed stale temporary cache file %s", name)
-            mine = [e for e in cache.entries() if e.network_name == chain.name]
-            for entry in mine:
-                key = (entry.container_id, entry.ifname)
-                if entry.container_id in keep_containers and key not in valid_set:
+            for path in (yield CacheIO(cache.sweep_records, ())):
+                log.warning("GC removed a temporary record file a killed ADD left: %s", path)
+            # In-progress records: a record whose attachment has no entry is an ADD
+            # that failed or whose runtime died; under this lock no ADD of the network runs.
+            # (One whose entry is there but could not be read is not: remove_unreadable
+            # reported it, and a DEL could not read it either.)
+            unusable: list[tuple[str, str, FileIdent]] = []
+            complete = {(k.entry.container_id, k.entry.ifname) for k in mine}
+            in_progress = [
+                r
+                for r, _ in cache._records("", unusable)
+                if r.network_name == chain.name
+                and (r.container_id, r.ifname) not in complete
+                and not os.path.lexists(cache.entry_path(r.network_name, r.container_id, r.ifname))
+            ]
+            for att in [*(k.entry for k in mine), *in_progress]:
+                key = (att.container_id, att.ifname)
+                if att.container_id in keep_containers and key not in valid_set:
                     valid.append(key)
                     valid_set.add(key)
-            for entry in mine:
-                if (entry.container_id, entry.ifname) in valid_set:
+            errors.extend((yield from self._remove_unusable_records(
+                cache, chain.name, unusable, valid_set, keep_containers
+            )))
+            stale_atts: list[tuple[CacheEntry, KnownEntry | None]] = [
+                *((k.entry, k) for k in mine), *((r, None) for r in in_progress)
+            ]
+            for att, entry_known in stale_atts:
+                if (att.container_id, att.ifname) in valid_set:
                     continue
                 stale = RuntimeConf(
-                    container_id=entry.container_id,
-                    netns=entry.netns,
-                    ifname=entry.ifname,
-                    args=entry.cni_args,
-                    capability_args=entry.capability_args,
+                    container_id=att.container_id,
+                    netns=att.netns,
+                    ifname=att.ifname,
+                    args=att.cni_args,
+                    capability_args=att.capability_args,
                     cache_dir=cache.dir,
                 )
                 try:
-                    yield from self._delete(net, stale, None, network_locked=True, deadline=deadline)
+                    yield from self._delete(
+                        net, stale, None, network_locked=True, deadline=deadline, known=entry_known
+                    )
                 except CNIError as e:
                     log.warning(
-                        "GC of stale attachment %s/%s failed: %s",
-                        entry.container_id,
-                        entry.ifname,
+                        "GC of stale %sattachment %s/%s failed: %s",
+                        "" if entry_known is not None else "in-progress ",
+                        att.container_id,
+                        att.ifname,
                         e,
                     )
                     errors.append(e)
@@ -781,6 +824,31 @@ class Operations:
         if errors:
             raise GCError(errors)
         return None
+
+    @staticmethod
+    def _remove_unusable_records(
+        cache: ResultCache,
+        network: str,
+        unusable: Sequence[tuple[str, str, FileIdent]],
+        valid: Collection[tuple[str, str]],
+        keep_containers: Collection[str],
+    ) -> Generator[Effect, Any, list[CacheError]]:
+        """GC's: remove the network's records whose content is unusable (never DELeted on
+        their word), but those of valid attachments; the errors met."""
+        errors: list[CacheError] = []
+        for cid, name, ident in unusable:
+            prefix = f"{network}-{cid}-"
+            ifname = name[len(prefix) :]
+            if not name.startswith(prefix) or not ifname:
+                continue
+            if cid in keep_containers or (cid, ifname) in valid:
+                continue
+            try:
+                if (yield CacheIO(cache.remove_unusable_record, (cid, name, ident))):
+                    log.warning("GC removed unusable record %s of container %s", name, cid)
+            except CacheError as e:
+                errors.append(e)
+        return errors
 
     def _status(self, net: NetworkConfigList, timeout: float | None) -> Op[None]:
         """STATUS: every plugin in order (spec 1.1.0 and later); the first error is raised as is."""
@@ -894,9 +962,13 @@ class Operations:
     def _cached_config(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
-        entry = self._entry(_Chain.of(net), rt)
-        if entry is None or entry.kind != "cniCacheV1":
-            return None
+        chain = _Chain.of(net)
+        entry = self._entry(chain, rt)
+        if entry is None or entry.kind != CNI_CACHE_V1:
+            # An attachment in progress: what its ADD recorded before its first plugin ran.
+            entry = self._cache(rt).read_record(chain.name, rt.container_id, rt.ifname)
+            if entry is None:
+                return None
         return entry.config, attrs.evolve(
             rt,
             args=entry.cni_args if entry.cni_args else rt.args,
@@ -904,6 +976,16 @@ class Operations:
         )
 
     def _cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
+        """The entries, and the records of attachments without one (``complete=False``)."""
+        cache = self._cache()
+        found = cache.entries(container_id)
+        complete = {(e.network_name, e.container_id, e.ifname) for e in found}
+        found += [
+            r
+            for r in cache.records(container_id)
+            if (r.network_name, r.container_id, r.ifname) not in complete
+        ]
+        found.sort(key=lambda e: f"{e.network_name}-{e.container_id}-{e.ifname}")
         return [
             NetworkAttachment(
                 container_id=e.container_id,
@@ -913,8 +995,9 @@ class Operations:
                 netns=e.netns,
                 cni_args=e.cni_args,
                 capability_args=e.capability_args,
+                complete=not e.is_record,
             )
-            for e in self._cache().entries(container_id)
+            for e in found
         ]
 
 

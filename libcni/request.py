@@ -371,7 +371,9 @@ def _details(value: object) -> str:
     return value if isinstance(value, str) else repr(value)[:300]
 
 
-_ID_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.\-]*")
+NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$"
+"""What container IDs and network names must match."""
+_ID_RE = re.compile(NAME_PATTERN[1:-1])
 
 
 def validate_container_id(container_id: str) -> None:

@@ -108,7 +108,14 @@ class GCArgs:
 
 @attrs.frozen
 class NetworkAttachment:
-    """A cached attachment: what ADD recorded for one container, network and interface."""
+    """A cached attachment: what ADD recorded for one container, network and interface.
+
+    ``complete`` is ``False`` for an attachment *in progress*: its ADD wrote
+    its write-ahead record (configuration, netns, args, capability args)
+    before its first plugin ran but cached no result, because it failed or its
+    runtime died. Such an attachment must still be DELeted: the plugins that
+    ran may hold resources.
+    """
 
     container_id: str
     network: str
@@ -117,3 +124,4 @@ class NetworkAttachment:
     netns: str = ""
     cni_args: tuple[tuple[str, str], ...] = ()
     capability_args: dict[str, Any] = attrs.field(factory=dict)
+    complete: bool = True

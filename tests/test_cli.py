@@ -210,6 +210,33 @@ def test_cni_args_and_cap_args_reach_the_plugin(env: Env) -> None:
     assert entry["capabilityArgs"]["portMappings"] == PORTS
 
 
+def test_del_and_check_without_cni_args_or_cap_args_use_those_cached_at_add(env: Env) -> None:
+    # cnitool's documented add/del: del without CAP_ARGS would leave portmap's rules.
+    netns = "/var/run/netns/ctr4"
+    cached = {"CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAME=web", "CAP_ARGS": json.dumps(
+        {"portMappings": PORTS})}
+    assert run("add", "tnet", netns, extra_env=cached).returncode == 0
+    for command in ("check", "del"):
+        proc = run(command, "tnet", netns)
+        assert (proc.returncode, proc.stderr) == (0, ""), command
+    _, check, delete = env.calls()
+    for call in (check, delete):
+        assert call["env"]["CNI_ARGS"] == "IgnoreUnknown=1;K8S_POD_NAME=web"
+        assert call["stdin"]["runtimeConfig"] == {"portMappings": PORTS}
+    # Given, they win: CAP_ARGS alone means "these, and no CNI_ARGS".
+    assert run("add", "tnet", netns, extra_env=cached).returncode == 0
+    mine = [{"hostPort": 9090, "containerPort": 90, "protocol": "udp"}]
+    proc = run("del", "tnet", netns, extra_env={"CAP_ARGS": json.dumps({"portMappings": mine})})
+    assert proc.returncode == 0, proc.stderr
+    last = env.calls()[-1]
+    assert last["command"] == "DEL" and last["stdin"]["runtimeConfig"] == {"portMappings": mine}
+    assert "CNI_ARGS" not in last["env"] or last["env"]["CNI_ARGS"] == ""
+    # Nothing cached: nothing to take (a second DEL succeeds, without them).
+    proc = run("del", "tnet", netns)
+    assert proc.returncode == 0, proc.stderr
+    assert "runtimeConfig" not in env.calls()[-1]["stdin"]
+
+
 def test_ifname_from_env_and_option(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     cid = hand_container_id("/var/run/netns/ctr4")
     monkeypatch.setenv("CNI_IFNAME", "net1")

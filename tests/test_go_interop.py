@@ -9,7 +9,10 @@ on the same cache as libcni, with the same real test plugins:
 - Go reads what libcni cached for a list whose plugins came from its drop-in
   directory, and a DEL from that cached configuration runs every plugin ADD
   ran, with the cached result as ``prevResult``;
-- libcni reads, lists and DELs what Go cached.
+- libcni reads, lists and DELs what Go cached;
+- a cache holding libcni's write-ahead records (``records/``: a complete
+  attachment's, and one of an ADD that never finished) is read, listed and
+  DELeted by Go without error, and Go never sees a record.
 
 Debian's Go libcni (1.1.x) knows spec versions up to 1.0.0, so the lists here
 are at 1.0.0.
@@ -166,3 +169,60 @@ def test_libcni_reads_lists_and_dels_what_go_cached(tmp_path: Path, interop: str
     assert [c["stdin"]["type"] for c in dels] == ["p2", "p1"]
     assert all(c["stdin"]["prevResult"] == RESULT for c in dels)
     assert env.cached() == []
+
+
+def test_go_reads_lists_and_dels_a_cache_that_holds_records(tmp_path: Path, interop: str) -> None:
+    env = Env(tmp_path)
+    obj = {
+        "cniVersion": "1.0.0",
+        "name": "recnet",
+        "plugins": [env.plugin("p1", ADD={"result": RESULT}), env.plugin("p2")],
+    }
+    conflist = tmp_path / "recnet.conflist"
+    conflist.write_text(json.dumps(obj))
+    net = libcni.conf_list_from_file(conflist)
+    env.cni.add_network_list(net, _rt(env))  # complete: entry and record
+    failing = {**obj, "plugins": [obj["plugins"][0], env.plugin("p2", ADD={"error": {"code": 11}})]}
+    with pytest.raises(libcni.PluginError):  # in progress: only a record
+        env.cni.add_network_list(
+            libcni.conf_list_from_bytes(json.dumps(failing)),
+            RuntimeConf("ctr2", "/run/netns/d", "eth0"),
+        )
+    records = sorted(p.name for p in (env.cache / "records").rglob("*") if p.is_file())
+    assert records == ["recnet-ctr1-eth0", "recnet-ctr2-eth0"]
+    assert [(a.container_id, a.complete) for a in env.cni.get_cached_attachments()] == [
+        ("ctr1", True),
+        ("ctr2", False),
+    ]
+    # Go lists results/ only: the complete attachment, never a record.
+    assert _go(interop, "list", str(env.cache)) == [
+        {"kind": "cniCacheV1", "containerId": "ctr1", "ifName": "eth0", "networkName": "recnet"}
+    ]
+    got = _go(interop, "cached", str(env.cache), "recnet", "1.0.0", "ctr1", "eth0")
+    assert got["result"] == RESULT and got["capabilityArgs"] == CAP_ARGS
+    env.record.unlink()
+    # Go DELs both without error: the complete one from its cache, the other from the file.
+    plugins = str(env.plugins)
+    assert _go(interop, "del-cached", str(env.cache), plugins, "recnet", "ctr1", "eth0") == {
+        "deleted": 2
+    }
+    assert _go(interop, "del", str(conflist), plugins, str(env.cache), "ctr2", "eth0") == {
+        "deleted": 2
+    }
+    dels = [c for c in env.calls() if c["command"] == "DEL"]
+    assert [(c["env"]["CNI_CONTAINERID"], "prevResult" in c["stdin"]) for c in dels] == [
+        ("ctr1", True),
+        ("ctr1", True),
+        ("ctr2", False),
+        ("ctr2", False),
+    ]
+    assert env.cached() == []
+    # Go never touched records/: libcni still sees both attachments as in progress, and its
+    # next GC DELs them once more (a DEL is idempotent) and forgets them.
+    assert [(a.container_id, a.complete) for a in env.cni.get_cached_attachments()] == [
+        ("ctr1", False),
+        ("ctr2", False),
+    ]
+    env.cni.gc_network_list(net)
+    assert env.cni.get_cached_attachments() == []
+    assert list((env.cache / "records").iterdir()) == []

@@ -10,6 +10,8 @@ import pytest
 from harness import run_cli
 from test_manager import Env, fail
 
+from libcni.cache import RECORD_V1, CacheEntry, ResultCache
+
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
@@ -62,9 +64,32 @@ def test_up_show_down(env: Env) -> None:
     assert show.returncode == 0, show.stderr
     shown = json.loads(show.stdout)
     assert {a["ifname"] for a in shown["attachments"]} == {"lo", "net7", "eth0"}
-    assert run(env, "down", "c1").returncode == 0
+    down = run(env, "down", "c1")
+    assert down.returncode == 0, down.stderr
+    assert down.stdout == "detached c1 from b (net7), a (eth0), cni-loopback (lo)\n"
     assert env.cached() == []
-    assert json.loads(run(env, "show", "c1").stdout)["attachments"] == []
+    # Without NETNS every DEL had the netns cached at ADD.
+    dels = [r for r in env.runs() if r["command"] == "DEL"]
+    assert len(dels) == 3 and all(r["env"]["CNI_NETNS"] == "/var/run/netns/x" for r in dels)
+    gone = run(env, "show", "c1")
+    assert (gone.returncode, gone.stdout) == (1, "")
+    assert gone.stderr == "libcni: nothing is cached for container 'c1'\n"
+    nothing = run(env, "down", "c1")
+    assert (nothing.returncode, nothing.stdout) == (
+        0,
+        "nothing to detach: no cached attachment of c1\n",
+    )
+    # A setup whose runtime died: its network in progress is detached too, and named so.
+    ResultCache(env.cache).write_record(
+        CacheEntry("c2", "a", "eth0", b'{"cniVersion": "1.0.0", "name": "a", "plugins": '
+                   b'[{"type": "testplugin"}]}', "/var/run/netns/y", kind=RECORD_V1)
+    )
+    shown = run(env, "show", "c2")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["incomplete"] == [{"network": "a", "ifname": "eth0"}]
+    down = run(env, "down", "c2")
+    assert (down.returncode, down.stdout) == (0, "detached c2 from a (eth0, in progress)\n")
+    assert env.runs()[-1]["env"]["CNI_NETNS"] == "/var/run/netns/y"
 
 
 def test_up_with_default_network_and_failure_on_one_line(env: Env) -> None:

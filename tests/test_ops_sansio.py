@@ -170,7 +170,12 @@ def test_add_plugin_error_thrown_in_stops_the_chain_and_releases_the_locks(
         ("release", "ctr1/eth0"),
         ("release", "net+"),
     ]  # no p3, no cache write
-    assert cni.get_cached_attachments() == []
+    # Only the write-ahead record, written before p1 ran: in progress, for a DEL to find.
+    [att] = cni.get_cached_attachments()
+    assert (att.network, att.container_id, att.ifname, att.complete) == (
+        "net", "ctr1", "eth0", False
+    )
+    assert cni.get_network_list_cached_result(conflist("p1", "p2", "p3"), RT) is None
 
 
 def test_add_invalid_plugin_output_is_a_plugin_error_and_nothing_is_cached(
@@ -203,7 +208,7 @@ def test_del_runs_plugins_in_reverse_with_the_cached_result_then_removes_it(
         ("run", "p3", "DEL", "ctr1"),
         ("run", "p2", "DEL", "ctr1"),
         ("run", "p1", "DEL", "ctr1"),
-        ("cache", "remove_read"),
+        ("cache", "forget"),
         ("release", "ctr1/eth0"),
         ("release", "net+"),
     ]

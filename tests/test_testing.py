@@ -135,7 +135,9 @@ def test_handler_error_gets_a_real_plugin_errors_context(tmp_path: Path) -> None
     assert (e.plugin, e.command, e.network, e.container_id) == ("portmap", "ADD", "mynet", "ctr1")
     assert (e.exit_code, e.signal, e.code) == (1, None, 7)
     assert str(e) == 'plugin type="portmap" failed (add): port 80 is taken; hostPort'
-    assert cni.get_cached_attachments() == []  # a failed ADD caches nothing
+    # A failed ADD caches no result; its record says it must still be DELeted.
+    assert [a.complete for a in cni.get_cached_attachments()] == [False]
+    assert cni.get_network_list_cached_result(net(), RT) is None
 
 
 def test_gc_errors_of_a_mock_name_their_plugins(tmp_path: Path) -> None:

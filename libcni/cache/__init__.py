@@ -2,21 +2,24 @@
 
 :class:`ResultCache` reads and writes ``<dir>/results/<network>-<containerID>-<ifname>``
 files in the Go library's ``cniCacheV1`` format (:class:`CacheEntry`), atomically
-and durably, and hands out per-attachment and per-network locks
-(:class:`CacheLock`). :class:`CorruptEntryError` (a ``CacheError``) tells an
-entry whose content is unusable from one that could not be read.
+and durably, keeps the write-ahead records of attachments in
+``<dir>/records/<containerID>/`` (invisible to the Go library), and hands out
+per-attachment, per-network and per-container locks (:class:`CacheLock`).
+:class:`CorruptEntryError` (a ``CacheError``) tells an entry whose content is
+unusable from one that could not be read.
 """
 
 from __future__ import annotations
 
 import os
 
-from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError
+from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError
 from ._lock import CacheLock
 from ._store import ResultCache
 
 __all__ = [
     "CNI_CACHE_V1",
+    "RECORD_V1",
     "ROOT_CACHE_DIR",
     "CacheEntry",
     "CacheLock",

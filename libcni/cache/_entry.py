@@ -17,7 +17,7 @@ of the wrong type is an error (here a :class:`CorruptEntryError`, a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -26,9 +26,53 @@ from .._codec import Invalid, field, short, structure, unstructure
 from .._json import strict_loads
 from ..errors import CacheError
 
-__all__ = ["CNI_CACHE_V1", "CacheEntry", "CorruptEntryError"]
+__all__ = ["CNI_CACHE_V1", "RECORD_V1", "CacheEntry", "CorruptEntryError"]
 
 CNI_CACHE_V1 = "cniCacheV1"
+RECORD_V1 = "libcniRecordV1"
+"""The kind of a write-ahead record (``<dir>/records/``): an entry without ``result``."""
+
+
+_encode: Callable[[Any], str] | None = None
+
+
+def _encoder() -> Callable[[Any], str]:
+    """The compact JSON encoder of entries, made once (``import libcni`` spares ``json``)."""
+    global _encode
+    if _encode is None:
+        import json
+
+        _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+    return _encode
+
+
+_RECORD_HEAD = b'{"kind":"' + RECORD_V1.encode() + b'"'
+_ENTRY_HEAD = b'{"kind":"' + CNI_CACHE_V1.encode() + b'"'
+
+
+def completed_json(record_json: bytes, result: dict[str, Any] | None) -> bytes:
+    """The ``cniCacheV1`` JSON of the entry a record becomes when its ADD returned ``result``.
+
+    ``record_json`` is the record's :meth:`CacheEntry.to_json`; the bytes are
+    those of ``to_json()`` of the entry with that result (``result`` is the
+    last member in Go's order), without encoding the rest again: ADD encodes
+    its attachment once, for its record, and reuses it for its entry.
+    """
+    if not record_json.startswith(_RECORD_HEAD) or not record_json.endswith(b"}"):
+        raise ValueError("not the JSON of a record")
+    body = _ENTRY_HEAD + record_json[len(_RECORD_HEAD) :]
+    if not result:  # omitted when empty, as every member
+        return body
+    try:
+        encoded = _encoder()(result).encode("ascii")
+    except (TypeError, ValueError, RecursionError) as e:
+        raise CacheError("cannot encode the result for the cache", str(e) or type(e).__name__) from None
+    return body[:-1] + b',"result":' + encoded + b"}"
+
+
+def _dump_kind(kind: str) -> str:
+    """The ``kind`` written: a record's own, else ``cniCacheV1`` (a legacy entry is rewritten so)."""
+    return RECORD_V1 if kind == RECORD_V1 else CNI_CACHE_V1
 
 
 class CorruptEntryError(CacheError):
@@ -78,7 +122,9 @@ class CacheEntry:
     ``config`` is the original bytes of the network configuration list (or
     single plugin configuration); ``result`` the final result as a raw JSON
     object (the cache does not interpret it); ``kind`` is ``"cniCacheV1"``,
-    or ``""`` for an entry read from a legacy file holding a bare result.
+    or ``""`` for an entry read from a legacy file holding a bare result, or
+    ``"libcniRecordV1"`` for a write-ahead record (:meth:`as_record`: what
+    ADD writes before its first plugin runs; no ``result``).
     """
 
     container_id: str = field(key="containerId", always=True)
@@ -89,8 +135,9 @@ class CacheEntry:
     cni_args: tuple[tuple[str, str], ...] = field(default=(), converter=_pairs, key="cniArgs")
     capability_args: dict[str, Any] = field(factory=dict, key="capabilityArgs")
     result: dict[str, Any] | None = None
-    # Written as "cniCacheV1" always: a legacy entry is written back in the current format.
-    kind: str = field(default=CNI_CACHE_V1, always=True, dump=lambda _: CNI_CACHE_V1)
+    # Written as "cniCacheV1" (a legacy entry is written back in the current format),
+    # or as "libcniRecordV1" for a record.
+    kind: str = field(default=CNI_CACHE_V1, always=True, dump=_dump_kind)
 
     # Go's cachedInfo order.
     _json_order = (
@@ -110,14 +157,24 @@ class CacheEntry:
         """
         return unstructure(self)
 
+    @property
+    def is_record(self) -> bool:
+        """Whether this is a write-ahead record (an ADD in progress or unfinished), not an entry."""
+        return self.kind == RECORD_V1
+
+    def as_record(self) -> CacheEntry:
+        """The write-ahead record of this attachment: the same fields, no ``result``.
+
+        >>> CacheEntry("c1", "net", "eth0", b"{}").as_record().to_dict()
+        {'kind': 'libcniRecordV1', 'containerId': 'c1', 'config': 'e30=', 'ifName': 'eth0', \
+'networkName': 'net'}
+        """
+        return attrs.evolve(self, result=None, kind=RECORD_V1)
+
     def to_json(self) -> bytes:
         """The compact ``cniCacheV1`` JSON bytes; ``CacheError`` if a value cannot be encoded."""
-        import json  # here: ``import libcni`` spares it
-
         try:
-            return json.dumps(
-                self.to_dict(), separators=(",", ":"), allow_nan=False
-            ).encode("ascii")
+            return _encoder()(self.to_dict()).encode("ascii")
         except (TypeError, ValueError, RecursionError) as e:
             raise CacheError(
                 f"cannot encode the cache entry of network {self.network_name!r}, "
@@ -126,21 +183,25 @@ class CacheEntry:
             ) from None
 
     @classmethod
-    def from_dict(cls, obj: Any, *, source: str = "<cache entry>") -> CacheEntry:
-        """Decode a ``cniCacheV1`` object; ``CorruptEntryError`` naming ``source`` and the bad field.
+    def from_dict(
+        cls, obj: Any, *, source: str = "<cache entry>", kind: str = CNI_CACHE_V1
+    ) -> CacheEntry:
+        """Decode a ``cniCacheV1`` object (or, with ``kind``, a record); ``CorruptEntryError``
+        naming ``source`` and the bad field.
 
         Missing and ``null`` fields take their zero value (``""``, ``b""``,
-        ``()``, ``{}``, ``None``), as the Go decoder leaves them.
+        ``()``, ``{}``, ``None``), as the Go decoder leaves them. A record
+        holds no ``result``.
         """
         if not isinstance(obj, dict):
             raise CorruptEntryError(
                 f"cache entry {source} is not a JSON object", type(obj).__name__
             )
-        kind = obj.get("kind")
-        if kind != CNI_CACHE_V1:
-            raise CorruptEntryError(
-                f"cache entry {source} has kind {kind!r}, not {CNI_CACHE_V1!r}"
-            )
+        found = obj.get("kind")
+        if found != kind:
+            raise CorruptEntryError(f"cache entry {source} has kind {found!r}, not {kind!r}")
+        if kind == RECORD_V1 and obj.get("result") is not None:
+            raise CorruptEntryError(f"cache entry {source}: a record holds no result")
         try:
             return structure({**_ABSENT, **obj}, cls)
         except Invalid as e:

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import stat
+from typing import Literal, overload
 
 from ..errors import (
     CODE_INVALID_CONFIG,
@@ -15,7 +16,15 @@ from ..errors import (
     ValidationError,
 )
 
-__all__ = ["NAME_MAX", "attachment_name", "check_name", "fit_name", "open_dir", "open_subdir"]
+__all__ = [
+    "NAME_MAX",
+    "attachment_name",
+    "check_name",
+    "fit_name",
+    "open_dir",
+    "open_subdir",
+    "untrusted",
+]
 
 NAME_MAX = 255  # bytes in one file name (Linux NAME_MAX)
 DIR_MODE = 0o700
@@ -163,20 +172,37 @@ def _trusted(fd: int, path: str, action: str) -> int:
     except OSError as e:  # pragma: no cover - fstat of an open descriptor
         os.close(fd)
         raise CacheError(f"cannot {action}: cannot stat {path}", e.strerror or str(e)) from None
+    problem = untrusted(st, path, action)
+    if problem is not None:
+        os.close(fd)
+        raise problem
+    return fd
+
+
+def untrusted(st: os.stat_result, path: str, action: str) -> CacheError | None:
+    """Why the directory whose (``lstat``) status is ``st`` must not be used, or ``None``.
+
+    It must be a directory (not a symlink to one) owned by the euid and
+    writable by no one else; the error names ``path`` and ``action``.
+    """
+    if not stat.S_ISDIR(st.st_mode):
+        if stat.S_ISLNK(st.st_mode):
+            return CacheError(
+                f"cannot {action}: {path} is a symbolic link; refusing to follow it"
+            )
+        return CacheError(f"cannot {action}: {path} is not a directory")
     euid = os.geteuid()
     if st.st_uid != euid:
-        os.close(fd)
-        raise CacheError(
+        return CacheError(
             f"cannot {action}: {path} is owned by uid {st.st_uid}, not by this process's "
             f"uid {euid}; refusing to use it"
         )
     if st.st_mode & 0o022:
-        os.close(fd)
-        raise CacheError(
+        return CacheError(
             f"cannot {action}: {path} is writable by group or others "
             f"(mode {stat.S_IMODE(st.st_mode):04o}); refusing to use it"
         )
-    return fd
+    return None
 
 
 def open_dir(path: str, *, create: bool, action: str) -> int | None:
@@ -206,17 +232,31 @@ def open_dir(path: str, *, create: bool, action: str) -> int | None:
     raise CacheError(f"cannot {action}: {path} vanished while being created")
 
 
-def open_subdir(parent_fd: int, name: str, path: str, *, action: str) -> int:
+@overload
+def open_subdir(
+    parent_fd: int, name: str, path: str, *, action: str, create: Literal[True] = ...
+) -> int: ...
+@overload
+def open_subdir(
+    parent_fd: int, name: str, path: str, *, action: str, create: bool
+) -> int | None: ...
+
+
+def open_subdir(
+    parent_fd: int, name: str, path: str, *, action: str, create: bool = True
+) -> int | None:
     """A descriptor of the directory ``name`` inside ``parent_fd`` (created 0700 if missing).
 
     ``path`` is its full path, for messages. Never follows a symlink at ``name``;
     refuses a directory not owned by the euid or writable by group or others.
+    Without ``create`` a missing directory gives ``None``.
     """
     for _ in range(2):
         try:
             return _trusted(os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path, action)
         except FileNotFoundError:
-            pass
+            if not create:
+                return None
         except OSError as e:
             if e.errno in (errno.ENOTDIR, errno.ELOOP):
                 raise _not_dir_error(path, action) from None

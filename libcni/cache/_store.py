@@ -11,8 +11,17 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..errors import CacheError, LockTimeoutError
-from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
-from ._fs import attachment_name, check_name, fit_name, open_dir
+from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, loads
+from ._fs import (
+    DIR_MODE,
+    NAME_MAX,
+    attachment_name,
+    check_name,
+    fit_name,
+    open_dir,
+    open_subdir,
+    untrusted,
+)
 from ._lock import CacheLock, acquire
 
 __all__ = ["KnownEntry", "ResultCache"]
@@ -189,6 +198,19 @@ def _named_as(entry: CacheEntry, name: str) -> bool:
     return not all(parts) or name == "-".join(parts)
 
 
+def _shared_name(name: str, container_id: str) -> bool:
+    """Whether the record file ``name`` of ``container_id`` can be two attachments'.
+
+    In ``records/<containerID>/`` a file ``<network>-<containerID>-<ifname>``
+    names one attachment unless ``-<containerID>-`` occurs in it more than
+    once (network ``a-c-b`` with interface ``x``, network ``a`` with
+    interface ``b-c-x``): only then do the names inside tell whose it is.
+    """
+    part = f"-{container_id}-"
+    first = name.find(part)
+    return first >= 0 and name.find(part, first + 1) >= 0
+
+
 class KnownEntry:
     """An entry as ``ResultCache._entries`` read it, and the identity of its file.
 
@@ -230,6 +252,8 @@ class ResultCache:
         """The directory of the entries."""
         self.locks_dir: str = os.path.join(self.dir, "locks")
         """The directory of the lock files."""
+        self.records_dir: str = os.path.join(self.dir, "records")
+        """The directory of the write-ahead records, one directory per container."""
 
     def __repr__(self) -> str:
         return f"ResultCache({self.dir!r})"
@@ -240,8 +264,11 @@ class ResultCache:
 
     # -- entries -------------------------------------------------------------
 
-    def write(self, entry: CacheEntry) -> None:
+    def write(self, entry: CacheEntry, data: bytes | None = None) -> None:
         """Store ``entry``, replacing any previous one of the same attachment.
+
+        ``data``: the entry's JSON (``entry.to_json()``) when the caller has it
+        already (ADD makes it from its record's, ``completed_json``).
 
         Atomic and durable: the JSON goes to a temporary file of the results
         directory, which is fsynced, renamed over the entry, and the directory
@@ -257,7 +284,8 @@ class ResultCache:
         :meth:`lock`, which is the same for both.
         """
         name = attachment_name(entry.network_name, entry.container_id, entry.ifname)
-        data = entry.to_json()
+        if data is None:
+            data = entry.to_json()
         path = os.path.join(self.results_dir, name)
         with _created(self.results_dir, action=f"write cache entry {path}") as dfd:
             self._check_owner_at(
@@ -596,6 +624,18 @@ class ResultCache:
         - a file whose attachment lock is held (the lock of every attachment
           with that file name): an operation may be writing it right now.
         """
+        return self._remove_unreadable(network, valid, older_than, None)
+
+    def _remove_unreadable(
+        self,
+        network: str,
+        valid: Iterable[tuple[str, str]],
+        older_than: float,
+        usable: list[KnownEntry] | None,
+    ) -> tuple[list[str], list[CacheError]]:
+        """:meth:`remove_unreadable`; ``usable`` receives, in file name order, a
+        ``KnownEntry`` of every usable entry of the network not in ``valid``
+        (what :meth:`entries` lists of it): GC reads each entry once."""
         prefix = f"{check_name(network, 'network name')}-"
         action = f"clean up unreadable entries of network {network}"
         valid_pairs = set(valid)
@@ -621,7 +661,8 @@ class ResultCache:
                     continue
                 path = os.path.join(self.results_dir, name)
                 try:
-                    obj: Any = loads(_read_at(dfd, name, path), path)
+                    data, ident = _read_ident_at(dfd, name, path)
+                    obj: Any = loads(data, path)
                 except FileNotFoundError:
                     continue
                 except CorruptEntryError:
@@ -641,8 +682,11 @@ class ResultCache:
                     if not isinstance(obj, dict) or not self._usable(obj, name, path):
                         unnamed.append((name, None))
                     continue
-                if not self._usable(obj, name, path):
+                entry = self._usable_entry(obj, name, path)
+                if entry is None:
                     broken.append(name)
+                elif usable is not None and entry.ifname:
+                    usable.append(KnownEntry(entry, ident))
             for name, err in unnamed:
                 if not _only_of(name, network, networks):
                     continue
@@ -700,10 +744,16 @@ class ResultCache:
         """Whether the decoded listed file ``name`` is a usable entry (or a legacy result)."""
         if obj.get("kind") != CNI_CACHE_V1:
             return True
+        return ResultCache._usable_entry(obj, name, path) is not None
+
+    @staticmethod
+    def _usable_entry(obj: dict[str, Any], name: str, path: str) -> CacheEntry | None:
+        """The ``cniCacheV1`` entry ``obj`` of the listed file ``name``, if it is usable."""
         try:
-            return _named_as(CacheEntry.from_dict(obj, source=path), name)
+            entry = CacheEntry.from_dict(obj, source=path)
         except CacheError:
-            return False
+            return None
+        return entry if _named_as(entry, name) else None
 
     def _load_listed(self, dfd: int, name: str) -> tuple[CacheEntry, FileIdent] | None:
         """The ``cniCacheV1`` entry in the listed file ``name`` and the file's identity, or ``None``."""
@@ -719,6 +769,540 @@ class ResultCache:
         if not entry.network_name or not entry.ifname or not _named_as(entry, name):
             return None
         return entry, ident
+
+    # -- write-ahead records -------------------------------------------------
+    #
+    # ``<dir>/records/<containerID>/<network>-<containerID>-<ifname>``: what ADD
+    # writes before its first plugin runs, kept until the attachment is DELeted.
+    # Go libcni never looks outside ``results/``. A per-container directory
+    # makes it the container's index: its attachments are found by listing it.
+
+    def record_path(self, network: str, container_id: str, ifname: str) -> str:
+        """The path of the write-ahead record of one attachment (names checked as everywhere)."""
+        return os.path.join(
+            self.records_dir, container_id, attachment_name(network, container_id, ifname)
+        )
+
+    @contextlib.contextmanager
+    def _container_dir(
+        self, container_id: str, *, create: bool, action: str
+    ) -> Iterator[tuple[int, int] | None]:
+        """``(records_fd, container_fd)`` of ``records/<containerID>``; ``None`` if it is missing.
+
+        Both directories are checked as ``results/`` is (``open_dir``,
+        ``open_subdir``: owned by the euid, writable by no one else, never
+        through a symlink); ``create`` makes them (mode 0700).
+        """
+        top = open_dir(self.records_dir, create=create, action=action)
+        if top is None:
+            yield None
+            return
+        try:
+            sub = self._open_container(top, container_id, create=create, action=action)
+            if sub is None:
+                yield None
+                return
+            try:
+                yield top, sub
+            finally:
+                os.close(sub)
+        finally:
+            os.close(top)
+
+    def _open_container(
+        self, top: int, container_id: str, *, create: bool, action: str
+    ) -> int | None:
+        """The checked descriptor of ``records/<containerID>`` (``top``: ``records/``'s)."""
+        path = f"{self.records_dir}/{container_id}"
+        for _ in range(10):
+            sub = open_subdir(top, container_id, path, action=action, create=False)
+            if sub is not None or not create:
+                return sub
+            # A DEL of the container's last record may remove it again meanwhile.
+            try:
+                os.mkdir(container_id, DIR_MODE, dir_fd=top)
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise CacheError(
+                    f"cannot {action}: cannot create directory {path}", _strerror(e)
+                ) from None
+        raise CacheError(f"cannot {action}: {path} keeps being removed")
+
+    @staticmethod
+    def _record_at(
+        dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
+    ) -> tuple[CacheEntry | None, FileIdent | None]:
+        """The record in the file ``name`` of ``dfd`` if it is this attachment's, and its identity.
+
+        ``(None, None)`` when there is no file; ``(None, ident)`` when it holds
+        another attachment's record (two attachments can share a file name).
+        Unusable content (a symlink, a non-regular or oversized file, not a
+        ``libcniRecordV1`` object, missing names): ``CorruptEntryError``; a
+        file that cannot be read: ``CacheError``.
+        """
+        try:
+            data, ident = _read_ident_at(dfd, name, path)
+        except FileNotFoundError:
+            return None, None
+        record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
+        held = (record.network_name, record.container_id, record.ifname)
+        if not all(held):
+            raise CorruptEntryError(f"record {path} lacks a network, container or interface name")
+        if held != (network, container_id, ifname):
+            return None, ident
+        return record, ident
+
+    def write_record(self, entry: CacheEntry) -> bytes:
+        """Record the attachment of ``entry`` as in progress (its fields but ``result``).
+
+        ADD calls it before its first plugin runs, holding the attachment's
+        :meth:`lock`. A new record is written in place: if the process is
+        killed while writing it, no plugin has run yet, and what is left is
+        an unusable record, which nothing DELs and GC removes. A record that
+        is there already (of an earlier ADD of the attachment) is replaced
+        atomically (a temporary file renamed over it), so that it is never
+        lost half-way; the record of *another* attachment sharing the file
+        name is never replaced (``CacheError`` naming both), an unusable one
+        is. Not fsynced: a power loss takes the namespaces and interfaces
+        along. On failure nothing is left and ``CacheError`` names the path.
+        Returns the record's JSON (for ``completed_json``).
+        """
+        network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
+        name = attachment_name(network, container_id, ifname)
+        path = f"{self.records_dir}/{container_id}/{name}"
+        data = (entry if entry.is_record else entry.as_record()).to_json()
+        action = f"write the record {path}"
+        # The hot path of every ADD: records/ opened and checked, the container's
+        # directory checked with one lstat (only this user and root can make
+        # anything in records/), the record created through it.
+        top = open_dir(self.records_dir, create=True, action=action)
+        assert top is not None  # created, or CacheError
+        try:
+            made = False
+            # Bounded: a DEL of the container's last record removes the directory; each
+            # turn re-creates it, and only ADDs and DELs of one container racing loop.
+            for _ in range(100):
+                if not made:  # (one this call made is this user's, mode 0700)
+                    try:
+                        st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
+                    except FileNotFoundError:
+                        made = self._mkdir_at(top, container_id, action)
+                        continue
+                    except OSError as e:
+                        raise CacheError(f"cannot {action}", _strerror(e)) from None
+                    problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+                    if problem is not None:
+                        raise problem
+                made = False
+                try:
+                    fd = os.open(f"{container_id}/{name}", _TEMP_FLAGS, FILE_MODE, dir_fd=top)
+                except FileNotFoundError:
+                    continue  # the directory was removed meanwhile (its last record DELeted)
+                except FileExistsError:
+                    # One is there (an earlier ADD of it): replaced atomically.
+                    dfd = self._open_container(top, container_id, create=False, action=action)
+                    if dfd is None:
+                        continue
+                    try:
+                        if self._replace_existing(dfd, name, data, path, entry):
+                            return data
+                    finally:
+                        os.close(dfd)
+                    continue
+                except OSError as e:
+                    raise CacheError(f"cannot {action}", _strerror(e)) from None
+                self._fill(fd, top, f"{container_id}/{name}", data, action)
+                return data
+        finally:
+            os.close(top)
+        raise CacheError(f"cannot {action}: its directory keeps being removed")
+
+    @staticmethod
+    def _mkdir_at(top: int, name: str, action: str) -> bool:
+        """Make the directory ``name`` of ``top`` (0700); whether this call made it."""
+        try:
+            os.mkdir(name, DIR_MODE, dir_fd=top)
+        except FileExistsError:
+            return False
+        except OSError as e:
+            raise CacheError(f"cannot {action}: cannot create its directory", _strerror(e)) from None
+        return True
+
+    @staticmethod
+    def _fill(fd: int, dfd: int, name: str, data: bytes, action: str) -> None:
+        """Write ``data`` to the new file ``fd`` (``name`` in ``dfd``) and close it; on
+        failure the file is removed and ``CacheError`` raised."""
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+        except OSError as e:
+            ResultCache._unlink_quietly(dfd, name)
+            raise CacheError(f"cannot {action}", _strerror(e)) from None
+        except BaseException:
+            ResultCache._unlink_quietly(dfd, name)
+            raise
+
+    def _replace_existing(
+        self, dfd: int, name: str, data: bytes, path: str, entry: CacheEntry
+    ) -> bool:
+        """Replace the record ``name`` of ``dfd`` with ``data``, unless it is another
+        attachment's (``CacheError``); ``False`` if the directory went meanwhile."""
+        network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
+        if _shared_name(name, container_id):
+            self._check_record_owner(dfd, name, path, network, container_id, ifname)
+        return self._replace_at(dfd, name, data, path)
+
+    def _check_record_owner(
+        self, dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
+    ) -> None:
+        """Refuse (``CacheError``) to replace the record there if it is another attachment's."""
+        try:
+            mine, ident = self._record_at(dfd, name, path, network, container_id, ifname)
+        except CorruptEntryError:
+            return  # replaced
+        except CacheError as e:
+            raise CacheError(
+                f"cannot write the record {path}: cannot read the record there to check "
+                "whose it is",
+                e.details,
+            ) from None
+        if mine is None and ident is not None:
+            raise CacheError(
+                f"cannot write the record {path} for "
+                f"{_describe(network, container_id, ifname)}: it holds the record of another "
+                "attachment",
+                "two attachments share this file name; DEL the other one first",
+            )
+
+    @staticmethod
+    def _replace_at(dfd: int, name: str, data: bytes, path: str) -> bool:
+        """Write ``data`` to a temporary file of ``dfd`` and rename it to ``name``.
+
+        ``False`` (nothing written) if the directory was removed meanwhile (a
+        DEL removed its last record): the caller opens it again. The temporary
+        file is ``.<name>``: the writer holds the attachment's lock, so one
+        left there by a killed writer is removed, and GC removes it as soon as
+        that lock is free (:meth:`sweep_records`). A name too long for the dot
+        gets a random ``..<hex>`` one, removed after ``TEMP_STALE_AFTER``.
+        """
+        fixed = len(name) * 4 < NAME_MAX or len(os.fsencode(name)) < NAME_MAX
+        tmp = f".{name}"
+        for _ in range(10):
+            if not fixed:
+                tmp = f"..{os.urandom(8).hex()}"
+            try:
+                fd = os.open(tmp, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
+                break
+            except FileExistsError:
+                if fixed:
+                    ResultCache._unlink_quietly(dfd, tmp)  # a killed writer's
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                raise CacheError(
+                    f"cannot write the record {path}: cannot create a temporary file",
+                    _strerror(e),
+                ) from None
+        else:  # pragma: no cover - a temporary file re-created ten times meanwhile
+            raise CacheError(f"cannot write the record {path}: no free temporary name")
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError as e:
+            ResultCache._unlink_quietly(dfd, tmp)
+            raise CacheError(f"cannot write the record {path}", _strerror(e)) from None
+        except BaseException:
+            ResultCache._unlink_quietly(dfd, tmp)
+            raise
+        return True
+
+    def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
+        """The write-ahead record of one attachment, or ``None`` when there is none.
+
+        ``None`` too for another attachment's record sharing the file name.
+        Unusable content (or a symlink, a non-regular or oversized file):
+        :class:`CorruptEntryError`; a file that cannot be read, or a records
+        directory not owned by the euid or writable by others: ``CacheError``.
+        A record is only ever a record: whether the attachment completed is
+        told by ``results/`` (:meth:`read`).
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.records_dir, container_id, name)
+        with self._container_dir(container_id, create=False, action=f"read the record {path}") as d:
+            if d is None:
+                return None
+            return self._record_at(d[1], name, path, network, container_id, ifname)[0]
+
+    def remove_record(self, network: str, container_id: str, ifname: str) -> bool:
+        """Remove the record of one attachment (DEL, once every plugin succeeded); whether it was there.
+
+        Another attachment's record sharing the file name is left; an
+        unusable one is removed (a symlink itself, never its target); one that
+        cannot be read raises ``CacheError``, removing nothing. The
+        container's directory goes when it is empty.
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = f"{self.records_dir}/{container_id}/{name}"
+        action = f"remove the record {path}"
+        if not _shared_name(name, container_id):
+            # DEL's hot path: the file names this attachment alone.
+            top = open_dir(self.records_dir, create=False, action=action)
+            if top is None:
+                return False
+            try:
+                try:
+                    st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
+                except FileNotFoundError:
+                    return False
+                except OSError as e:
+                    raise CacheError(f"cannot {action}", _strerror(e)) from None
+                problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+                if problem is not None:
+                    raise problem
+                try:
+                    os.unlink(f"{container_id}/{name}", dir_fd=top)
+                except FileNotFoundError:
+                    return False
+                except OSError as e:
+                    raise CacheError(f"cannot {action}", _strerror(e)) from None
+                self._rmdir_quietly(top, container_id)
+                return True
+            finally:
+                os.close(top)
+        with self._container_dir(container_id, create=False, action=action) as dirs:
+            if dirs is None:
+                return False
+            top, dfd = dirs
+            # A name two attachments can share: the names inside tell whose it is.
+            try:
+                record, _ = self._record_at(dfd, name, path, network, container_id, ifname)
+                if record is None:
+                    return False
+            except CorruptEntryError:
+                pass
+            except CacheError as e:
+                raise CacheError(
+                    f"cannot {action}: cannot read it to check whose it is", e.details
+                ) from None
+            try:
+                os.unlink(name, dir_fd=dfd)
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                raise CacheError(f"cannot {action}", _strerror(e)) from None
+            self._rmdir_quietly(top, container_id)
+            return True
+
+    @staticmethod
+    def _rmdir_quietly(dfd: int, name: str) -> None:
+        """Remove the directory ``name`` of ``dfd`` if it is empty (a writer re-creates it)."""
+        with contextlib.suppress(OSError):
+            os.rmdir(name, dir_fd=dfd)
+
+    def forget(
+        self, network: str, container_id: str, ifname: str, ident: FileIdent | None = None
+    ) -> bool:
+        """What DEL does once every plugin succeeded: :meth:`remove_read` the entry, then
+        :meth:`remove_record`; whether an entry was removed.
+
+        If the entry cannot be removed the record stays (``CacheError``).
+        """
+        removed = self.remove_read(network, container_id, ifname, ident)
+        self.remove_record(network, container_id, ifname)
+        return removed
+
+    def records(self, container_id: str = "") -> list[CacheEntry]:
+        """Every usable write-ahead record, of one container if ``container_id``; sorted by file name.
+
+        A record stays from the start of its ADD until its attachment is
+        DELeted: the attachment is *in progress* when ``results/`` holds no
+        entry of it. With a container ID only ``records/<containerID>/`` is
+        listed. Unusable records (see :meth:`read_record`), records whose
+        names are not those of their file and directory, and temporary files
+        are skipped; so, when listing every container, are container
+        directories that are refused (not owned by the euid, writable by
+        others). A records directory that cannot be listed raises ``CacheError``.
+        """
+        return [record for record, _ in self._records(container_id)]
+
+    def _records(
+        self,
+        container_id: str = "",
+        unusable: list[tuple[str, str, FileIdent]] | None = None,
+    ) -> list[tuple[CacheEntry, FileIdent]]:
+        """:meth:`records` with the identity of each file; ``unusable`` receives
+        ``(containerID, file name, identity)`` of every record whose *content*
+        is unusable (not those that cannot be read), for GC."""
+        action = "list the records"
+        out: list[tuple[CacheEntry, FileIdent]] = []
+        if container_id:
+            fit_name(check_name(container_id, "container ID"), "container ID")
+            containers = [container_id]
+        else:
+            with _opened(self.records_dir, action=action) as top:
+                if top is None:
+                    return out
+                try:
+                    containers = os.listdir(top)
+                except OSError as e:
+                    raise CacheError(
+                        f"cannot {action}: cannot list {self.records_dir}", _strerror(e)
+                    ) from None
+        for cid in sorted(containers):
+            try:
+                with self._container_dir(cid, create=False, action=action) as dirs:
+                    if dirs is not None:
+                        self._records_in(dirs[1], cid, out, unusable)
+            except CacheError:
+                if container_id:
+                    raise
+        out.sort(key=lambda r: f"{r[0].network_name}-{r[0].container_id}-{r[0].ifname}")
+        return out
+
+    def _records_in(
+        self,
+        dfd: int,
+        container_id: str,
+        out: list[tuple[CacheEntry, FileIdent]],
+        unusable: list[tuple[str, str, FileIdent]] | None,
+    ) -> None:
+        """The usable records of the directory ``dfd`` of ``container_id``, appended to ``out``."""
+        try:
+            names = os.listdir(dfd)
+        except OSError as e:
+            raise CacheError(
+                f"cannot list the records of container {container_id!r}", _strerror(e)
+            ) from None
+        base = os.path.join(self.records_dir, container_id)
+        for name in sorted(names):
+            if name.startswith(TEMP_PREFIX):
+                continue
+            path = os.path.join(base, name)
+            try:
+                data, ident = _read_ident_at(dfd, name, path)
+            except FileNotFoundError:
+                continue
+            except CorruptEntryError:  # a symlink, a non-regular or oversized file
+                if unusable is not None:
+                    with contextlib.suppress(OSError):
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                        unusable.append((container_id, name, _ident(st)))
+                continue
+            except CacheError:
+                continue  # cannot be read now: neither used nor removed
+            try:
+                record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
+            except CorruptEntryError:
+                record = None
+            if (
+                record is None
+                or record.container_id != container_id
+                or not record.network_name
+                or not record.ifname
+                or not _named_as(record, name)
+            ):
+                if unusable is not None:
+                    unusable.append((container_id, name, ident))
+                continue
+            out.append((record, ident))
+
+    def remove_unusable_record(self, container_id: str, name: str, ident: FileIdent) -> bool:
+        """Remove the record file ``name`` of ``container_id`` that a listing found
+        unusable, if it is still that file (``ident``); GC's. Whether it was removed.
+
+        Such a file is never DELeted on its word, only removed; not while the
+        lock of an attachment of that file name is held (an ADD writes a new
+        record in place), nor once it was rewritten (a new file).
+        """
+        path = os.path.join(self.records_dir, container_id, name)
+        action = f"remove the unusable record {path}"
+        lk = acquire(
+            self.locks_dir, fit_name(name, "record"), exclusive=True, blocking=False,
+            entry=os.path.join(self.results_dir, name),
+        )
+        if lk is None:
+            return False
+        try:
+            with self._container_dir(container_id, create=False, action=action) as dirs:
+                if dirs is None:
+                    return False
+                top, dfd = dirs
+                try:
+                    if _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) != ident:
+                        return False
+                    os.unlink(name, dir_fd=dfd)
+                except FileNotFoundError:
+                    return False
+                except OSError as e:
+                    raise CacheError(f"cannot {action}", _strerror(e)) from None
+                self._rmdir_quietly(top, container_id)
+                return True
+        finally:
+            lk.release()
+
+    def sweep_records(self) -> list[str]:
+        """Remove what killed writers left among the records; return the paths removed. GC's.
+
+        A temporary file ``.<name>`` goes as soon as the lock of the
+        attachment ``<name>`` is free (its writer held it, so it is dead); a
+        random one (``..<hex>``) once it is ``TEMP_STALE_AFTER`` seconds old;
+        then a container directory left empty goes too. Never a record. Best
+        effort: failures are ignored.
+        """
+        removed: list[str] = []
+        try:
+            with _opened(self.records_dir, action="clean up the records") as top:
+                if top is None:
+                    return removed
+                for cid in sorted(os.listdir(top)):
+                    with contextlib.suppress(CacheError, OSError):
+                        self._sweep_container(top, cid, removed)
+        except (CacheError, OSError):
+            pass
+        return removed
+
+    def _sweep_container(self, top: int, cid: str, removed: list[str]) -> None:
+        path = os.path.join(self.records_dir, cid)
+        dfd = open_subdir(top, cid, path, action="clean up the records", create=False)
+        if dfd is None:
+            return
+        try:
+            names = os.listdir(dfd)
+            stale_before = time.time() - TEMP_STALE_AFTER
+            for name in names:
+                if not name.startswith(TEMP_PREFIX):
+                    continue
+                with contextlib.suppress(CacheError, OSError):
+                    if name.startswith(".."):
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                        if st.st_mtime < stale_before:
+                            os.unlink(name, dir_fd=dfd)
+                            removed.append(os.path.join(path, name))
+                        continue
+                    lk = acquire(
+                        self.locks_dir, name[1:], exclusive=True, blocking=False,
+                        entry=os.path.join(self.results_dir, name[1:]),
+                    )
+                    if lk is None:
+                        continue  # its ADD runs
+                    try:
+                        os.unlink(name, dir_fd=dfd)
+                        removed.append(os.path.join(path, name))
+                    finally:
+                        lk.release()
+        finally:
+            os.close(dfd)
+        self._rmdir_quietly(top, cid)
 
     # -- locks ---------------------------------------------------------------
 
@@ -796,12 +1380,15 @@ class ResultCache:
         processes. The lock file is ``<dir>/locks/containers/<containerID>``,
         which no attachment lock (always ``<network>-<id>-<ifname>``, directly
         in ``locks/``) nor network lock can be. ``timeout`` bounds the wait,
-        as for :meth:`lock`. GC removes the lock files no one holds.
+        as for :meth:`lock`. On release the lock file is removed when the
+        container has no records (``records/<containerID>`` is missing: libcni
+        holds nothing of it), so a container torn down leaves no lock file;
+        GC removes the lock files no one holds.
         """
         name = self._container_lock_name(container_id)
         lk = acquire(
             self.locks_dir, name, subdir="containers", exclusive=True, blocking=True,
-            timeout=timeout,
+            timeout=timeout, entry=os.path.join(self.records_dir, name),
         )
         if lk is None:
             raise _timed_out(
@@ -813,12 +1400,14 @@ class ResultCache:
 
     def try_container_lock(self, container_id: str) -> CacheLock | None:
         """:meth:`container_lock` without waiting: ``None`` if it is busy (for async callers)."""
+        name = self._container_lock_name(container_id)
         return acquire(
             self.locks_dir,
-            self._container_lock_name(container_id),
+            name,
             subdir="containers",
             exclusive=True,
             blocking=False,
+            entry=os.path.join(self.records_dir, name),
         )
 
     @staticmethod

@@ -208,7 +208,14 @@ def _cmd_attach(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     if args.command == "add":
         result = cni.add_network_list(net, rt)
         out.write(result.to_json(indent=4) + "\n")
-    elif args.command == "check":
+        return 0
+    if not environ.get("CNI_ARGS") and not environ.get("CAP_ARGS"):
+        # The args and capability args of the ADD: a DEL without the port mappings
+        # would leave portmap's rules behind for good.
+        cached = cni.get_network_list_cached_config(net, rt)
+        if cached is not None:
+            rt = cached[1]
+    if args.command == "check":
         cni.check_network_list(net, rt)
     else:
         cni.del_network_list(net, rt)
@@ -300,12 +307,18 @@ def _cmd_up(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -
 
 
 def _cmd_down(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    # Without NETNS each DEL uses the netns cached for its attachment.
     netns = netns_path(args.netns) if args.netns else ""
     manager = _manager(args, environ)
-    cached = manager.inspect(args.container_id).attachments
+    view = manager.inspect(args.container_id)
     manager.teardown(args.container_id, netns)
-    if cached:
-        done = ", ".join(f"{a.network} ({a.ifname})" for a in reversed(cached))
+    from ..manager._core import attachment_order
+
+    held = [(a.network, a.ifname, "") for a in view.attachments]
+    held += [(network, ifname, ", in progress") for network, ifname in view.incomplete]
+    held.sort(key=lambda h: attachment_order(h[1], h[0]), reverse=True)
+    if held:
+        done = ", ".join(f"{network} ({ifname}{state})" for network, ifname, state in held)
         out.write(f"detached {args.container_id} from {done}\n")
     else:
         out.write(f"nothing to detach: no cached attachment of {args.container_id}\n")
@@ -313,7 +326,10 @@ def _cmd_down(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO)
 
 
 def _cmd_show(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
-    _print_view(_manager(args, environ).inspect(args.container_id), out)
+    view = _manager(args, environ).inspect(args.container_id)
+    if not view.attachments and not view.incomplete:
+        raise CLIError(f"nothing is cached for container {args.container_id!r}")
+    _print_view(view, out)
     return 0
 
 
@@ -432,11 +448,15 @@ def build_parser() -> argparse.ArgumentParser:
         "check": "check that the container in NETNS is attached to NETWORK as cached",
         "del": "remove the container in NETNS from NETWORK",
     }
+    cached_args = (
+        " Without CNI_ARGS and CAP_ARGS, the arguments and capability arguments cached "
+        "at ADD are used."
+    )
     for name, text in attach_help.items():
         p = sub.add_parser(
             name,
             help=text,
-            description=text[0].upper() + text[1:] + ".",
+            description=text[0].upper() + text[1:] + "." + ("" if name == "add" else cached_args),
             epilog=_ENVIRONMENT,
             formatter_class=formatter,
             parents=[common, ifname],
@@ -544,8 +564,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "down",
         help="detach a container from every cached network (NetworkManager.teardown)",
-        description="Detach CONTAINER_ID from every network it is cached on, with the "
-        "configuration cached at attach time, last attached first; print what was detached.",
+        description="Detach CONTAINER_ID from every network it is cached on (also those "
+        "whose attach never finished), with the configuration, arguments and capability "
+        "arguments cached at attach time and, without NETNS, the cached network namespace; "
+        "last attached first; print what was detached.",
         epilog=_MANAGER_ENVIRONMENT,
         formatter_class=formatter,
         parents=[common],
@@ -558,7 +580,9 @@ def build_parser() -> argparse.ArgumentParser:
         "show",
         help="print the merged view of a container's networks, from the cache",
         description="Print the networks of CONTAINER_ID as JSON (attachments, interfaces, "
-        "host-side interfaces, IPs, gateways, routes, DNS), read from the cache; nothing runs.",
+        "host-side interfaces, IPs, gateways, routes, DNS, and the networks whose attach "
+        "never finished), read from the cache; nothing runs. Exit 1 if nothing is cached "
+        "for it.",
         epilog=_MANAGER_ENVIRONMENT,
         formatter_class=formatter,
         parents=[common],

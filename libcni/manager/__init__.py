@@ -301,18 +301,31 @@ class NetworkManager(_ManagerBase):
         container_id: str,
         netns: str = "",
         *,
-        networks: Sequence[str] | None = None,
+        networks: Sequence[str | NetworkRequest] | None = None,
+        args: Sequence[tuple[str, str]] = (),
+        capability_args: Mapping[str, Any] = _NO_CAPS,
         timeout: float | None = None,
     ) -> None:
-        """DEL every cached attachment of the container (or of ``networks``), last first,
-        with the configuration cached at ADD; every DEL runs, failures raise together
-        as :class:`~libcni.errors.TeardownError`."""
+        """DEL every attachment the cache holds for the container, complete or in progress
+        (or those of ``networks``), last first; every DEL runs, failures raise together as
+        :class:`~libcni.errors.TeardownError`.
+
+        Each DEL uses what the cache knows: the configuration, args and
+        capability args cached (or recorded) at ADD, and, when ``netns`` is
+        empty, the netns cached for that attachment. A network named in
+        ``networks`` with nothing cached for the container (a cache lost or
+        wiped) is DELeted with its current configuration, the interface name
+        setup would have given it, and ``args``/``capability_args``.
+        """
         self._operation(
-            self._core.teardown(container_id, netns, networks, timeout), "teardown", container_id
+            self._core.teardown(container_id, netns, networks, args, capability_args, timeout),
+            "teardown",
+            container_id,
         )
 
-    def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
-        """CHECK every cached attachment of the container; the first failure is raised."""
+    def check(self, container_id: str, netns: str = "", *, timeout: float | None = None) -> None:
+        """CHECK every cached attachment of the container, with what it cached (and its
+        netns when ``netns`` is empty); the first failure is raised."""
         self._operation(self._core.check(container_id, netns, timeout), "check", container_id)
 
     def inspect(self, container_id: str) -> ContainerNetworks:

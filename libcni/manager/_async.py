@@ -205,15 +205,19 @@ class AsyncNetworkManager(_ManagerBase):
         container_id: str,
         netns: str = "",
         *,
-        networks: Sequence[str] | None = None,
+        networks: Sequence[str | NetworkRequest] | None = None,
+        args: Sequence[tuple[str, str]] = (),
+        capability_args: Mapping[str, Any] = _NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
         await self._operation(
-            self._core.teardown(container_id, netns, networks, timeout), "teardown", container_id
+            self._core.teardown(container_id, netns, networks, args, capability_args, timeout),
+            "teardown",
+            container_id,
         )
 
-    async def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
+    async def check(self, container_id: str, netns: str = "", *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.check`."""
         await self._operation(
             self._core.check(container_id, netns, timeout), "check", container_id

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from .. import _log as logging  # logging, imported at first use
+from .. import request as rq
 from ..conf import (
     NetworkConfigList,
     conf_files,
@@ -43,7 +44,7 @@ from ..conf import (
     conf_list_from_conf,
     conf_list_from_file,
 )
-from ..errors import CNIError, PluginNotFoundError
+from ..errors import CNIError, ConfigError, PluginNotFoundError, ValidationError
 from ._values import LoadedNetworks
 
 __all__ = ["EXTENSIONS", "RECENT", "ConfigWatcher"]
@@ -93,6 +94,18 @@ def _files(
         if stat.S_ISREG(st.st_mode):
             out.append((path, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)))
     return out
+
+
+def _check_name(name: str) -> None:
+    """Refuse a network without a valid name: no setup of it could ever succeed."""
+    try:
+        rq.validate_network_name(name)
+    except ValidationError as e:
+        raise ConfigError(
+            f"network name {name!r} is not valid (it must match {rq.NAME_PATTERN})"
+            if name
+            else "the network has no name"
+        ) from e
 
 
 _BinaryStat = tuple[int, int, int, int, int, int] | None  # _Stat and the mode
@@ -266,6 +279,7 @@ class ConfigWatcher:
                     net = conf_list_from_file(path)
                 else:
                     net = conf_list_from_conf(conf_from_file(path))
+                _check_name(net.name)
                 if net.name in code:
                     skipped[path] = (
                         f"shadowed: network {net.name!r} is defined in code ({code[net.name]})"

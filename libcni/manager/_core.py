@@ -37,7 +37,7 @@ from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
 from ..cache import CacheEntry, ResultCache
 from ..cache._store import KnownEntry
-from ..conf import NetworkConfigList, conf_list_from_bytes
+from ..conf import NetworkConfigList, conf_from_bytes, conf_list_from_bytes, conf_list_from_conf
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
     CODE_TRY_AGAIN,
@@ -256,6 +256,41 @@ def attachment_order(ifname: str, network: str) -> tuple[Any, ...]:
     return (ifname != LOOPBACK_IFNAME, _natural(ifname), network)
 
 
+def _requests(networks: Sequence[str | NetworkRequest] | str | NetworkRequest) -> list[NetworkRequest]:
+    """``networks`` as requests (a name ``s`` is ``NetworkRequest(s)``); ``ConfigError`` for others."""
+    if isinstance(networks, (str, NetworkRequest)):
+        networks = [networks]
+    requests: list[NetworkRequest] = []
+    for n in networks:
+        if isinstance(n, str):
+            requests.append(NetworkRequest(n))
+        elif isinstance(n, NetworkRequest):
+            requests.append(n)
+        else:
+            raise ConfigError(
+                f"a network must be a name or a NetworkRequest, not {type(n).__name__}"
+            )
+    return requests
+
+
+#: One attachment the cache holds for a container: its entry and how it was listed
+#: (``KnownEntry``, for DEL to reuse), or its write-ahead record and ``None`` (in progress).
+Held = tuple[CacheEntry, "KnownEntry | None"]
+
+
+def _network(att: CacheEntry | _Item) -> str:
+    return att.network if isinstance(att, _Item) else att.network_name
+
+
+def _ifname(att: CacheEntry | _Item) -> str:
+    return att.ifname
+
+
+def _names(request: NetworkRequest, entry: CacheEntry) -> bool:
+    """Whether ``request`` (a network, and an interface if it names one) names ``entry``."""
+    return request.network == entry.network_name and request.ifname in (None, entry.ifname)
+
+
 class Core:
     """The state and the rule generators shared by the sync and async managers."""
 
@@ -423,18 +458,7 @@ class Core:
                 raise problem
             requests = [NetworkRequest(n) for n in loaded.defaults]
         else:
-            if isinstance(networks, (str, NetworkRequest)):
-                networks = [networks]
-            requests = []
-            for n in networks:
-                if isinstance(n, str):
-                    requests.append(NetworkRequest(n))
-                elif isinstance(n, NetworkRequest):
-                    requests.append(n)
-                else:
-                    raise ConfigError(
-                        f"a network must be a name or a NetworkRequest, not {type(n).__name__}"
-                    )
+            requests = _requests(networks)
         unknown = [r.network for r in requests if r.network not in loaded.networks]
         if unknown:
             raise ConfigError(
@@ -442,16 +466,7 @@ class Core:
                 f"{self._where()}",
                 "; ".join(f"{p}: {w}" for p, w in loaded.skipped.items()),
             )
-        taken: set[str] = {LOOPBACK_IFNAME} if self.loopback else set()
-        for r in requests:
-            if r.ifname is None:
-                continue
-            rq.validate_interface_name(r.ifname)
-            if r.ifname in taken:
-                raise ConfigError(
-                    f"interface name {r.ifname!r} requested twice for container {container_id!r}"
-                )
-            taken.add(r.ifname)
+        ifnames = self._ifnames(container_id, requests)
         items: list[_Item] = []
         if self._plugin_loopback:
             items.append(
@@ -462,15 +477,7 @@ class Core:
                     RuntimeConf(container_id, netns, LOOPBACK_IFNAME, args, caps),
                 )
             )
-        k = 0
-        for r in requests:
-            ifname = r.ifname
-            if ifname is None:
-                while f"{self.interface_prefix}{k}" in taken:
-                    k += 1
-                ifname = f"{self.interface_prefix}{k}"
-                rq.validate_interface_name(ifname)
-                taken.add(ifname)
+        for r, ifname in zip(requests, ifnames, strict=True):
             own = caps if r.capability_args is None else r.capability_args
             rt = RuntimeConf(container_id, netns, ifname, (*args, *r.args), own)
             items.append(_Item(r.network, ifname, loaded.networks[r.network], rt))
@@ -482,6 +489,37 @@ class Core:
                 rq.check_capability_args(item_caps)
         self._warn_unused(items)
         return items
+
+    def _ifnames(self, container_id: str, requests: Sequence[NetworkRequest]) -> list[str]:
+        """The interface name of each request, as setup gives them.
+
+        Names given in requests are reserved first (``lo`` too, with
+        loopback); every other request gets the first free
+        ``<interface_prefix><n>`` in request order. A bad or repeated name is
+        refused (``ValidationError``, ``ConfigError``).
+        """
+        taken: set[str] = {LOOPBACK_IFNAME} if self.loopback else set()
+        for r in requests:
+            if r.ifname is None:
+                continue
+            rq.validate_interface_name(r.ifname)
+            if r.ifname in taken:
+                raise ConfigError(
+                    f"interface name {r.ifname!r} requested twice for container {container_id!r}"
+                )
+            taken.add(r.ifname)
+        names: list[str] = []
+        k = 0
+        for r in requests:
+            ifname = r.ifname
+            if ifname is None:
+                while f"{self.interface_prefix}{k}" in taken:
+                    k += 1
+                ifname = f"{self.interface_prefix}{k}"
+                rq.validate_interface_name(ifname)
+                taken.add(ifname)
+            names.append(ifname)
+        return names
 
     def _warn_unused(self, items: Sequence[_Item]) -> None:
         """Log the capability arguments that no plugin of the setup's networks receives.
@@ -540,10 +578,11 @@ class Core:
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
-            attached = yield Blocking(self._still_cached, (items,))
+            attached, dead = yield Blocking(self._still_cached, (container_id, items))
             if attached is not None:
                 raise AlreadyAttachedError(attached.network, container_id, attached.ifname)
             deadline = _Deadline(timeout)
+            yield from self._del_dead_attempts(container_id, dead, deadline)
             attempted: list[_Item] = []
             done: dict[int, AttachmentResult] = {}
             failure: CNIError | None = None
@@ -577,7 +616,7 @@ class Core:
                 interrupted = e
             if failure is None and interrupted is None:
                 results = tuple(done[i] for i in range(len(items)))
-                return attrs.evolve(ContainerNetworks.merge(container_id, results), netns=netns)
+                return ContainerNetworks.merge(container_id, results, netns=netns)
             rollback_errors = yield from self._rollback(attempted, self._timeout(None))
             partial = tuple(done[i] for i in sorted(done))
             if interrupted is not None:
@@ -658,12 +697,47 @@ class Core:
                 raise error  # no time left for another attempt
             yield Pause(pause)
 
-    def _still_cached(self, items: Sequence[_Item]) -> _Item | None:
-        """The first planned attachment that has a cache entry (readable or not), if any."""
+    def _still_cached(
+        self, container_id: str, items: Sequence[_Item]
+    ) -> tuple[_Item | None, list[CacheEntry]]:
+        """The first planned attachment that has a cache entry (readable or not), if any,
+        and the write-ahead records of the planned attachments that have none.
+
+        Such a record is a setup that failed or whose runtime died: its
+        plugins may hold resources, so it is DELeted before it is set up again.
+        """
+        records: dict[tuple[str, str], CacheEntry] | None = None
+        dead: list[CacheEntry] = []
         for item in items:
-            path = self.cache.entry_path(item.network, item.rt.container_id, item.ifname)
+            path = self.cache.entry_path(item.network, container_id, item.ifname)
             if os.path.lexists(path):
-                return item
+                return item, []
+            if records is None:  # one listing of records/<containerID>/
+                records = {(r.network_name, r.ifname): r for r in self.cache.records(container_id)}
+            record = records.get((item.network, item.ifname))
+            if record is not None:
+                dead.append(record)
+        return None, dead
+
+    def _del_dead_attempts(
+        self, container_id: str, dead: Sequence[CacheEntry], deadline: _Deadline
+    ) -> Op:
+        """DEL each record of an earlier setup attempt, with what it recorded; nothing else
+        runs if one fails (``SetupError`` with the DEL's error as ``cause``; the record stays)."""
+        for record in reversed(dead):
+            try:
+                net, rt = self._cached_net(record, record.netns)
+                log.warning(
+                    "network %r (%s) of container %r is in progress from an earlier setup that "
+                    "did not finish; DELeting it before setting it up again",
+                    record.network_name,
+                    record.ifname,
+                    container_id,
+                )
+                left = deadline.left(record.network_name, container_id)
+                yield Call("del_network_list", (net, rt), {"timeout": left})
+            except CNIError as e:
+                raise SetupError(container_id, e) from e
         return None
 
     def _rollback(self, attempted: Sequence[_Item], timeout: float | None) -> Op:
@@ -700,13 +774,23 @@ class Core:
         known.sort(key=lambda k: attachment_order(k.entry.ifname, k.entry.network_name))
         return known
 
-    def _entries(self, container_id: str) -> list[CacheEntry]:
-        """The container's cache entries, in order (``get_cached_attachments``'s)."""
-        return [known.entry for known in self._cached(container_id)]
+    def _held(self, container_id: str) -> list[Held]:
+        """Every attachment the cache holds for the container, in order: its complete
+        entries (:meth:`_cached`) and the records of attachments without one (in progress)."""
+        known = self._cached(container_id)
+        complete = {(k.entry.network_name, k.entry.ifname) for k in known}
+        held: list[Held] = [(k.entry, k) for k in known]
+        records = self.cache.records(container_id)
+        if records:
+            held += [(r, None) for r in records if (r.network_name, r.ifname) not in complete]
+            held.sort(key=lambda h: attachment_order(h[0].ifname, h[0].network_name))
+        return held
 
     def _parse_cached(self, config: bytes) -> NetworkConfigList:
-        """``conf_list_from_bytes(config)``, remembered: containers share a few configurations.
+        """The cached configuration as a list, remembered: containers share a few configurations.
 
+        A single plugin's configuration (cached by ``add_network``, or by Go's
+        ``AddNetwork``) is the list of that one plugin (``conf_list_from_conf``).
         A configuration list is immutable, so one parse serves every teardown
         and check of the containers attached with it. Bounded: the memory is
         cleared when it holds too many (configurations that are gone).
@@ -714,6 +798,8 @@ class Core:
         net = self._parsed.get(config)
         if net is None:
             net = conf_list_from_bytes(config)
+            if not net.plugins and isinstance(net.raw.get("type"), str):
+                net = conf_list_from_conf(conf_from_bytes(config))
             if len(self._parsed) >= _PARSED_MAX:
                 self._parsed.clear()
             self._parsed[config] = net
@@ -763,33 +849,61 @@ class Core:
         self,
         container_id: str,
         netns: str,
-        networks: Sequence[str] | None,
+        networks: Sequence[str | NetworkRequest] | None,
+        args: Args,
+        capability_args: CapabilityArgs,
         timeout: float | None,
     ) -> Op:
-        """DEL every cached attachment (or those of ``networks``), last one first."""
+        """DEL every attachment the cache holds (or those of ``networks``), last one first.
+
+        Each DEL uses what the cache knows of its attachment: the
+        configuration, args and capability args cached or recorded at ADD,
+        and its netns when ``netns`` is empty. A network named in
+        ``networks`` of which the cache knows nothing is DELeted with its
+        current configuration, the interface name setup would give it and
+        ``args``/``capability_args``.
+        """
         # The configuration on disk is read only if a cached one cannot be used.
         timeout = self._timeout(timeout)
-        if isinstance(networks, str):
-            networks = [networks]
+        args = _pairs(args)
+        caps = capability_mapping(capability_args)
+        requests = None if networks is None else _requests(networks)
+        ifnames = None if requests is None else self._ifnames(container_id, requests)
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
-            listed: list[KnownEntry] = yield Blocking(self._cached, (container_id,))
-            todo = listed
-            if networks is not None:
-                wanted = set(networks)
-                todo = [k for k in listed if k.entry.network_name in wanted]
+            held: list[Held] = yield Blocking(self._held, (container_id,))
+            todo: list[tuple[CacheEntry | _Item, KnownEntry | None]] = list(held)
             errors: list[CNIError] = []
-            for known in reversed(todo):
-                entry = known.entry
+            if requests is not None and ifnames is not None:
+                todo = [h for h in held if any(_names(r, h[0]) for r in requests)]
+                unknown = [
+                    (r, ifname)
+                    for r, ifname in zip(requests, ifnames, strict=True)
+                    if not any(_names(r, h[0]) for h in held)
+                ]
+                if unknown:
+                    loaded: LoadedNetworks = yield from self.current()
+                    for r, ifname in unknown:
+                        item = self._uncached(loaded, container_id, netns, r, ifname, args, caps)
+                        if item is not None:
+                            todo.append((item, None))
+                    todo.sort(key=lambda h: attachment_order(h[0].ifname, _network(h[0])))
+            for att, known in reversed(todo):
                 try:
-                    net, rt = self._cached_net(entry, netns)
-                    # Under its lock, DEL reuses the entry if its file is unchanged.
-                    yield Call("_del_known", (net, rt, known), {"timeout": timeout})
+                    if isinstance(att, _Item):
+                        yield Call("del_network_list", (att.net, att.rt), {"timeout": timeout})
+                        continue
+                    net, rt = self._cached_net(att, netns or att.netns)
+                    if known is not None:
+                        # Under its lock, DEL reuses the entry if its file is unchanged.
+                        yield Call("_del_known", (net, rt, known), {"timeout": timeout})
+                    else:  # in progress: DEL without prevResult, then the record goes
+                        yield Call("del_network_list", (net, rt), {"timeout": timeout})
                 except CNIError as e:
                     log.warning(
                         "teardown of network %r (%s) for container %r failed: %s",
-                        entry.network_name,
-                        entry.ifname,
+                        _network(att),
+                        att.ifname,
                         container_id,
                         e,
                     )
@@ -800,14 +914,56 @@ class Core:
             release()
         return None
 
+    def _uncached(
+        self,
+        loaded: LoadedNetworks,
+        container_id: str,
+        netns: str,
+        request: NetworkRequest,
+        ifname: str,
+        args: tuple[tuple[str, str], ...],
+        capability_args: dict[str, Any],
+    ) -> _Item | None:
+        """The DEL of a network named for teardown of which the cache knows nothing (a cache
+        lost or wiped): its current configuration, the interface name setup would give it,
+        the teardown's args and capability args (ocicni's fallback).
+
+        ``None`` (logged) when no configuration has that name either: nothing
+        is known that could be DELeted, and failing would only make the
+        runtime retry for ever.
+        """
+        net = loaded.networks.get(request.network)
+        if request.network == LOOPBACK_NETWORK:
+            net = net or self.loopback_net
+            ifname = request.ifname or LOOPBACK_IFNAME
+        if net is None:
+            log.warning(
+                "teardown of network %r for container %r: nothing is cached for it and no "
+                "configuration of that name is %s; nothing to DEL",
+                request.network,
+                container_id,
+                self._where(),
+            )
+            return None
+        log.warning(
+            "nothing is cached for network %r (%s) of container %r; DELeting it with its "
+            "current configuration",
+            request.network,
+            ifname,
+            container_id,
+        )
+        caps = capability_args if request.capability_args is None else request.capability_args
+        rt = RuntimeConf(container_id, netns, ifname, (*args, *request.args), caps)
+        return _Item(request.network, ifname, net, rt)
+
     def check(self, container_id: str, netns: str, timeout: float | None) -> Op:
         """CHECK every cached attachment of the container in order; the first failure is raised."""
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout)
         try:
-            entries: list[CacheEntry] = yield Blocking(self._entries, (container_id,))
-            for entry in entries:
-                net, rt = self._cached_net(entry, netns)
+            known: list[KnownEntry] = yield Blocking(self._cached, (container_id,))
+            for entry in (k.entry for k in known):
+                net, rt = self._cached_net(entry, netns or entry.netns)
                 yield Call("check_network_list", (net, rt), {"timeout": timeout})
         finally:
             release()
@@ -820,13 +976,10 @@ class Core:
 
     def _inspect(self, container_id: str) -> ContainerNetworks:
         rq.validate_container_id(container_id)
-        entries = sorted(
-            self.cache.entries(container_id),
-            key=lambda e: attachment_order(e.ifname, e.network_name),
-        )
+        held = self._held(container_id)
         atts: list[AttachmentResult] = []
-        for e in entries:
-            if e.result is None:
+        for e, known in held:
+            if known is None or e.result is None:
                 continue
             try:
                 result = result_from_dict(e.result)
@@ -840,7 +993,12 @@ class Core:
                 )
                 continue
             atts.append(AttachmentResult(e.network_name, e.ifname, result))
-        return ContainerNetworks.merge(container_id, atts)
+        return ContainerNetworks.merge(
+            container_id,
+            atts,
+            netns=next((e.netns for e, _ in held if e.netns), ""),
+            incomplete=[(e.network_name, e.ifname) for e, known in held if known is None],
+        )
 
     # -- GC --------------------------------------------------------------
 
@@ -857,12 +1015,16 @@ class Core:
         names += [
             n for n in dict.fromkeys(a.network for a in everything) if n not in loaded.networks
         ]
+        if self._plugin_loopback and LOOPBACK_NETWORK not in names:
+            # Setups attach it first: a setup killed while writing its first record left
+            # an unusable record of it, which only its GC removes.
+            names.append(LOOPBACK_NETWORK)
         for name in names:
             try:
                 net = loaded.networks.get(name)
                 if net is None:
                     mine = [a for a in everything if a.network == name]
-                    net = self._cache_only_net(mine[0], loaded)
+                    net = self._cache_only_net(mine[0], loaded) if mine else self.loopback_net
                 # Which attachments belong to the valid containers is decided under the
                 # network's GC lock, so an ADD that finished meanwhile is kept.
                 yield Call("_gc_keeping", (net, keep), {"timeout": timeout})

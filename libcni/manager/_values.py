@@ -112,8 +112,11 @@ class ContainerNetworks:
     loopback's, in attachment order; ``gateways``: the gateways of those
     IPs, in order, without repeats; ``routes``: every attachment's routes
     but loopback's, in order; ``dns``: each attachment's non-empty DNS, in
-    order; ``netns``: the network namespace given to ``setup`` (``""`` when
-    unknown). :meth:`ip` is the first IP (of one version).
+    order; ``netns``: the network namespace given to ``setup`` (or cached;
+    ``""`` when unknown); ``incomplete``: ``(network, ifname)`` of every
+    attachment that is only in progress (a write-ahead record and no result:
+    an ADD that failed or whose runtime died, which a teardown or GC DELs).
+    :meth:`ip` is the first IP (of one version).
     """
 
     container_id: str
@@ -125,6 +128,7 @@ class ContainerNetworks:
     host_interfaces: Mapping[str, Interface] = attrs.field(factory=dict, kw_only=True)
     gateways: tuple[IPv4Address | IPv6Address, ...] = attrs.field(default=(), kw_only=True)
     routes: tuple[Route, ...] = attrs.field(default=(), kw_only=True)
+    incomplete: tuple[tuple[str, str], ...] = attrs.field(default=(), kw_only=True)
 
     def ip(self, version: int | None = None) -> IPv4Interface | IPv6Interface | None:
         """The first IP of ``ips`` (of IP version 4 or 6 when given), or ``None``."""
@@ -137,6 +141,7 @@ class ContainerNetworks:
         """The view as a JSON object (results in their own version, as cached)."""
         return {
             "containerId": self.container_id,
+            "netns": self.netns,
             "attachments": [
                 {"network": a.network, "ifname": a.ifname, "result": a.result.to_dict()}
                 for a in self.attachments
@@ -147,10 +152,18 @@ class ContainerNetworks:
             "gateways": [str(gw) for gw in self.gateways],
             "routes": [r.to_dict() for r in self.routes],
             "dns": [d.to_dict() for d in self.dns],
+            "incomplete": [{"network": n, "ifname": i} for n, i in self.incomplete],
         }
 
     @classmethod
-    def merge(cls, container_id: str, attachments: Sequence[AttachmentResult]) -> ContainerNetworks:
+    def merge(
+        cls,
+        container_id: str,
+        attachments: Sequence[AttachmentResult],
+        *,
+        netns: str = "",
+        incomplete: Sequence[tuple[str, str]] = (),
+    ) -> ContainerNetworks:
         """The merged view of ``attachments``; each result is read through its 1.x form.
 
         The container-side interfaces are those with a ``sandbox`` and the one
@@ -221,6 +234,8 @@ class ContainerNetworks:
             interfaces,
             tuple(ips),
             tuple(dns),
+            netns=netns,
+            incomplete=tuple(incomplete),
             host_interfaces=host,
             gateways=tuple(gateways),
             routes=tuple(routes),

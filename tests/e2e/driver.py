@@ -83,6 +83,7 @@ def perform(req: dict[str, Any]) -> Any:
                 "netns": a.netns,
                 "cni_args": [list(p) for p in a.cni_args],
                 "capability_args": a.capability_args,
+                "complete": a.complete,
             }
             for a in call("get_cached_attachments", req.get("container_id") or "")
         ]

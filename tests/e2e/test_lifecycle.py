@@ -45,6 +45,7 @@ def test_cached_result_and_config_are_what_add_produced(e2e: E2E) -> None:
         "netns": ctr.path,
         "cni_args": [list(a) for a in args],
         "capability_args": caps,
+        "complete": True,
     }
 
     e2e.driver.ok("del", conf, **rt, capability_args=caps, args=args)
@@ -119,7 +120,10 @@ def test_add_failing_midway_caches_nothing_and_del_cleans_up(e2e: E2E) -> None:
     assert (err["plugin"], err["command"]) == ("tuning", "ADD"), err
     assert err["msg"], err
     assert not e2e.cache_entry(e2e.network, cid).exists()
-    assert e2e.driver.ok("attachments")["result"] == []
+    # Only the write-ahead record: in progress, with what the ADD was given.
+    [att] = e2e.driver.ok("attachments")["result"]
+    assert (att["container_id"], att["complete"], att["netns"]) == (cid, False, ctr.path)
+    assert att["capability_args"] == {"mac": "not-a-mac"}
     # bridge ran before tuning failed: its address stays until the runtime DELs.
     [ip] = allocated(e2e.data_dir, e2e.network)
     assert ctr.addresses("eth0") == [f"{ip}/24"]
@@ -127,3 +131,4 @@ def test_add_failing_midway_caches_nothing_and_del_cleans_up(e2e: E2E) -> None:
     e2e.driver.ok("del", conf, **rt)
     assert allocated(e2e.data_dir, e2e.network) == set()
     assert ctr.link("eth0") is None
+    assert e2e.driver.ok("attachments")["result"] == []

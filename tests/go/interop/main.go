@@ -17,6 +17,12 @@
 //	    DelNetworkList with the cached configuration and runtime arguments.
 //	interop add CONFLIST PLUGIN_DIR CACHE_DIR CONTAINER_ID IFNAME NETNS ARGS CAP_ARGS
 //	    AddNetworkList; ARGS is "K=V;K2=V2", CAP_ARGS a JSON object.
+//	interop del CONFLIST PLUGIN_DIR CACHE_DIR CONTAINER_ID IFNAME
+//	    DelNetworkList with the file's configuration (as a runtime that kept none).
+//	interop list CACHE_DIR
+//	    What Go libcni's GetCachedAttachments (v1.2 and later; Debian's 1.1.2 has
+//	    none) reads: every file of CACHE_DIR/results decoded as a cache entry; a
+//	    file that does not decode is an error here (Go skips it).
 package main
 
 import (
@@ -24,6 +30,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
@@ -47,6 +54,10 @@ func run(args []string) error {
 		return delCached(a[0], a[1], a[2], &libcni.RuntimeConf{ContainerID: a[3], IfName: a[4]})
 	case cmd == "add" && len(a) == 8:
 		return add(a)
+	case cmd == "del" && len(a) == 5:
+		return del(a)
+	case cmd == "list" && len(a) == 1:
+		return list(a[0])
 	}
 	return fmt.Errorf("usage: see the comment at the top of main.go (got %q)", args)
 }
@@ -133,4 +144,49 @@ func add(a []string) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(result)
+}
+
+func del(a []string) error {
+	list, err := libcni.ConfListFromFile(a[0])
+	if err != nil {
+		return err
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{a[1]}, a[2], nil)
+	rt := &libcni.RuntimeConf{ContainerID: a[3], IfName: a[4]}
+	if err := cni.DelNetworkList(context.Background(), list, rt); err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(map[string]interface{}{"deleted": len(list.Plugins)})
+}
+
+// cachedEntry holds the fields of Go libcni's cachedInfo that identify an attachment.
+type cachedEntry struct {
+	Kind        string `json:"kind"`
+	ContainerID string `json:"containerId"`
+	IfName      string `json:"ifName"`
+	NetworkName string `json:"networkName"`
+}
+
+func list(cacheDir string) error {
+	dir := filepath.Join(cacheDir, "results")
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	found := []cachedEntry{}
+	for _, f := range files {
+		if f.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, f.Name()))
+		if err != nil {
+			return err
+		}
+		var entry cachedEntry
+		if err := json.Unmarshal(data, &entry); err != nil {
+			return fmt.Errorf("%s: %v", f.Name(), err)
+		}
+		found = append(found, entry)
+	}
+	return json.NewEncoder(os.Stdout).Encode(found)
 }
