@@ -52,6 +52,7 @@ from reliability.killtest import (
     random_trials,
 )
 
+NETWORK_RESOURCES = ("reservations", "veths", "ctr_ifaces", "chains", "rules")
 SHORT = {
     "reservations": "addr",
     "veths": "veth",
@@ -72,13 +73,19 @@ def _leaked_resources(t: Trial) -> str:
     return ", ".join(parts) or "-"
 
 
+def _held(t: Trial) -> bool:
+    """Whether the killed setup held network resources when the restarted runtime came."""
+    return any(t.before_gc.get(r) for r in NETWORK_RESOURCES)
+
+
 def summary_table(trials: Sequence[Trial], label: str) -> list[str]:
     """One row per (runtime, operation, kill mode)."""
     groups: dict[tuple[str, str, str], list[Trial]] = defaultdict(list)
     for t in trials:
         groups[(t.impl, t.op, t.mode)].append(t)
     head = (
-        "| runtime | operation | kill | trials | in the window | leaked | leaked in the window | "
+        "| runtime | operation | kill | trials | in the window | held resources | leaked | "
+        "leaked in the window | "
         + " | ".join(SHORT[r] for r in RESOURCES)
         + " | gc errors | temp files | lock files |"
     )
@@ -93,6 +100,7 @@ def summary_table(trials: Sequence[Trial], label: str) -> list[str]:
             mode,
             str(len(ts)),
             str(len(window)),
+            str(sum(_held(t) for t in ts)),
             str(sum(t.leaked for t in ts)),
             f"{sum(t.leaked for t in window)}/{len(window)}",
             *[str(sum(1 for t in ts if t.leaks.get(r))) for r in RESOURCES],

@@ -17,7 +17,9 @@ Usage (inside the test's throwaway "host" network namespace)::
                 | "cache-temp" | "after-cache",
      "valid_containers": [...]}     # gc
 
-``run`` prepares everything (imports libcni, loads the configuration), prints
+``run`` prepares everything (imports libcni, loads the configuration, runs
+the operation once with a ``MockExec`` in a scratch cache so that what libcni
+imports at first use is imported, as in a runtime that has been running), prints
 ``ready <pid> <libcni file>``, waits for a line on stdin, then performs the
 operation: ``op`` ``setup`` is ``NetworkManager.setup`` (loopback, then the
 bridge network as ``eth0``), ``add`` is ``CNIConfig.add_network_list`` of the
@@ -67,6 +69,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -153,27 +156,55 @@ def _install_hooks(req: dict[str, Any], events: int) -> None:
             setattr(os, fname, moved)
 
 
+def _operation(req: dict[str, Any], cache_dir: str, exec: Any = None) -> Any:
+    """The operation of ``req`` on ``cache_dir``, ready to run (its configuration loaded)."""
+    import libcni
+
+    caps = req.get("capability_args") or {}
+    if req["op"] == "setup":
+        manager = libcni.NetworkManager(
+            req["conf_dir"], req["plugin_dirs"], cache_dir=cache_dir, loopback=True, exec=exec
+        )
+        manager.networks()
+        return lambda cid, netns: manager.setup(cid, netns, capability_args=caps)
+    cni = libcni.CNIConfig(req["plugin_dirs"], cache_dir=cache_dir, exec=exec)
+    net = libcni.load_conf_list(req["conf_dir"], req["network"])
+    return lambda cid, netns: cni.add_network_list(
+        net, libcni.RuntimeConf(cid, netns, "eth0", capability_args=caps)
+    )
+
+
+def _warm_up(req: dict[str, Any]) -> None:
+    """Run the operation once with no process (``MockExec``) in a scratch cache.
+
+    libcni imports some modules at their first use (the cache's encoder, at
+    the first cache write): a runtime that has been running a while has them,
+    so that the random kills land where a running runtime spends its time.
+    """
+    from libcni.testing import MockExec
+
+    def plugin(call: Any) -> Any:
+        if call.command == "ADD" and call.stdin.get("type") == "bridge":
+            return {
+                "cniVersion": "1.0.0",
+                "interfaces": [{"name": "eth0", "sandbox": "/run/netns/warm-up"}],
+                "ips": [{"address": "10.99.0.250/24", "interface": 0}],
+            }
+        return None
+
+    with tempfile.TemporaryDirectory(prefix="kill-warm-up-") as scratch:
+        _operation(req, scratch, MockExec(plugin))("warm-up", "/run/netns/warm-up")
+
+
 def run(req: dict[str, Any]) -> int:
     import libcni
 
     events = os.open(req["events"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    rt_caps = req.get("capability_args") or {}
-    if req["op"] == "setup":
-        manager = libcni.NetworkManager(
-            req["conf_dir"], req["plugin_dirs"], cache_dir=req["cache_dir"], loopback=True
-        )
-        manager.networks()  # a running runtime has its configuration loaded
+    _warm_up(req)
+    op = _operation(req, req["cache_dir"])
 
-        def operation() -> None:
-            manager.setup(req["container_id"], req["netns"], capability_args=rt_caps)
-
-    else:
-        cni = libcni.CNIConfig(req["plugin_dirs"], cache_dir=req["cache_dir"])
-        net = libcni.load_conf_list(req["conf_dir"], req["network"])
-        rt = libcni.RuntimeConf(req["container_id"], req["netns"], "eth0", capability_args=rt_caps)
-
-        def operation() -> None:
-            cni.add_network_list(net, rt)
+    def operation() -> None:
+        op(req["container_id"], req["netns"])
 
     _install_hooks(req, events)
     sys.stdout.write(f"ready {os.getpid()} {libcni.__file__}\n")

@@ -514,7 +514,8 @@ def descendants(root: int) -> list[int]:
 def kill_tree(launcher: int, runtime_fd: int) -> list[int]:
     """Stop the runtime, then every other process under the launcher until no new one
     appears, then SIGKILL them all; return the pids killed."""
-    signal.pidfd_send_signal(runtime_fd, signal.SIGSTOP)
+    with contextlib.suppress(ProcessLookupError):  # it may have finished already
+        signal.pidfd_send_signal(runtime_fd, signal.SIGSTOP)
     stopped: list[int] = []
     quiet = 0
     while quiet < 3:
@@ -818,7 +819,7 @@ class Runner:
         trial.detail = "; ".join(
             f"{k}: {', '.join(v[:3])}{', ...' if len(v) > 3 else ''}"
             for k, v in names.items()
-            if v and k in RESOURCES
+            if v and k in RESOURCES and k != "rules"  # the chains name them
         )
         if world.neighbour is not None:
             trial.neighbour_damage = _neighbour_damage(before, after, neighbour)
