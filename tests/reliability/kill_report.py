@@ -13,8 +13,8 @@ For each runtime (``--impl``), operation (``--ops``: ``setup`` is
 ``add``) and kill mode (``process``: the runtime alone; ``group``: the runtime
 and every plugin it started), ``--trials`` kills at uniformly random instants
 of the operation; then the exact instants (``--no-instants`` to skip them).
-The variants cycle: the container's namespace kept, removed before gc, and a
-live neighbour container. See ``killtest.py`` for how each trial runs and
+The variants cycle: the container's namespace kept (with and without
+``bridge``'s masquerading), removed before gc, and a live neighbour container. See ``killtest.py`` for how each trial runs and
 what is counted. It prints Markdown tables, and with ``--json FILE`` writes
 every trial. Exit status 1 when any trial leaked, 0 when none did.
 """
@@ -78,6 +78,15 @@ def _held(t: Trial) -> bool:
     return any(t.before_gc.get(r) for r in NETWORK_RESOURCES)
 
 
+def _second(ts: Sequence[Trial]) -> str:
+    """Of the trials the first gc left unclean, how many a second gc cleaned."""
+    again = [t for t in ts if t.after_second_gc is not None]
+    if not again:
+        return "-"
+    clean = [t for t in again if not any(t.after_second_gc.values()) and not t.second_gc_error]
+    return f"{len(clean)}/{len(again)}"
+
+
 def summary_table(trials: Sequence[Trial], label: str) -> list[str]:
     """One row per (runtime, operation, kill mode)."""
     groups: dict[tuple[str, str, str], list[Trial]] = defaultdict(list)
@@ -87,7 +96,7 @@ def summary_table(trials: Sequence[Trial], label: str) -> list[str]:
         "| runtime | operation | kill | trials | in the window | held resources | leaked | "
         "leaked in the window | "
         + " | ".join(SHORT[r] for r in RESOURCES)
-        + " | gc errors | temp files | lock files |"
+        + " | gc errors | clean after a 2nd gc | temp files | lock files |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for (impl, op, mode), ts in groups.items():
@@ -105,6 +114,7 @@ def summary_table(trials: Sequence[Trial], label: str) -> list[str]:
             f"{sum(t.leaked for t in window)}/{len(window)}",
             *[str(sum(1 for t in ts if t.leaks.get(r))) for r in RESOURCES],
             str(sum(1 for t in ts if t.gc_error)),
+            _second(ts),
             str(sum(t.temp for t in ts)),
             str(sum(t.locks for t in ts)),
         ]
