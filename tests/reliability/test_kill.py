@@ -101,14 +101,16 @@ def test_the_counts_see_every_resource_of_a_setup_and_gc_collects_a_complete_one
     container that is not valid removes all of it."""
     trial = runner.run(Trial("python", "setup", "none"))
     assert trial.phase == "not killed"
-    assert trial.before_gc == {
+    held = dict(trial.before_gc)
+    # A record may end with its ADD or stay until the DEL (behaviour.md §4.1 allows both).
+    assert held.pop("records") in (0, 2), trial.describe()
+    assert held == {
         "reservations": 1,
         "veths": 1,
         "ctr_ifaces": 1,
         "chains": 2,  # bridge's masquerading chain, portmap's DNAT chain
         "rules": 7,
         "entries": 2,  # cni-loopback and the bridge network
-        "records": 0,
     }, trial.describe()
     assert trial.leaks == dict.fromkeys(RESOURCES, 0), trial.describe()
     assert not trial.gc_error
