@@ -10,11 +10,13 @@ Usage (inside the test's throwaway "host" network namespace)::
     {"op": "setup" | "add",
      "conf_dir": "...", "plugin_dirs": ["..."], "cache_dir": "...",
      "network": "...",              # the bridge network (a file of conf_dir)
+     "plugin_types": ["bridge", "portmap"],   # its plugins, in order
      "container_id": "...", "netns": "/run/netns/...",
      "capability_args": {...},
      "events": "/path/events.log",  # run: where the runtime logs what it does
      "kill_at": null | "lock" | "first-plugin" | "after-plugin:TYPE"
-                | "cache-temp" | "after-cache",
+                | "cache-temp" | "after-cache",   # others: ignored here
+                                  # (the test's host-local wrapper acts on them)
      "valid_containers": [...]}     # gc
 
 ``run`` prepares everything (imports libcni, loads the configuration, runs
@@ -39,8 +41,8 @@ was when it died. The plugins run with libcni's default executor
 
 **Fault injection** (``kill_at``): the runtime kills itself with SIGKILL at
 an exact instant of the ADD of the bridge network, which random kills
-rarely hit. The hooks wrap functions of the standard library in this
-process only (no libcni code is changed):
+rarely hit. The hooks wrap, in this process only, ``RawExec.exec_plugin``
+and functions of the standard library (no libcni file is changed):
 
 - ``lock``: right after ``fcntl.flock`` took the exclusive lock of the
   attachment's lock file (``<cache>/locks/<network>-<id>-eth0``): after the

@@ -121,7 +121,7 @@ GOPATH = "/usr/share/gocode"  # Debian's golang-*-dev sources (tests/test_go_int
 GO_LIBCNI = Path(GOPATH) / "src/github.com/containernetworking/cni/libcni"
 PLUGIN_DIR = "/usr/lib/cni"
 REQUIRED_PLUGINS = ("bridge", "host-local", "portmap", "loopback")
-REQUIRED_TOOLS = ("ip", "iptables-save", "ip6tables-save")
+REQUIRED_TOOLS = ("ip", "iptables", "iptables-save", "ip6tables-save")
 NETWORK = "killnet"
 BRIDGE = "cnikill0"
 SUBNET = "10.99.0.0/24"
@@ -153,12 +153,13 @@ sys.stderr.write(f"launcher: runtime wait status {status}\n")
 """
 
 #: A ``host-local`` that SIGKILLs the runtime (its parent's parent) right after
-#: the real one reserved the address; ``KILLTEST_GROUP=1``: ``bridge`` (its
-#: parent) too. Only for ADD.
+#: the real one reserved the address; with ``{group}`` 1, ``bridge`` (its
+#: parent) too. Only for ADD. ``{run}`` runs the real one; ``{when}`` is the
+#: shell test of when to kill.
 _HOST_LOCAL_WRAPPER = """#!/bin/sh
-out=$({real})
+out=$({run})
 rc=$?
-if [ "$CNI_COMMAND" = ADD ] && [ $rc -eq 0 ]; then
+if [ "$CNI_COMMAND" = ADD ] && {when}; then
     bridge=$PPID
     runtime=$(cut -d' ' -f4 /proc/$bridge/stat)
     kill -STOP "$runtime"
@@ -167,6 +168,31 @@ if [ "$CNI_COMMAND" = ADD ] && [ $rc -eq 0 ]; then
 fi
 printf '%s' "$out"
 exit $rc
+"""
+
+#: ``ipam-torn``: host-local SIGKILLed by strace at its first ``write``, the one
+#: that puts the container ID into the reservation file it has just created
+#: (``O_CREAT|O_EXCL``): the file stays, empty. Then bridge and the runtime.
+_TORN_HOST_LOCAL = (
+    "strace -f -qq -o /dev/null -e trace=write -e inject=write:signal=KILL:when=1 {real}"
+)
+
+#: ``masq-chain``: an ``iptables`` first in the PATH of the runtime (and so of
+#: its plugins: go-iptables finds ``iptables`` in PATH) that, when ``bridge``
+#: creates a chain (``-N CNI-...``: its masquerading chain, the container's
+#: address already on its interface), SIGKILLs bridge and the runtime.
+_IPTABLES_WRAPPER = """#!/bin/sh
+case " $* " in
+*" -N CNI-"*)
+    if [ "$(cat /proc/$PPID/comm)" = bridge ]; then
+        runtime=$(cut -d' ' -f4 /proc/$PPID/stat)
+        kill -STOP "$runtime"
+        kill -KILL "$PPID" "$runtime"
+        exit 1
+    fi
+    ;;
+esac
+exec {real} "$@"
 """
 
 
@@ -271,10 +297,40 @@ class Trial:
     second_gc_error: str = ""
     neighbour_damage: list[str] = field(default_factory=list)
     detail: str = ""  # what leaked, by name
+    torn: int = 0  # leaked reservations whose file holds no container ID
 
     @property
     def leaked(self) -> bool:
         return any(self.leaks.values()) or bool(self.gc_error) or bool(self.neighbour_damage)
+
+    @property
+    def plugin_limit(self) -> str:
+        """The reference plugins' limit that explains all this trial left, or ``""``.
+
+        - ``torn reservation``: only reservations leaked, each an empty file:
+          host-local was killed between creating the file (``O_CREAT|O_EXCL``)
+          and writing the container ID into it, so that no DEL can match it (no
+          runtime writes these files; ``ipam-torn`` makes it happen);
+        - ``bridge DEL failed once``: the first gc failed only because bridge's
+          DEL found no masquerading chain ("Chain ... does not exist": bridge
+          was killed after it gave the container its address, before it
+          created the chain; ``masq-chain``), the library kept the record, and
+          a second gc left nothing.
+        """
+        if self.neighbour_damage:
+            return ""
+        leaked = {k for k, v in self.leaks.items() if v}
+        if leaked == {"reservations"} and self.torn == self.leaks["reservations"]:
+            return "" if self.gc_error else "torn reservation"
+        bridge_failed = 'type="bridge" failed (del)' in self.gc_error and (
+            "does not exist" in self.gc_error
+        )
+        second_clean = self.after_second_gc is not None and not (
+            any(self.after_second_gc.values()) or self.second_gc_error
+        )
+        if bridge_failed and leaked <= {"records", "entries"} and second_clean:
+            return "bridge DEL failed once"
+        return ""
 
     def label(self) -> str:
         how = self.kill_at if self.mode == "instant" else f"{self.mode} {self.delay * 1000:.0f}ms"
@@ -295,6 +351,8 @@ class Trial:
             extra += f"; a second gc left {left or 'nothing'}"
             if self.second_gc_error:
                 extra += f" and failed: {self.second_gc_error}"
+        if self.plugin_limit:
+            extra += f" (a plugin limit: {self.plugin_limit})"
         return f"{self.label()}: phase {self.phase!r}: {leaks}{extra}"
 
 
@@ -410,7 +468,10 @@ def snapshot(world: World) -> Snapshot:
 def difference(after: Snapshot, before: Snapshot) -> tuple[dict[str, int], dict[str, list[str]]]:
     """Counts and names of what ``after`` has that ``before`` had not."""
     names: dict[str, list[str]] = {
-        "reservations": sorted(after.reservations - before.reservations),
+        "reservations": [  # with the container ID the file holds (host-local's owner)
+            f"{ip} (holding {after.owners.get(ip, '')!r})"
+            for ip in sorted(after.reservations - before.reservations)
+        ],
         "veths": sorted(after.veths - before.veths),
         "ctr_ifaces": sorted(after.ctr_ifaces - before.ctr_ifaces),
         "chains": sorted(after.chains - before.chains),
@@ -706,17 +767,27 @@ class Runner:
     ) -> Runtime:
         plugin_dirs = [PLUGIN_DIR]
         env = _python_env(self.libcni)
-        if kill_at.startswith("ipam-reserved"):
+        if kill_at.startswith("ipam-"):
             world.wrappers.mkdir(exist_ok=True)
             wrapper = world.wrappers / "host-local"
+            real = os.path.join(PLUGIN_DIR, "host-local")
+            torn = kill_at == "ipam-torn"
             wrapper.write_text(
                 _HOST_LOCAL_WRAPPER.format(
-                    real=os.path.join(PLUGIN_DIR, "host-local"),
-                    group=1 if kill_at.endswith("-group") else 0,
+                    run=_TORN_HOST_LOCAL.format(real=real) if torn else real,
+                    when="true" if torn else "[ $rc -eq 0 ]",
+                    group=1 if torn or kill_at.endswith("-group") else 0,
                 )
             )
             wrapper.chmod(0o755)
             plugin_dirs = [str(world.wrappers), PLUGIN_DIR]
+        if kill_at == "masq-chain":
+            world.wrappers.mkdir(exist_ok=True)
+            wrapper = world.wrappers / "iptables"
+            real = shutil.which("iptables")
+            wrapper.write_text(_IPTABLES_WRAPPER.format(real=real))
+            wrapper.chmod(0o755)
+            env["PATH"] = f"{world.wrappers}{os.pathsep}{env.get('PATH', '')}"
         world.events.unlink(missing_ok=True)
         if impl == "python":
             req = self._request(world, op, cid, netns, kill_at=kill_at, plugin_dirs=plugin_dirs)
@@ -833,6 +904,7 @@ class Runner:
         counts, names = difference(after, before)
         trial.leaks = {k: counts[k] for k in RESOURCES}
         trial.temp, trial.locks = counts["temp"], counts["locks"]
+        trial.torn = sum(1 for r in names["reservations"] if r.endswith("(holding '')"))
         trial.detail = "; ".join(
             f"{k}: {', '.join(v[:3])}{', ...' if len(v) > 3 else ''}"
             for k, v in names.items()
@@ -884,6 +956,9 @@ PYTHON_INSTANTS = (
     "cache-temp",
     "after-cache",
 )
+#: Instants at which a reference plugin is left in a state its own DEL cannot undo
+#: (whatever the runtime does): the plugins' limits, measured apart.
+PLUGIN_LIMIT_INSTANTS = ("ipam-torn", "masq-chain")
 GO_INSTANTS = (
     "first-plugin",
     "ipam-reserved",
@@ -926,5 +1001,10 @@ def clean_orphans() -> None:
         Netns(name).delete()
 
 
-def failures(trials: Sequence[Trial]) -> list[str]:
-    return [t.describe() for t in trials if t.leaked]
+def failures(trials: Sequence[Trial], allow: Sequence[str] = ()) -> list[str]:
+    """The trials that leaked, described, but those whose leak is a plugin limit in ``allow``."""
+    return [
+        t.describe()
+        for t in trials
+        if t.leaked and not (t.plugin_limit and t.plugin_limit in allow)
+    ]

@@ -137,7 +137,10 @@ def test_runtime_killed_at_any_instant_leaks_nothing_after_gc(runner: Runner) ->
     for op in ("setup", "add"):
         for mode in ("process", "group"):
             trials += random_trials(runner, "python", op, mode, n, rng, variants=("plain",))
-    leaked = failures(trials)
+    # host-local killed between creating a reservation file and writing its owner
+    # leaves an empty file no DEL can match (a group kill rarely lands there; the
+    # report measures it with the ipam-torn instant): not the runtime's to collect.
+    leaked = failures(trials, allow=("torn reservation",))
     assert not leaked, f"{len(leaked)} of {len(trials)} trials leaked:\n" + "\n".join(leaked)
     assert not wrong_phase, "\n".join(wrong_phase)
 
