@@ -88,24 +88,19 @@ def _held(t: Trial) -> bool:
     return any(t.before_gc.get(r) for r in NETWORK_RESOURCES)
 
 
-def _second(ts: Sequence[Trial]) -> str:
-    """Of the trials the first gc left unclean, how many a second gc cleaned."""
-    again = [t for t in ts if t.after_second_gc is not None]
-    if not again:
-        return "-"
-    clean = [t for t in again if not any(t.after_second_gc.values()) and not t.second_gc_error]
-    return f"{len(clean)}/{len(again)}"
-
-
 def summary_table(runs: Sequence[tuple[str, list[Trial]]]) -> list[str]:
-    """One row per runtime, operation and kill mode (random kills only)."""
+    """One row per runtime, operation and kill mode (random kills only); the resource
+    columns count the trials that left that resource after the restarted runtime's gc."""
     head = (
-        "| runtime | operation | kill | trials | in the window | held resources | leaked | "
-        "leaked in the window | of them plugin limits | "
-        + " | ".join(SHORT[r] for r in RESOURCES)
-        + " | gc errors | clean after a 2nd gc | temp files | lock files |"
+        "| runtime | operation | kill | trials | in the window | held resources at restart | "
+        "leaked | leaked in the window | addresses | veth pairs | iptables chains / rules | "
+        "entries | records | gc failed | plugin limits | temp files | lock files |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
+
+    def n(ts: Sequence[Trial], *what: str) -> int:
+        return sum(1 for t in ts if any(t.leaks.get(w) for w in what))
+
     for label, trials in runs:
         groups: dict[tuple[str, str], list[Trial]] = defaultdict(list)
         for t in trials:
@@ -116,17 +111,20 @@ def summary_table(runs: Sequence[tuple[str, list[Trial]]]) -> list[str]:
             leaked = [t for t in ts if t.leaked]
             cells = [
                 label,
-                "setup" if op == "setup" else "add",
+                op,
                 mode,
                 str(len(ts)),
                 str(len(window)),
                 str(sum(_held(t) for t in ts)),
                 str(len(leaked)),
                 f"{sum(t.leaked for t in window)}/{len(window)}",
-                str(sum(1 for t in leaked if t.plugin_limit)),
-                *[str(sum(1 for t in ts if t.leaks.get(r))) for r in RESOURCES],
+                str(n(ts, "reservations")),
+                str(n(ts, "veths", "ctr_ifaces")),
+                f"{n(ts, 'chains')} / {n(ts, 'rules')}",
+                str(n(ts, "entries")),
+                str(n(ts, "records")),
                 str(sum(1 for t in ts if t.gc_error)),
-                _second(ts),
+                str(sum(1 for t in leaked if t.plugin_limit)),
                 str(sum(t.temp for t in ts)),
                 str(sum(t.locks for t in ts)),
             ]

@@ -11,7 +11,16 @@ the exact instants random kills rarely hit (fault injection in the runtime
 child, and a wrapper ``host-local`` that kills the runtime once the address is
 reserved) and at a few random ones, alone or with the plugins it started;
 then a restarted runtime runs ``gc`` only, and no address reservation, veth,
-iptables chain or rule, cache entry or record may be left.
+iptables chain or rule, cache entry or record may be left. Each instant must
+land where it is meant to (a kill "before the first plugin" must find the
+record written, with records).
+
+The random kills use the ``plain`` variant (``bridge`` without
+masquerading): ``bridge`` 1.1.1 killed between its address and its
+masquerading chain fails the next DEL once, whatever the runtime does
+(``killtest.py``; the report measures it). A reservation that host-local
+left empty (killed between creating the file and writing the container ID
+into it) is not counted either: no DEL can match it.
 
 ``LIBCNI_KILL_TRIALS=N`` runs N random kills per operation and kill mode
 instead of one. Needs root, iproute2, iptables and the reference plugins:
