@@ -25,7 +25,8 @@ else, and the trial counts what is left:
 - ``records``: in-progress records (files under ``<cache>/records``).
 
 Every count is the difference with a snapshot taken just before the runtime
-started (another, live container may be there). All must be zero.
+started (another, live container may be there). All must be zero, but for
+the limits of the reference plugins themselves (``Trial.plugin_limit``).
 
 Everything runs in throwaway namespaces (``tests/e2e/netns.py``): every trial
 has its own "host" namespace, where the runtime, the plugins and the restarted
@@ -51,7 +52,11 @@ test writes ``go`` and, after a random delay, kills it:
   in the runtime child: see ``kill_runtime.py``), or a wrapper ``host-local``
   (a shell script placed before the real one in the plugin path) kills the
   runtime, and with ``-group`` the ``bridge`` that called it too, right after
-  the real ``host-local`` reserved the address.
+  the real ``host-local`` reserved the address. Two more instants show what
+  the plugins cannot undo whatever the runtime does
+  (``PLUGIN_LIMIT_INSTANTS``): ``ipam-torn`` (strace kills ``host-local`` at
+  the ``write`` that fills its new reservation file) and ``masq-chain`` (an
+  ``iptables`` wrapper kills ``bridge`` as it creates its masquerading chain).
 
 The test waits for every orphaned plugin to end before the restart (a real
 restart takes longer than a plugin).
@@ -693,6 +698,20 @@ class Runtime:
         self.lines += out.decode().split("\n")
         return [x for x in self.lines if x]
 
+    def abort(self) -> None:
+        """Kill the runtime and everything under the launcher, and reap them (after a failure)."""
+        if self.proc.poll() is None:
+            for pid in [*descendants(self.proc.pid), self.proc.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.proc.communicate(timeout=TIMEOUT)
+        if not self._stderr.closed:
+            self._stderr.close()
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+
     def _log(self) -> str:
         try:
             return self.log.read_text(errors="replace")[-4000:]
@@ -813,9 +832,13 @@ class Runner:
     def _setup_neighbour(self, world: World, impl: str, op: str, cid: str) -> None:
         assert world.neighbour is not None
         rt = self._start(world, impl, op, cid, world.neighbour.path)
-        rt.ready(self.libcni if impl == "python" else None)
-        rt.go()
-        lines = rt.wait()
+        try:
+            rt.ready(self.libcni if impl == "python" else None)
+            rt.go()
+            lines = rt.wait()
+        except BaseException:
+            rt.abort()
+            raise
         if not any(x.startswith("done") for x in lines):
             raise KillTestError(f"the live container's setup failed:\n{rt._log()}")
 
@@ -867,12 +890,16 @@ class Runner:
         before = snapshot(world)
         assert world.ctr is not None
         rt = self._start(world, trial.impl, trial.op, cid, world.ctr.path, trial.kill_at)
-        rt.ready(self.libcni if trial.impl == "python" else None)
-        started = rt.go()
-        if trial.mode in ("process", "group"):
-            time.sleep(max(0.0, started + trial.delay - time.monotonic()))
-            rt.kill(trial.mode)
-        lines = rt.wait()
+        try:
+            rt.ready(self.libcni if trial.impl == "python" else None)
+            started = rt.go()
+            if trial.mode in ("process", "group"):
+                time.sleep(max(0.0, started + trial.delay - time.monotonic()))
+                rt.kill(trial.mode)
+            lines = rt.wait()
+        except BaseException:
+            rt.abort()
+            raise
         done = [x for x in lines if x.startswith("done")]
         trial.completed = bool(done)
         if done:
