@@ -13,6 +13,13 @@ removing or renaming a file in it does that) or when it had been modified
 less than :data:`RECENT` before its last listing; otherwise the names listed
 then are its names, and only its files are stat'ed.
 
+Networks defined in code (``NetworkManager(networks=[...])``) come first and
+shadow a file naming the same network; with ``conf_dir=None`` they are the
+only ones. A network skipped because a plugin binary is missing is usable
+at the first check after the binary appears: the places where it would be
+found (``<plugin dir>/<type>``) are stat'ed at every check, so installing it,
+or making it executable, is seen even when the directory's own stat is old.
+
 No thread watches anything and no lock is taken: a reload builds a new
 immutable :class:`LoadedNetworks` and swaps it in; an operation keeps the
 one it started with.
@@ -36,7 +43,7 @@ from ..conf import (
     conf_list_from_conf,
     conf_list_from_file,
 )
-from ..errors import CNIError
+from ..errors import CNIError, PluginNotFoundError
 from ._values import LoadedNetworks
 
 __all__ = ["EXTENSIONS", "RECENT", "ConfigWatcher"]
@@ -88,6 +95,17 @@ def _files(
     return out
 
 
+_BinaryStat = tuple[int, int, int, int, int, int] | None  # _Stat and the mode
+
+
+def _binary_stat(path: str) -> _BinaryStat:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
 _Listing = tuple[tuple[int, int, int, int, int], int, tuple[str, ...]]
 """A directory's stat, the time it was listed (``time.time_ns()``), its names."""
 
@@ -98,20 +116,26 @@ class _State:
     checked_at: int
     loaded: LoadedNetworks
     drop_in_names: tuple[str, ...]
+    #: Where the plugin binaries that skipped a network would be (``<dir>/<type>``), each
+    #: with its stat taken before the search failed (:func:`_binary_stat`).
+    missing: tuple[tuple[str, _BinaryStat], ...] = ()
 
 
 class ConfigWatcher:
-    """Loads the networks of ``conf_dir`` and reloads them when anything changed."""
+    """Loads the networks of ``conf_dir`` (after ``networks``, defined in code) and reloads
+    them when anything changed."""
 
     def __init__(
         self,
-        conf_dir: str,
+        conf_dir: str | None,
         plugin_dirs: Sequence[str],
         find: Callable[[str, Sequence[str]], str],
         default_networks: Sequence[str] | None,
         max_networks: int,
+        networks: Sequence[NetworkConfigList] = (),
     ) -> None:
         self.conf_dir = conf_dir
+        self.code_networks = tuple(networks)
         self.plugin_dirs = tuple(plugin_dirs)
         self._find = find
         self.default_networks = None if default_networks is None else tuple(default_networks)
@@ -125,20 +149,27 @@ class ConfigWatcher:
         state = self._state
         names = state.drop_in_names if state is not None else ()
         signature = self._signature(names)
-        if state is not None and signature == state.signature:
+        if (
+            state is not None
+            and signature == state.signature
+            and all(_binary_stat(path) == st for path, st in state.missing)
+        ):
             limit = state.checked_at - RECENT
             if not any(st is not None and st[3] >= limit for _, st in signature):
                 return state.loaded
-        loaded, drop_in_names = self._load()
-        # The signature taken before loading: a change made meanwhile differs from it.
-        self._state = _State(signature, now, loaded, drop_in_names)
+        loaded, drop_in_names, missing = self._load()
+        # The signature taken before loading: a change made meanwhile differs from it
+        # (and each missing binary's stat was taken before it was searched for).
+        self._state = _State(signature, now, loaded, drop_in_names, missing)
         return loaded
 
     def _signature(self, drop_in_names: Sequence[str]) -> tuple[tuple[str, _Stat], ...]:
         listings: dict[str, _Listing] = {}
-        conf_dir = _stat(self.conf_dir)
-        out: list[tuple[str, _Stat]] = [(self.conf_dir, conf_dir)]
-        if conf_dir is not None:
+        out: list[tuple[str, _Stat]] = []
+        conf_dir = None if self.conf_dir is None else _stat(self.conf_dir)
+        if self.conf_dir is not None:
+            out.append((self.conf_dir, conf_dir))
+        if self.conf_dir is not None and conf_dir is not None:
             names = self._listed(self.conf_dir, conf_dir, listings)
             if names is not None:
                 out.extend(_files(self.conf_dir, names, EXTENSIONS))
@@ -176,16 +207,55 @@ class ConfigWatcher:
         listings[directory] = known
         return known[2]
 
-    def _load(self) -> tuple[LoadedNetworks, tuple[str, ...]]:
+    def _usable(self, net: NetworkConfigList, missing: list[tuple[str, _BinaryStat]]) -> None:
+        """Raise unless every plugin binary of ``net`` is found; note where missing ones go.
+
+        When a search fails, the places are stat'ed and the search is made
+        again: the stats noted were taken before the search that failed, so a
+        binary installed after it always differs from what was noted.
+        """
+        for plugin in net.plugins:
+            try:
+                self._find(plugin.type, self.plugin_dirs)
+                continue
+            except PluginNotFoundError:
+                pass
+            places: list[tuple[str, _BinaryStat]] = []
+            if "/" not in plugin.type and plugin.type not in ("", ".", ".."):
+                places = [
+                    (path, _binary_stat(path))
+                    for path in (os.path.join(d, plugin.type) for d in self.plugin_dirs)
+                ]
+            try:
+                self._find(plugin.type, self.plugin_dirs)
+            except PluginNotFoundError:
+                missing.extend(places)
+                raise
+
+    def _load(
+        self,
+    ) -> tuple[LoadedNetworks, tuple[str, ...], tuple[tuple[str, _BinaryStat], ...]]:
         networks: dict[str, NetworkConfigList] = {}
         files: dict[str, str] = {}
         skipped: dict[str, str] = {}
         drop_in_names: list[str] = []
-        try:
-            paths = conf_files(self.conf_dir, EXTENSIONS)
-        except CNIError as e:
-            paths = []
-            skipped[self.conf_dir] = str(e)
+        missing: list[tuple[str, _BinaryStat]] = []
+        code: dict[str, str] = {}  # network name -> where it is defined in code
+        for i, net in enumerate(self.code_networks):
+            where = code[net.name] = f"networks[{i}] ({net.name})"
+            try:
+                self._usable(net, missing)
+            except CNIError as e:
+                skipped[where] = str(e)
+                continue
+            networks[net.name] = net
+            files[net.name] = where
+        paths: list[str] = []
+        if self.conf_dir is not None:
+            try:
+                paths = conf_files(self.conf_dir, EXTENSIONS)
+            except CNIError as e:
+                skipped[self.conf_dir] = str(e)
         for path in paths:
             try:
                 if path.endswith(".conflist"):
@@ -196,8 +266,12 @@ class ConfigWatcher:
                     net = conf_list_from_file(path)
                 else:
                     net = conf_list_from_conf(conf_from_file(path))
-                for plugin in net.plugins:
-                    self._find(plugin.type, self.plugin_dirs)
+                if net.name in code:
+                    skipped[path] = (
+                        f"shadowed: network {net.name!r} is defined in code ({code[net.name]})"
+                    )
+                    continue
+                self._usable(net, missing)
             except OSError as e:
                 skipped[path] = f"cannot read {path}: {e.strerror or e}"
                 continue
@@ -220,4 +294,4 @@ class ConfigWatcher:
         else:
             defaults = tuple(networks)
         loaded = LoadedNetworks(networks, defaults, skipped, files)
-        return loaded, tuple(dict.fromkeys(drop_in_names))
+        return loaded, tuple(dict.fromkeys(drop_in_names)), tuple(dict.fromkeys(missing))
