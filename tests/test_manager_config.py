@@ -244,6 +244,27 @@ def test_every_kind_of_change_is_seen(env: Env, mode: str) -> None:
     assert list(m.networks().networks) == ["e", "g"]
 
 
+def test_conf_dir_reached_through_a_symlink_that_is_repointed(env: Env, mode: str) -> None:
+    """As a deployment that switches its configuration by repointing a link: the link's
+    target is stat'ed at each check, and the new directory is the one watched."""
+    one, two = env.root / "one", env.root / "two"
+    one.mkdir()
+    two.mkdir()
+    write(one / "10-a.conflist", "a")
+    write(two / "10-b.conflist", "b")
+    link = env.root / "link.d"
+    link.symlink_to(one)
+    m = NetworkManager(link, [env.plugins], cache_dir=env.cache, max_networks=0)
+    assert list(m.networks().networks) == ["a"]
+    (env.root / "new-link").symlink_to(two)
+    (env.root / "new-link").rename(link)  # atomically repointed
+    assert list(m.networks().networks) == ["b"]
+    write(two / "20-c.conflist", "c")
+    assert list(m.networks().networks) == ["b", "c"]
+    write(one / "20-x.conflist", "x")  # the old directory no longer counts
+    assert list(m.networks().networks) == ["b", "c"]
+
+
 def test_conf_dir_created_after_the_manager(env: Env, mode: str) -> None:
     shutil.rmtree(env.conf)
     m = env.manager()

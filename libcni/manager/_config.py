@@ -446,8 +446,9 @@ class ConfigWatcher:
                     changes.drop_ins.add(what)
                 else:
                     changes.plugins = True
-        for (role, path), seen in watches.polled.items():
-            if _identity(path) != seen:
+        for (role, path), seen in list(watches.polled.items()):
+            if _identity(path) != seen:  # another directory now: watched anew by the reload
+                self._unwatch(watches, role, path)
                 if role == _CONF:
                     changes.everything = True
                 else:
