@@ -244,7 +244,9 @@ def test_every_kind_of_change_is_seen(env: Env, mode: str) -> None:
     assert list(m.networks().networks) == ["e", "g"]
 
 
-def test_conf_dir_reached_through_a_symlink_that_is_repointed(env: Env, mode: str) -> None:
+def test_conf_dir_reached_through_a_symlink_that_is_repointed(
+    env: Env, mode: str, counter: Counter
+) -> None:
     """As a deployment that switches its configuration by repointing a link: the link's
     target is stat'ed at each check, and the new directory is the one watched."""
     one, two = env.root / "one", env.root / "two"
@@ -263,6 +265,10 @@ def test_conf_dir_reached_through_a_symlink_that_is_repointed(env: Env, mode: st
     assert list(m.networks().networks) == ["b", "c"]
     write(one / "20-x.conflist", "x")  # the old directory no longer counts
     assert list(m.networks().networks) == ["b", "c"]
+    age(two, *two.iterdir())
+    m.networks()
+    loaded, counts = counter(m)  # settled: nothing read again
+    assert list(loaded.networks) == ["b", "c"] and counts["open"] == 0
 
 
 def test_conf_dir_created_after_the_manager(env: Env, mode: str) -> None:
