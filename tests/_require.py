@@ -23,19 +23,3 @@ def unavailable(reason: str) -> NoReturn:
     if required():
         pytest.fail(f"{reason} (LIBCNI_REQUIRE_NETNS=1: not skipping)", pytrace=False)
     pytest.skip(reason)
-
-
-def in_ci() -> bool:
-    """Whether this is a CI run (``CI`` set to anything but empty, ``0`` or ``false``)."""
-    return os.environ.get("CI", "").lower() not in ("", "0", "false")
-
-
-def missing_source(reason: str) -> NoReturn:
-    """Skip with ``reason`` (a missing input, like ``../shared/spec``), but fail under CI.
-
-    CI checks ``../shared`` out beside the clone, so there a missing input is a
-    broken set-up: it fails when ``CI`` is set or ``LIBCNI_REQUIRE_NETNS=1``.
-    """
-    if in_ci() or required():
-        pytest.fail(f"{reason} (CI or LIBCNI_REQUIRE_NETNS=1: not skipping)", pytrace=False)
-    pytest.skip(reason)
