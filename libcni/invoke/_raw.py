@@ -825,6 +825,10 @@ class RawExec:
         global _in_flight
         _in_flight += 1
         try:
+            if _in_flight > 1:
+                # Let the loop turn between what led here and the start: with many
+                # operations ready at once, one turn of the loop runs a step of each.
+                await asyncio.sleep(0)
             run = await _astart(loop, path, env, stdin, deadline, timeout)
         except BaseException:
             _in_flight -= 1
