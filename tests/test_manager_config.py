@@ -127,30 +127,19 @@ def many(env: Env) -> None:
         write(env.conf / f"{i:04d}.conflist", f"n{i}")
 
 
-def test_check_with_nothing_changed_costs_no_file_operation_with_notification(
-    env: Env, counter: Counter, monkeypatch: pytest.MonkeyPatch
+def test_check_with_nothing_changed_costs_nothing_per_file(
+    env: Env, counter: Counter, mode: str
 ) -> None:
-    monkeypatch.setattr(_config, "NOTIFY", True)
+    """With the notification not one stat, listing, open or parse, whatever the files;
+    with the scan one stat a file (conf_dir, each file, the plugin directory; absent
+    drop-in directories are not stat'ed) and nothing else."""
     many(env)
     m = env.manager()
     first = settle(m, env)
-    assert m._core.watcher.notified
+    assert m._core.watcher.notified is (mode == "notify")
     loaded, counts = counter(m)
     assert loaded is first
-    assert counts == Counts()  # not one stat, listing, open or parse, whatever the files
-
-
-def test_check_with_nothing_changed_is_one_stat_a_file_with_the_scan(
-    env: Env, counter: Counter, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_config, "NOTIFY", False)
-    many(env)
-    m = env.manager()
-    first = settle(m, env)
-    loaded, counts = counter(m)
-    assert loaded is first
-    # conf_dir, each file, the plugin directory (drop-in directories absent: not stat'ed)
-    assert counts == Counts(stat=FILES + 2)
+    assert counts == (Counts() if mode == "notify" else Counts(stat=FILES + 2))
 
 
 def test_a_reload_reads_and_parses_each_changed_file_once(
