@@ -28,6 +28,10 @@ a floor or baseline measured in the same run:
               a shuffled order, so that a change of machine load hits all
               alike. Median and p90.
 ``chain``     the same for chains of 1, 3 and 10 plugins.
+``observers`` what observers cost per plugin run: add+del with no observer, one
+              trivial observer, and the Prometheus and OpenTelemetry observers
+              when their library is installed, interleaved; with the no-op
+              plugin and with an ``Exec`` that starts no process.
 ``threads``   add+del throughput with 1, 2, 4, 8 threads (different containers),
               and the floor's throughput with as many threads; both also in
               as many forked processes (no shared GIL).
@@ -72,6 +76,7 @@ BUILD = HERE / "build"
 sys.path.insert(0, str(ROOT))
 
 import libcni  # noqa: E402
+from libcni._ops import RunPlugin, TakeLock  # noqa: E402
 from libcni.cache import CacheEntry, ResultCache  # noqa: E402
 from libcni.invoke import RawExec  # noqa: E402
 
@@ -361,6 +366,102 @@ def bench_addel(
             f"<= {target:.2f}x" if target else "",
             None if target is None else med_d / med_b <= target,
         )
+
+
+# --------------------------------------------------------------------------- observers
+
+
+class NoIO(libcni.CNIConfig):
+    """A ``CNIConfig`` that performs no effect: plugins answer at once, no lock, no cache write.
+
+    What is left of an add+del is the library's own work (requests,
+    environment, results, the drivers) and, with observers, the events: the
+    part observers add to, measured without the noise of processes and files.
+    """
+
+    RESULT = b'{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.3/24"}]}'
+
+    def _perform(self, effect: Any) -> Any:
+        if isinstance(effect, RunPlugin):
+            return self.RESULT if effect.command == "ADD" else b""
+        if isinstance(effect, TakeLock):
+            return lambda: None
+        return None  # CacheIO: the write and the removal are skipped
+
+    def _find(self, plugin_type: str) -> str:
+        return os.path.join(self.path[0], plugin_type)
+
+
+def optional_observers() -> dict[str, Any]:
+    """The ready observers whose library is installed (``libcni[prometheus]``, ``libcni[otel]``)."""
+    out: dict[str, Any] = {}
+    try:
+        from prometheus_client import CollectorRegistry
+
+        from libcni.metrics import PrometheusObserver
+
+        out["prometheus"] = PrometheusObserver(CollectorRegistry())
+    except ImportError:
+        pass
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+
+        from libcni.tracing import OpenTelemetryObserver
+
+        # Spans made and ended (sampled), exported nowhere: the observer's own cost.
+        out["otel"] = OpenTelemetryObserver(TracerProvider())
+    except ImportError:
+        pass
+    return out
+
+
+def bench_observers(table: Table, plugin_dir: str, n: int, warmup: int) -> None:
+    """What observers cost per plugin run: add+del of a 3-plugin chain (6 runs, 2 operations).
+
+    Interleaved: no observer, one trivial observer (``lambda event: None``)
+    and, when their library is installed, the Prometheus and OpenTelemetry
+    observers; with the no-op plugin (cache on tmpfs), and again with no I/O
+    at all (:class:`NoIO`), where the library's own work is all that is
+    timed and the difference stands out of the noise. The overhead per plugin
+    run is the difference of the medians divided by 6 (it includes the two
+    operation events of each add+del).
+    """
+    net = net_of(3)
+    runs = 6
+    observers: dict[str, list[Any]] = {"none": [], "trivial": [lambda event: None]}
+    observers.update({name: [obs] for name, obs in optional_observers().items()})
+    shm = tmpfs_dir()
+    with contextlib.ExitStack() as stack:
+        for how, cls, rounds in (("no-op plugin", libcni.CNIConfig, n), ("no I/O", NoIO, n * 10)):
+            variants: dict[str, Callable[[int], None]] = {}
+            for name, obs in observers.items():
+                cache = stack.enter_context(tempfile.TemporaryDirectory(dir=shm))
+                cni = cls([plugin_dir], cache_dir=cache, observers=obs)
+
+                def run(i: int, cni: libcni.CNIConfig = cni) -> None:
+                    r = rt(f"c{i}")
+                    cni.add_network_list(net, r)
+                    cni.del_network_list(net, r)
+
+                variants[name] = run
+            times = interleaved(variants, rounds, warmup)
+            base = statistics.median(times["none"])
+            table.data[f"observers, {how}"] = {
+                name: {"median_ms": ms(statistics.median(t))} for name, t in times.items()
+            }
+            for name in observers:
+                if name == "none":
+                    continue
+                med = statistics.median(times[name])
+                per_run_us = (med - base) / runs / 1000
+                table.add(
+                    f"observer {name}, add+del ({how}), overhead per plugin run",
+                    f"{per_run_us:+.2f} us ({ms(med):.3f} ms)",
+                    f"no observer {ms(base):.3f} ms",
+                    f"{med / base:.3f}x",
+                    "<= 5 us" if name == "trivial" else "",
+                    per_run_us <= 5 if name == "trivial" else None,
+                )
 
 
 # --------------------------------------------------------------------------- Go libcni
@@ -1055,7 +1156,7 @@ def slow_fsync(delay: float) -> None:
     os.fsync = fsync
 
 
-ALL_BENCHMARKS = "go,addel,chain,threads,tasks,spawn,import,cache,load,manager"
+ALL_BENCHMARKS = "go,addel,chain,observers,threads,tasks,spawn,import,cache,load,manager"
 
 
 def main() -> None:
@@ -1100,6 +1201,8 @@ def main() -> None:
     if "chain" in only:
         for plugins in (1, 10):
             bench_addel(table, plugin_dir, plugins, n // 2, warmup // 2, None)
+    if "observers" in only:
+        bench_observers(table, plugin_dir, n, warmup)
     counts = (1, 2, 4, 8)
     total, rounds = (48, 1) if q else (160, 3)
     if "threads" in only:

@@ -45,6 +45,13 @@ intersphinx_mapping = {
 }
 default_role = "py:obj"
 
+# The optional libraries of the observers have no inventory here (CI has no
+# network): their types in signatures are shown, not linked.
+nitpick_ignore = [
+    ("py:class", "prometheus_client.registry.CollectorRegistry"),
+    ("py:class", "opentelemetry.trace.TracerProvider"),
+]
+
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_default_options = {"members": True, "show-inheritance": True}

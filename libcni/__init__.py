@@ -32,17 +32,24 @@ from .conf import (
     inject_conf,
     load_conf,
     load_conf_list,
+    load_network_conf,
+    network_conf_from_bytes,
+    network_conf_from_file,
+    network_plugin_conf_from_bytes,
+    network_plugin_confs_from_files,
 )
 from .errors import (
     AlreadyAttachedError,
     CacheError,
     CheckNotSupportedError,
     CNIError,
+    Code,
     ConfigError,
     DecodeError,
     GCError,
     InvalidNetworkError,
     LockTimeoutError,
+    NamespaceError,
     NoConfigsFoundError,
     NotFoundError,
     NotReadyError,
@@ -56,11 +63,20 @@ from .errors import (
 )
 from .types import Result, create_result, result_from_bytes
 from .types.dns import DNS
-from .values import GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
+from .values import Args, CapabilityArgs, GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 if TYPE_CHECKING:
+    from ._events import Event, Observer
     from .aio import AsyncCNIConfig
+    from .capabilities import (
+        Bandwidth,
+        DNSConfig,
+        IPRange,
+        PortMapping,
+        RuntimeConfig,
+        k8s_args,
+    )
     from .manager import (
         AsyncNetworkManager,
         AttachmentResult,
@@ -81,23 +97,31 @@ __version__ = "0.1.0"
 __all__ = [
     "DNS",
     "AlreadyAttachedError",
+    "Args",
     "AsyncCNIConfig",
     "AsyncNetworkManager",
     "AttachmentResult",
+    "Bandwidth",
     "CNIConfig",
     "CNIError",
     "CacheError",
+    "CapabilityArgs",
     "CheckNotSupportedError",
+    "Code",
     "ConfigError",
     "ContainerInterface",
     "ContainerNetworks",
+    "DNSConfig",
     "DecodeError",
+    "Event",
     "GCArgs",
     "GCAttachment",
     "GCError",
+    "IPRange",
     "InvalidNetworkError",
     "LoadedNetworks",
     "LockTimeoutError",
+    "NamespaceError",
     "NetworkAttachment",
     "NetworkConfig",
     "NetworkConfigList",
@@ -106,13 +130,16 @@ __all__ = [
     "NoConfigsFoundError",
     "NotFoundError",
     "NotReadyError",
+    "Observer",
     "PluginConfig",
     "PluginError",
     "PluginInfo",
     "PluginNotFoundError",
     "PluginTimeoutError",
+    "PortMapping",
     "Result",
     "RuntimeConf",
+    "RuntimeConfig",
     "SetupError",
     "TeardownError",
     "ValidationError",
@@ -125,8 +152,14 @@ __all__ = [
     "conf_list_from_file",
     "create_result",
     "inject_conf",
+    "k8s_args",
     "load_conf",
     "load_conf_list",
+    "load_network_conf",
+    "network_conf_from_bytes",
+    "network_conf_from_file",
+    "network_plugin_conf_from_bytes",
+    "network_plugin_confs_from_files",
     "result_from_bytes",
 ]
 
@@ -144,6 +177,11 @@ _MANAGER_NAMES = frozenset(
 )
 
 
+_CAPABILITY_NAMES = frozenset(
+    {"Bandwidth", "DNSConfig", "IPRange", "PortMapping", "RuntimeConfig", "k8s_args"}
+)
+
+
 def __getattr__(name: str) -> Any:
     # The async API pulls in asyncio (~20 ms); load it only when asked for.
     if name == "AsyncCNIConfig":
@@ -151,11 +189,32 @@ def __getattr__(name: str) -> Any:
 
         globals()[name] = AsyncCNIConfig
         return AsyncCNIConfig
-    # The network manager (libcni.manager) is loaded on first use too.
-    if name in _MANAGER_NAMES:
-        from . import manager
+    # libcni.netns (ctypes) too: ``libcni.netns.create()`` after a plain ``import libcni``.
+    if name == "netns":
+        import importlib
 
-        value = getattr(manager, name)
+        return importlib.import_module(".netns", __name__)
+    # The events of observers: loaded when an observer is used.
+    if name in ("Event", "Observer"):
+        from . import _events
+
+        value = getattr(_events, name)
+        globals()[name] = value
+        return value
+    # The network manager (libcni.manager) and the typed capability arguments
+    # (libcni.capabilities) are loaded on first use too.
+    if name in _MANAGER_NAMES or name in _CAPABILITY_NAMES:
+        import importlib
+
+        module = importlib.import_module(
+            ".manager" if name in _MANAGER_NAMES else ".capabilities", __name__
+        )
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'libcni' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The names loaded on first use are listed before they are loaded.
+    return sorted(set(globals()) | set(__all__))

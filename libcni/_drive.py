@@ -1,8 +1,8 @@
-"""The blocking driver of effect generators, shared by ``CNIConfig`` and ``NetworkManager``."""
+"""The drivers of effect generators: blocking (``CNIConfig``, ``NetworkManager``) and async."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
 _R = TypeVar("_R")
@@ -30,4 +30,21 @@ def drive(op: Generator[Any, Any, _R], perform: Callable[[Any], Any]) -> _R:
             error = e
 
 
-__all__ = ["drive"]
+async def adrive(op: Generator[Any, Any, _R], perform: Callable[[Any], Awaitable[Any]]) -> _R:
+    """:func:`drive` for a coroutine: each effect is ``await perform(effect)`` (``AsyncCNIConfig``)."""
+    outcome: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = op.send(outcome) if error is None else op.throw(error)
+        except StopIteration as stop:
+            value: _R = stop.value
+            return value
+        outcome, error = None, None
+        try:
+            outcome = await perform(effect)
+        except BaseException as e:  # handed to the operation, which may handle it
+            error = e
+
+
+__all__ = ["adrive", "drive"]

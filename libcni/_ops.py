@@ -52,12 +52,17 @@ from .version import (
 )
 
 if TYPE_CHECKING:
+    from ._events import Observer, Watch
     from .cache._store import FileIdent, KnownEntry
 
 log = logging.getLogger("libcni")
 
 _V040 = (0, 4, 0)
 _V110 = (1, 1, 0)
+
+#: The operation of ``validate_network_list``/``validate_network`` in observers' events
+#: (the others are the CNI commands, ``request.ADD`` ...).
+VALIDATE = "VALIDATE"
 
 
 def timeout_message(command: str, limit: float | None, what: str) -> str:
@@ -315,15 +320,22 @@ def _run(
             )
         return decode((yield effect))
     except PluginError as e:
-        e.plugin = effect.plugin
-        e.command = effect.command
-        e.network = e.network or effect.network
-        e.container_id = e.container_id or effect.container_id
-        if isinstance(e, PluginTimeoutError) and effect.limit is not None:
-            e.msg = timeout_message(
-                effect.command, effect.limit, f"plugin {effect.plugin} did not finish"
-            )
+        in_context(effect, e)
         raise
+
+
+def in_context(effect: RunPlugin, e: PluginError) -> None:
+    """Give ``e`` the context of ``effect`` (:func:`_run`'s rule; applying it twice changes nothing).
+
+    The observed drivers (``libcni._events``) apply it as soon as the run
+    fails, so that the plugin's end event carries the error as raised.
+    """
+    e.plugin = effect.plugin
+    e.command = effect.command
+    e.network = e.network or effect.network
+    e.container_id = e.container_id or effect.container_id
+    if isinstance(e, PluginTimeoutError) and effect.limit is not None:
+        e.msg = timeout_message(effect.command, effect.limit, f"plugin {effect.plugin} did not finish")
 
 
 def _result(version: str, plugin: str) -> Callable[[bytes], Result]:
@@ -410,7 +422,15 @@ class Operations:
         cache_dir: str | os.PathLike[str] | None = None,
         exec: Exec | None = None,
         timeout: float | None = None,
+        observers: Sequence[Observer] = (),
     ) -> None:
+        # Who is told of every operation and plugin run (libcni._events);
+        # None when no one is: the drivers' fast path.
+        self._watch: Watch | None = None
+        if observers:
+            from ._events import Watch  # imports this module
+
+            self._watch = Watch.of(observers)
         if isinstance(path, (str, os.PathLike)):
             # A lone string would otherwise be searched letter by letter.
             path = [path]
@@ -898,4 +918,15 @@ class Operations:
         ]
 
 
-__all__ = ["CacheIO", "Effect", "Op", "Operations", "RunPlugin", "TakeLock", "as_list", "as_plugin"]
+__all__ = [
+    "VALIDATE",
+    "CacheIO",
+    "Effect",
+    "Op",
+    "Operations",
+    "RunPlugin",
+    "TakeLock",
+    "as_list",
+    "as_plugin",
+    "in_context",
+]

@@ -18,7 +18,19 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin, logged
+from . import request as rq
+from ._drive import adrive
+from ._ops import (
+    VALIDATE,
+    CacheIO,
+    Op,
+    Operations,
+    RunPlugin,
+    TakeLock,
+    as_list,
+    as_plugin,
+    logged,
+)
 from .cache._lock import POLL_FIRST, POLL_MAX
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
@@ -63,20 +75,18 @@ class AsyncCNIConfig(Operations):
     the other (also across processes).
     """
 
-    async def _drive(self, op: Op[_R]) -> _R:
-        outcome: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                effect = op.send(outcome) if error is None else op.throw(error)
-            except StopIteration as stop:
-                value: _R = stop.value
-                return value
-            outcome, error = None, None
-            try:
-                outcome = await self._perform(effect)
-            except BaseException as e:  # handed to the operation, which may handle it
-                error = e
+    async def _drive(
+        self,
+        op: Op[_R],
+        operation: str = "",
+        net: NetworkConfigList | PluginConfig | None = None,
+        rt: RuntimeConf | None = None,
+        plugin: str = "",
+    ) -> _R:
+        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``)."""
+        if self._watch is None:
+            return await adrive(op, self._perform)
+        return await self._watch.adrive(op, self._perform, self, operation, net, rt, plugin)
 
     async def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
@@ -122,20 +132,26 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD the container to every network of the list; return the final result (cached)."""
-        result: Result = await self._drive(self._add(as_list(net, "add_network_list"), rt, timeout))
+        result: Result = await self._drive(
+            self._add(as_list(net, "add_network_list"), rt, timeout), rq.ADD, net, rt
+        )
         return result
 
     async def check_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK every plugin of the list against the cached result (version 0.4.0 and later)."""
-        await self._drive(self._check(as_list(net, "check_network_list"), rt, timeout))
+        await self._drive(
+            self._check(as_list(net, "check_network_list"), rt, timeout), rq.CHECK, net, rt
+        )
 
     async def del_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL every plugin of the list in reverse order, then remove the cache entry."""
-        await self._drive(self._delete(as_list(net, "del_network_list"), rt, timeout))
+        await self._drive(
+            self._delete(as_list(net, "del_network_list"), rt, timeout), rq.DEL, net, rt
+        )
 
     # -- single plugins --------------------------------------------------
 
@@ -143,20 +159,26 @@ class AsyncCNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD with a single plugin configuration."""
-        result: Result = await self._drive(self._add(as_plugin(net, "add_network"), rt, timeout))
+        result: Result = await self._drive(
+            self._add(as_plugin(net, "add_network"), rt, timeout), rq.ADD, net, rt
+        )
         return result
 
     async def check_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK with a single plugin configuration."""
-        await self._drive(self._check(as_plugin(net, "check_network"), rt, timeout))
+        await self._drive(
+            self._check(as_plugin(net, "check_network"), rt, timeout), rq.CHECK, net, rt
+        )
 
     async def del_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL with a single plugin configuration."""
-        await self._drive(self._delete(as_plugin(net, "del_network"), rt, timeout))
+        await self._drive(
+            self._delete(as_plugin(net, "del_network"), rt, timeout), rq.DEL, net, rt
+        )
 
     # -- the cache (local file reads; no plugin runs) --------------------
 
@@ -192,28 +214,36 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
-        caps: list[str] = await self._drive(self._validate(as_list(net, "validate_network_list"), timeout))
+        caps: list[str] = await self._drive(
+            self._validate(as_list(net, "validate_network_list"), timeout), VALIDATE, net
+        )
         return caps
 
     async def validate_network(
         self, net: PluginConfig, *, timeout: float | None = None
     ) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
-        caps: list[str] = await self._drive(self._validate(as_plugin(net, "validate_network"), timeout))
+        caps: list[str] = await self._drive(
+            self._validate(as_plugin(net, "validate_network"), timeout), VALIDATE, net
+        )
         return caps
 
     async def get_version_info(
         self, plugin_type: str, *, timeout: float | None = None
     ) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
-        info: PluginInfo = await self._drive(self._version_info(plugin_type, timeout))
+        info: PluginInfo = await self._drive(
+            self._version_info(plugin_type, timeout), rq.VERSION, plugin=plugin_type
+        )
         return info
 
     async def gc_network_list(
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
-        await self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout))
+        await self._drive(
+            self._gc(as_list(net, "gc_network_list"), args, timeout), rq.GC, net
+        )
 
     async def _del_known(
         self,
@@ -224,16 +254,18 @@ class AsyncCNIConfig(Operations):
         timeout: float | None = None,
     ) -> None:
         """``del_network_list`` reusing the entry the caller read, if unchanged (the manager's)."""
-        await self._drive(self._delete(net, rt, timeout, known=known))
+        await self._drive(self._delete(net, rt, timeout, known=known), rq.DEL, net, rt)
 
     async def _gc_keeping(
         self, net: NetworkConfigList, containers: frozenset[str], *, timeout: float | None = None
     ) -> None:
         """GC keeping every attachment of ``containers`` cached when it starts (the manager's)."""
-        await self._drive(self._gc(net, None, timeout, keep_containers=containers))
+        await self._drive(self._gc(net, None, timeout, keep_containers=containers), rq.GC, net)
 
     async def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
-        await self._drive(self._status(as_list(net, "get_status_network_list"), timeout))
+        await self._drive(
+            self._status(as_list(net, "get_status_network_list"), timeout), rq.STATUS, net
+        )

@@ -9,8 +9,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import request as rq
 from ._drive import drive
-from ._ops import CacheIO, Op, Operations, RunPlugin, TakeLock, as_list, as_plugin, logged
+from ._ops import (
+    VALIDATE,
+    CacheIO,
+    Op,
+    Operations,
+    RunPlugin,
+    TakeLock,
+    as_list,
+    as_plugin,
+    logged,
+)
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
@@ -31,14 +42,25 @@ class CNIConfig(Operations):
     is where results are kept (default :func:`libcni.cache.default_cache_dir`:
     ``/var/lib/cni`` as root, the per-user state directory otherwise); ``exec`` is how
     plugins are run (default :class:`libcni.invoke.RawExec`); ``timeout`` is
-    the default time limit of one operation, in seconds.
+    the default time limit of one operation, in seconds; ``observers`` are
+    told of every operation and plugin run (:class:`~libcni.Event`).
 
     Safe to share between threads: operations on different attachments run
     in parallel, operations on the same attachment one after the other.
     """
 
-    def _drive(self, op: Op[_R]) -> _R:
-        return drive(op, self._perform)
+    def _drive(
+        self,
+        op: Op[_R],
+        operation: str = "",
+        net: NetworkConfigList | PluginConfig | None = None,
+        rt: RuntimeConf | None = None,
+        plugin: str = "",
+    ) -> _R:
+        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``)."""
+        if self._watch is None:
+            return drive(op, self._perform)
+        return self._watch.drive(op, self._perform, self, operation, net, rt, plugin)
 
     def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
@@ -54,20 +76,22 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD the container to every network of the list; return the final result (cached)."""
-        result: Result = self._drive(self._add(as_list(net, "add_network_list"), rt, timeout))
+        result: Result = self._drive(
+            self._add(as_list(net, "add_network_list"), rt, timeout), rq.ADD, net, rt
+        )
         return result
 
     def check_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK every plugin of the list against the cached result (version 0.4.0 and later)."""
-        self._drive(self._check(as_list(net, "check_network_list"), rt, timeout))
+        self._drive(self._check(as_list(net, "check_network_list"), rt, timeout), rq.CHECK, net, rt)
 
     def del_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL every plugin of the list in reverse order, then remove the cache entry."""
-        self._drive(self._delete(as_list(net, "del_network_list"), rt, timeout))
+        self._drive(self._delete(as_list(net, "del_network_list"), rt, timeout), rq.DEL, net, rt)
 
     # -- single plugins --------------------------------------------------
 
@@ -75,20 +99,22 @@ class CNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD with a single plugin configuration."""
-        result: Result = self._drive(self._add(as_plugin(net, "add_network"), rt, timeout))
+        result: Result = self._drive(
+            self._add(as_plugin(net, "add_network"), rt, timeout), rq.ADD, net, rt
+        )
         return result
 
     def check_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """CHECK with a single plugin configuration."""
-        self._drive(self._check(as_plugin(net, "check_network"), rt, timeout))
+        self._drive(self._check(as_plugin(net, "check_network"), rt, timeout), rq.CHECK, net, rt)
 
     def del_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL with a single plugin configuration."""
-        self._drive(self._delete(as_plugin(net, "del_network"), rt, timeout))
+        self._drive(self._delete(as_plugin(net, "del_network"), rt, timeout), rq.DEL, net, rt)
 
     # -- the cache -------------------------------------------------------
 
@@ -124,24 +150,30 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
-        caps: list[str] = self._drive(self._validate(as_list(net, "validate_network_list"), timeout))
+        caps: list[str] = self._drive(
+            self._validate(as_list(net, "validate_network_list"), timeout), VALIDATE, net
+        )
         return caps
 
     def validate_network(self, net: PluginConfig, *, timeout: float | None = None) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
-        caps: list[str] = self._drive(self._validate(as_plugin(net, "validate_network"), timeout))
+        caps: list[str] = self._drive(
+            self._validate(as_plugin(net, "validate_network"), timeout), VALIDATE, net
+        )
         return caps
 
     def get_version_info(self, plugin_type: str, *, timeout: float | None = None) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
-        info: PluginInfo = self._drive(self._version_info(plugin_type, timeout))
+        info: PluginInfo = self._drive(
+            self._version_info(plugin_type, timeout), rq.VERSION, plugin=plugin_type
+        )
         return info
 
     def gc_network_list(
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
-        self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout))
+        self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout), rq.GC, net)
 
     def _del_known(
         self,
@@ -152,16 +184,16 @@ class CNIConfig(Operations):
         timeout: float | None = None,
     ) -> None:
         """``del_network_list`` reusing the entry the caller read, if unchanged (the manager's)."""
-        self._drive(self._delete(net, rt, timeout, known=known))
+        self._drive(self._delete(net, rt, timeout, known=known), rq.DEL, net, rt)
 
     def _gc_keeping(
         self, net: NetworkConfigList, containers: frozenset[str], *, timeout: float | None = None
     ) -> None:
         """GC keeping every attachment of ``containers`` cached when it starts (the manager's)."""
-        self._drive(self._gc(net, None, timeout, keep_containers=containers))
+        self._drive(self._gc(net, None, timeout, keep_containers=containers), rq.GC, net)
 
     def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
-        self._drive(self._status(as_list(net, "get_status_network_list"), timeout))
+        self._drive(self._status(as_list(net, "get_status_network_list"), timeout), rq.STATUS, net)

@@ -47,6 +47,11 @@ __all__ = [
     "inject_conf",
     "load_conf",
     "load_conf_list",
+    "load_network_conf",
+    "network_conf_from_bytes",
+    "network_conf_from_file",
+    "network_plugin_conf_from_bytes",
+    "network_plugin_confs_from_files",
 ]
 
 logger = logging.getLogger("libcni")
@@ -788,3 +793,41 @@ def inject_conf(conf: PluginConfig, values: Mapping[str, Any]) -> PluginConfig:
     # Re-parse (rather than trust ``new``) so that the result owns plain JSON
     # values and its fields are validated like any other configuration.
     return conf_from_bytes(data)
+
+
+# --------------------------------------------------------------------------- Go v1.3 names
+
+# Go libcni v1.3 renamed its loaders; a Go user finds the same functions under those names.
+
+#: Go v1.3's ``NetworkConfFromBytes``: :func:`conf_list_from_bytes`.
+network_conf_from_bytes = conf_list_from_bytes
+#: Go v1.3's ``NetworkConfFromFile``: :func:`conf_list_from_file`.
+network_conf_from_file = conf_list_from_file
+#: Go v1.3's ``NetworkPluginConfFromBytes``: :func:`conf_from_bytes`.
+network_plugin_conf_from_bytes = conf_from_bytes
+#: Go v1.3's ``LoadNetworkConf``: :func:`load_conf_list`.
+load_network_conf = load_conf_list
+
+
+def network_plugin_confs_from_files(dir: PathInput, network: str) -> list[PluginConfig]:
+    """The plugin configurations of ``<dir>/<network>/*.conf``, in file-name order.
+
+    Go v1.3's ``NetworkPluginConfsFromFiles``: the drop-in plugins that
+    :func:`conf_list_from_file` appends to the inline ones of a list named
+    ``network`` in ``dir`` (unless ``loadOnlyInlinedPlugins``). A missing
+    directory gives ``[]``; a file that cannot be read or parsed is a
+    :class:`~libcni.errors.ConfigError` naming it; a ``network`` that is not
+    one path component (empty, ``.``, ``..``, with ``/`` or NUL) is a
+    :class:`~libcni.errors.ConfigError` too.
+
+    >>> network_plugin_confs_from_files("/nonexistent", "mynet")
+    []
+    """
+    d = _path_str(dir)
+    if not isinstance(network, str) or not _safe_dir_name(network):
+        raise ConfigError(
+            "invalid network name for a drop-in plugin directory "
+            "(empty, '.', '..', or with '/' or NUL)",
+            _excerpt(network),
+        )
+    return _plugins_from_dir(d, network)

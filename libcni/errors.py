@@ -15,15 +15,20 @@ Well-known codes (CNI specification):
 5    I/O failure
 6    failed to decode content
 7    invalid network config
+8    invalid network namespace
 11   try again later
 50   plugin not available (STATUS)
 51   plugin limited connectivity (STATUS)
 999  internal
 ==== =====================================================
+
+They are the members of :class:`Code` (an :class:`~enum.IntEnum`, so
+``e.code == Code.TRY_AGAIN_LATER`` and ``e.code == 11`` are the same test).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +38,7 @@ __all__ = [
     "CODE_INTERNAL",
     "CODE_INVALID_CONFIG",
     "CODE_INVALID_ENV",
+    "CODE_INVALID_NETNS",
     "CODE_IO",
     "CODE_LIMITED_CONNECTIVITY",
     "CODE_NOT_AVAILABLE",
@@ -42,6 +48,7 @@ __all__ = [
     "CNIError",
     "CacheError",
     "CheckNotSupportedError",
+    "Code",
     "ConfigError",
     "DecodeError",
     "GCError",
@@ -63,10 +70,35 @@ CODE_INVALID_ENV = 4
 CODE_IO = 5
 CODE_DECODE = 6
 CODE_INVALID_CONFIG = 7
+CODE_INVALID_NETNS = 8
 CODE_TRY_AGAIN = 11
 CODE_NOT_AVAILABLE = 50
 CODE_LIMITED_CONNECTIVITY = 51
 CODE_INTERNAL = 999
+
+
+class Code(enum.IntEnum):
+    """The well-known CNI error codes (1-99 are reserved for these; 100+ are plugin-specific).
+
+    A :class:`CNIError`'s ``code`` is a plain ``int``; being an ``IntEnum``,
+    a member compares equal to its number:
+
+    >>> Code.TRY_AGAIN_LATER == 11, Code(8).name
+    (True, 'INVALID_NETNS')
+    """
+
+    INCOMPATIBLE_CNI_VERSION = CODE_INCOMPATIBLE_VERSION
+    UNSUPPORTED_FIELD = CODE_UNSUPPORTED_FIELD
+    UNKNOWN_CONTAINER = CODE_UNKNOWN_CONTAINER
+    INVALID_ENVIRONMENT_VARIABLES = CODE_INVALID_ENV
+    IO_FAILURE = CODE_IO
+    DECODING_FAILURE = CODE_DECODE
+    INVALID_NETWORK_CONFIG = CODE_INVALID_CONFIG
+    INVALID_NETNS = CODE_INVALID_NETNS
+    TRY_AGAIN_LATER = CODE_TRY_AGAIN
+    PLUGIN_NOT_AVAILABLE = CODE_NOT_AVAILABLE
+    PLUGIN_LIMITED_CONNECTIVITY = CODE_LIMITED_CONNECTIVITY
+    INTERNAL = CODE_INTERNAL
 
 
 class CNIError(Exception):
@@ -362,8 +394,20 @@ class NotReadyError(CNIError):
         self.cause: CNIError | None = cause
 
 
+class NamespaceError(CNIError):
+    """A network namespace could not be created, pinned, entered or removed (code 8).
+
+    Raised by :mod:`libcni.netns` and by the manager's internal loopback; the
+    message says which step failed and why (not root, no such process, a
+    name taken...).
+    """
+
+    default_code = CODE_INVALID_NETNS
+
+
 __all__ += [
     "AlreadyAttachedError",
+    "NamespaceError",
     "NotReadyError",
     "SetupError",
     "TeardownError",

@@ -4,17 +4,37 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 
-__all__ = ["GCArgs", "GCAttachment", "NetworkAttachment", "RuntimeConf"]
+if TYPE_CHECKING:
+    from .capabilities import RuntimeConfig
+
+__all__ = [
+    "Args",
+    "CapabilityArgs",
+    "GCArgs",
+    "GCAttachment",
+    "NetworkAttachment",
+    "RuntimeConf",
+    "capability_mapping",
+]
+
+#: ``CNI_ARGS``: ``(key, value)`` pairs, or a mapping (its order kept).
+Args = Sequence[tuple[str, str]] | Mapping[str, str]
+#: Capability arguments: a mapping of JSON values, or a typed
+#: :class:`~libcni.capabilities.RuntimeConfig`.
+CapabilityArgs = Union[Mapping[str, Any], "RuntimeConfig"]  # a forward reference needs Union
 
 
-def _pairs(args: Sequence[Sequence[str]]) -> tuple[tuple[str, str], ...]:
-    if isinstance(args, (str, bytes, bytearray, Mapping)) or not isinstance(args, Iterable):
+def _pairs(args: Args) -> tuple[tuple[str, str], ...]:
+    """``args`` as a tuple of pairs: a mapping gives its items, in its order."""
+    if isinstance(args, Mapping):
+        return tuple(args.items())
+    if isinstance(args, (str, bytes, bytearray)) or not isinstance(args, Iterable):
         raise TypeError(
-            "RuntimeConf args must be a sequence of (key, value) pairs of strings, "
+            "args must be (key, value) pairs of strings or a mapping of strings, "
             f'e.g. [("IgnoreUnknown", "1")], not {type(args).__name__}: {args!r:.80}'
         )
     # Keep odd shapes as they are (a 3-tuple, a non-string) so that the request
@@ -22,16 +42,37 @@ def _pairs(args: Sequence[Sequence[str]]) -> tuple[tuple[str, str], ...]:
     return tuple(tuple(pair) if isinstance(pair, (list, tuple)) else pair for pair in args)  # type: ignore[misc]
 
 
-def _mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
-    return dict(value) if value else {}
+def capability_mapping(value: CapabilityArgs | None) -> dict[str, Any]:
+    """Capability arguments as the plain JSON mapping the plugins get (the one conversion).
+
+    A mapping is copied; a :class:`~libcni.capabilities.RuntimeConfig` gives
+    :meth:`~libcni.capabilities.RuntimeConfig.capability_args`; ``None`` is
+    empty. Anything else is a :class:`TypeError`.
+    """
+    if type(value) is dict:  # the common case, first
+        return dict(value) if value else {}
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value) if value else {}
+    from .capabilities import RuntimeConfig
+
+    if isinstance(value, RuntimeConfig):
+        return value.capability_args()
+    raise TypeError(
+        "capability_args must be a mapping or a libcni.RuntimeConfig, "
+        f"not {type(value).__name__}: {value!r:.80}"
+    )
 
 
 @attrs.frozen
 class RuntimeConf:
     """One attachment of a container to a network, as the runtime describes it.
 
-    ``args`` reach the plugins as ``CNI_ARGS``; ``capability_args`` become each
-    plugin's ``runtimeConfig`` for the capabilities it declares.
+    ``args`` (pairs, or a mapping whose order is kept) reach the plugins as
+    ``CNI_ARGS``; ``capability_args`` (a mapping, or a typed
+    :class:`~libcni.capabilities.RuntimeConfig`, stored as its mapping) become
+    each plugin's ``runtimeConfig`` for the capabilities it declares.
     ``cache_dir`` is used when the ``CNIConfig`` names none.
 
     >>> RuntimeConf("c1", "/var/run/netns/c1", "eth0", args=[("K", "V")]).args
@@ -42,7 +83,7 @@ class RuntimeConf:
     netns: str = ""
     ifname: str = ""
     args: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
-    capability_args: dict[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    capability_args: dict[str, Any] = attrs.field(factory=dict, converter=capability_mapping)
     cache_dir: str | os.PathLike[str] | None = None
 
 

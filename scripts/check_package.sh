@@ -33,6 +33,7 @@ for need in ("libcni/__init__.py", "libcni/py.typed", "libcni/testing.py",
     assert need in wnames, f"wheel lacks {need}"
 meta = zipfile.ZipFile(wheel).read(f"libcni-{version}.dist-info/METADATA").decode()
 for need in ("License-Expression: Apache-2.0", "Requires-Dist: platformdirs",
+             "Provides-Extra: prometheus", "Provides-Extra: otel",
              "Classifier: Programming Language :: Python :: 3.13", "Project-URL:"):
     assert need in meta, f"wheel metadata lacks {need!r}"
 assert not [n for n in wnames if n.startswith("tests/")], "tests packaged in the wheel"

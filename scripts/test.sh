@@ -2,7 +2,7 @@
 # Set everything up, then run the whole test suite: lint, types, docs, tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh golang-go golang-github-appc-cni-dev
+bash scripts/setup.sh --test golang-go golang-github-appc-cni-dev
 export PATH="$PWD/.venv/bin:$PATH"
 
 echo "== ruff"; ruff check .

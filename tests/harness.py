@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +303,67 @@ def kill_quietly(pids: Iterable[int]) -> None:
         if not process_gone(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, 9)
+
+
+# -- another user ---------------------------------------------------------------------
+
+SBIN_PATH = os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/sbin", "/sbin"])
+
+
+def as_nobody() -> list[str] | None:
+    """The command prefix that runs a command as ``nobody`` (65534); ``[]`` when this
+    process is not root already, ``None`` when ``setpriv`` is missing."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv", path=SBIN_PATH)
+    if setpriv is None:
+        return None
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+
+@contextlib.contextmanager
+def readable_deps() -> Iterator[str]:
+    """A world-readable copy of libcni's third-party imports (attrs), for ``nobody``'s
+    ``PYTHONPATH``; removed at the end."""
+    import tempfile
+
+    import attr
+    import attrs
+
+    where = tempfile.mkdtemp(prefix="libcni-test-deps-")
+    try:
+        os.chmod(where, 0o755)
+        for module in (attr, attrs):
+            assert module.__file__ is not None
+            src = os.path.dirname(module.__file__)
+            shutil.copytree(src, os.path.join(where, os.path.basename(src)))
+        for root, dirs, files in os.walk(where):
+            for name in dirs:
+                os.chmod(os.path.join(root, name), 0o755)
+            for name in files:
+                os.chmod(os.path.join(root, name), 0o644)
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+# -- network namespaces ------------------------------------------------------------------
+
+
+def thread_netns() -> int:
+    """The inode of the calling thread's network namespace."""
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
+def mounts_under(path: Path | str) -> list[str]:
+    """The mount points at or under ``path`` (from /proc/self/mountinfo), in mount order."""
+    root = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4].replace("\\040", " ") for line in f]
+    return [p for p in points if p == root or p.startswith(root + "/")]
+
+
+def unmount_under(path: Path | str) -> None:
+    """Undo every mount at or under ``path``, the last made first (a test's clean-up)."""
+    for point in reversed(mounts_under(path)):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)

@@ -9,11 +9,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import harness
 import pytest
 from _require import unavailable
 
@@ -123,15 +123,18 @@ def test_demo_runs_and_cleans_up(netns_ok: None) -> None:
     assert re.search(r"^DEL\s+ok .*cache entry removed", out, re.M), out
     assert "eth0 gone from the container" in out
     assert "address released" in out
-    # The NetworkManager part: loopback + two networks, the kernel agrees, rollback leaves nothing.
-    assert re.search(r"^SETUP\s+ok .*lo \(cni-loopback\), eth0 \(libcni-demo\), eth1 "
+    # The NetworkManager part: a sandbox (its own namespace, lo brought up without a plugin)
+    # on two networks, the kernel agrees, rollback leaves nothing, the namespaces are removed.
+    assert re.search(r"^SETUP\s+ok .*lo \(internal\), eth0 \(libcni-demo\), eth1 "
                      r"\(libcni-demo-ptp\)", out, re.M), out  # fmt: skip
-    assert re.search(r"kernel sees\s+lo \S+ 127\.0\.0\.1/8", out), out
+    assert re.search(r"namespace\s+/tmp/libcni-demo-\w+/netns/cni-[0-9a-f-]{36}$", out, re.M), out
+    assert re.search(r"kernel sees\s+lo UNKNOWN 127\.0\.0\.1/8", out), out
     for ifname, net in (("eth0", r"10\.88\.77\."), ("eth1", r"10\.88\.78\.")):
         [reported] = re.findall(rf"^\s+{ifname}\s+({net}\d+/24) from", out, re.M)
         assert re.search(rf"kernel sees\s+{ifname}\S* UP {re.escape(reported)}", out), out
-    assert re.search(r"^TEARDOWN ok", out, re.M), out
-    assert re.search(r"^ROLLBACK ok .*libcni-demo-broken failed", out, re.M), out
+    assert re.search(r"^TEARDOWN ok .*; namespace removed$", out, re.M), out
+    assert re.search(r"^ROLLBACK ok .*libcni-demo-broken failed.*then the namespace removed$",
+                     out, re.M), out  # fmt: skip
     assert "left behind: nothing" in out
     assert "Cleaned up:" in out
 
@@ -222,40 +225,15 @@ def test_demo_without_plugins_says_what_is_missing(tmp_path: Path) -> None:
     assert INSTALL_COMMAND == "apt-get install -y containernetworking-plugins iproute2 iptables"
 
 
-def _as_nobody() -> list[str] | None:
-    if os.geteuid() != 0:
-        return []  # already not root
-    setpriv = shutil.which("setpriv", path=SBIN_PATH)
-    if setpriv is None:
-        return None
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-
-
 @pytest.fixture
 def readable_deps() -> Iterator[str]:
     """A world-readable copy of libcni's third-party imports, for an unprivileged user."""
-    import attr
-    import attrs
-
-    where = tempfile.mkdtemp(prefix="libcni-test-deps-")
-    try:
-        os.chmod(where, 0o755)
-        for module in (attr, attrs):
-            assert module.__file__ is not None
-            src = os.path.dirname(module.__file__)
-            shutil.copytree(src, os.path.join(where, os.path.basename(src)))
-        for root, dirs, files in os.walk(where):
-            for name in dirs:
-                os.chmod(os.path.join(root, name), 0o755)
-            for name in files:
-                os.chmod(os.path.join(root, name), 0o644)
+    with harness.readable_deps() as where:
         yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
 
 
 def test_demo_without_root_says_so(readable_deps: str) -> None:
-    prefix = _as_nobody()
+    prefix = harness.as_nobody()
     if prefix is None:
         pytest.skip("running as root without setpriv: cannot drop privileges")
     env = demo_env(HOME="/")

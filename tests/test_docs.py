@@ -5,7 +5,7 @@ in docs/**/*.md, ``.. code-block:: python`` (or ``.. code:: python``) in
 docs/**/*.rst. The convention for whoever writes documentation:
 
 - The blocks of one file run in order, in one namespace, like one script.
-- Three names are already defined when they run:
+- Four names are already defined when they run:
 
   ``PLUGIN_DIR``  a plugin directory holding ``tests/plugins/testplugin``
                   under the names in :data:`PLUGIN_NAMES` (with no "test"
@@ -14,11 +14,16 @@ docs/**/*.rst. The convention for whoever writes documentation:
                   succeeds);
   ``CONF_DIR``    a configuration directory holding ``10-mynet.conflist``,
                   :data:`MYNET_CONFLIST` (docs/index.rst shows it to readers);
-  ``CACHE_DIR``   an empty cache directory.
+  ``CACHE_DIR``   an empty cache directory;
+  ``NETNS_DIR``   a directory for network namespaces (``/run/netns`` on a
+                  real system; every mount made there is undone afterwards).
 
 - A block whose first line is ``# not run`` is only compiled, not run. Keep
   those for the few examples that need a real system (``/etc/cni/net.d``,
-  root, the reference plugins).
+  the reference plugins).
+- A block whose first line is ``# needs root`` runs as root (network
+  namespaces) and is only compiled otherwise, unless
+  ``LIBCNI_REQUIRE_NETNS=1`` (CI), which fails instead.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _require import required
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -62,6 +69,7 @@ MYNET_CONFLIST: dict[str, Any] = {
 }
 
 NOT_RUN = "# not run"
+NEEDS_ROOT = "# needs root"
 
 _FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*\{?(python|py|python3)\}?\s*$")
 _DIRECTIVE = re.compile(r"^(\s*)\.\.\s+(?:code-block|code|sourcecode)::\s*(python3?|py)\s*$")
@@ -132,8 +140,21 @@ def _is_not_run(source: str) -> bool:
     return source.lstrip().startswith(NOT_RUN)
 
 
+def _needs_root(source: str) -> bool:
+    return source.lstrip().startswith(NEEDS_ROOT)
+
+
+def _unmount_under(root: Path) -> None:
+    """Undo every mount at or under ``root`` (what examples pinned in ``NETNS_DIR``)."""
+    prefix = os.path.realpath(root)
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for point in reversed([p for p in points if p == prefix or p.startswith(prefix + "/")]):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+
 @pytest.fixture
-def example_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def example_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """The names every example may use, over fresh directories."""
     plugin_dir = tmp_path / "bin"
     conf_dir = tmp_path / "net.d"
@@ -146,12 +167,17 @@ def example_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, An
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # mkdtemp() in examples
     monkeypatch.delenv("TESTPLUGIN_RECORD", raising=False)
-    return {
-        "__name__": "__docs__",
-        "PLUGIN_DIR": str(plugin_dir),
-        "CONF_DIR": str(conf_dir),
-        "CACHE_DIR": str(cache_dir),
-    }
+    try:
+        yield {
+            "__name__": "__docs__",
+            "PLUGIN_DIR": str(plugin_dir),
+            "CONF_DIR": str(conf_dir),
+            "CACHE_DIR": str(cache_dir),
+            "NETNS_DIR": str(tmp_path / "netns"),
+        }
+    finally:
+        if os.geteuid() == 0:
+            _unmount_under(tmp_path)
 
 
 def _id(path: Path) -> str:
@@ -166,6 +192,10 @@ def test_examples_run(path: Path, example_env: dict[str, Any]) -> None:
         code = compile("\n" * (line - 1) + source, str(path), "exec")
         if _is_not_run(source):
             continue
+        if _needs_root(source) and os.geteuid() != 0:
+            if required():
+                pytest.fail(f"{path}:{line} needs root (LIBCNI_REQUIRE_NETNS=1: not skipping)")
+            continue
         exec(code, example_env)
 
 
@@ -173,7 +203,8 @@ def test_extraction_finds_the_examples() -> None:
     """Guards the extraction itself: the pages with examples are found and parsed."""
     found = {_id(p): len(python_blocks(p)) for p in doc_files()}
     assert found.get("README.md", 0) >= 2
-    for page in ("index", "concepts", "loading", "operations", "errors", "async", "testing"):
+    pages = ("index", "concepts", "loading", "operations", "errors", "async", "testing")
+    for page in (*pages, "netns"):
         assert found.get(f"docs/{page}.rst", 0) >= 1, page
 
 
@@ -265,12 +296,15 @@ def test_errors_page_lists_every_error_class() -> None:
         name
         for name in libcni.errors.__all__
         if isinstance(getattr(libcni.errors, name), type)
+        and issubclass(getattr(libcni.errors, name), BaseException)
     ]
     assert len(classes) >= 14
     tree = page.split("The hierarchy", 1)[1].split("==========", 1)[0]
     missing_tree = [c for c in classes if not re.search(rf"\b{c}\b", tree)]
     missing_table = [c for c in classes if f"``{c}``" not in page]
     assert (missing_tree, missing_table) == ([], [])
+    # ... and the codes by name, every one of them.
+    assert [c.name for c in libcni.errors.Code if f"``{c.name}``" not in page] == []
 
 
 def test_every_test_named_in_reliability_md_exists() -> None:

@@ -23,15 +23,24 @@ PLUGINS = str(REPO / "tests" / "plugins")
 LAZY = (
     "asyncio",  # the async API
     "base64",  # the cache's bytes fields
+    "ctypes",  # libcni.netns's system calls
     "json",  # imported where first used
     "cattrs",  # the converter, built at first use
+    "libcni.capabilities",  # the typed capability arguments
     "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
+    "libcni.netns",  # network namespaces
     "libcni.types.convert",  # conversions between versions
     "libcni.types.v02",  # the 0.1.0/0.2.0 results
     "libcni.types.v04",  # the 0.3.x/0.4.0 results
     "logging",  # libcni/_log.py
     "subprocess",  # only RawExec's Popen fallback
+    # The observers of behaviour.md §13 and their optional libraries.
+    "libcni._events",
+    "libcni.metrics",
+    "libcni.tracing",
+    "prometheus_client",
+    "opentelemetry",
 )
 
 
@@ -49,6 +58,16 @@ def run(code: str) -> str:
 def test_import_libcni_leaves_the_lazy_modules_unimported() -> None:
     code = f"import sys, libcni; print([m for m in {LAZY!r} if m in sys.modules])"
     assert run(code) == "[]\n"
+
+
+def test_libcni_netns_is_loaded_on_first_use() -> None:
+    code = (
+        "import sys, libcni\n"
+        "print('libcni.netns' in sys.modules)\n"
+        "print(libcni.netns.create is sys.modules['libcni.netns'].create, libcni.netns.DEFAULT_DIR)\n"
+        "print(libcni.NamespaceError.__module__, libcni.NamespaceError('x').code)\n"
+    )
+    assert run(code).splitlines() == ["False", "True /run/netns", "libcni.errors 8"]
 
 
 def test_an_old_result_version_imports_its_family_and_works() -> None:
@@ -153,3 +172,21 @@ def test_libcni_logger_has_its_null_handler_when_logging_came_first() -> None:
         "print([type(h).__name__ for h in logging.getLogger('libcni').handlers])\n"
     )
     assert run(code) == "['NullHandler']\n"
+
+
+def test_the_observers_import_their_library_only_when_imported() -> None:
+    code = (
+        "import sys, libcni\n"
+        "print(libcni.Event.__module__, callable(libcni.Observer))\n"
+        "import libcni.metrics\n"
+        "print('prometheus_client' in sys.modules, 'opentelemetry' in sys.modules)\n"
+        "import libcni.tracing\n"
+        "print('opentelemetry' in sys.modules)\n"
+        "print(libcni.metrics.PrometheusObserver.__name__, libcni.tracing.OpenTelemetryObserver.__name__)\n"
+    )
+    assert run(code).splitlines() == [
+        "libcni._events True",
+        "True False",
+        "True",
+        "PrometheusObserver OpenTelemetryObserver",
+    ]

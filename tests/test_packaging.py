@@ -52,6 +52,21 @@ def test_metadata_is_complete() -> None:
     assert any(dep.startswith("build") for dep in project["optional-dependencies"]["test"])
 
 
+def test_observability_extras_are_declared_and_in_the_test_extra() -> None:
+    # behaviour.md §13: libcni.metrics and libcni.tracing need these, and only they.
+    extras = pyproject()["project"]["optional-dependencies"]
+
+    def names(deps: list[str]) -> set[str]:
+        return {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0] for d in deps}
+
+    assert names(extras["prometheus"]) == {"prometheus-client"}
+    assert names(extras["otel"]) == {"opentelemetry-api"}
+    # CI runs their tests with the real libraries (the SDK for its in-memory exporter).
+    assert {"prometheus-client", "opentelemetry-api", "opentelemetry-sdk"} <= names(extras["test"])
+    runtime = names(pyproject()["project"]["dependencies"])
+    assert not runtime & {"prometheus-client", "opentelemetry-api", "opentelemetry-sdk"}
+
+
 def test_package_data_has_no_dead_entries() -> None:
     data = pyproject()["tool"]["setuptools"]["package-data"]
     for package, patterns in data.items():

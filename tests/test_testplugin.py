@@ -30,7 +30,7 @@ def call(testplugin_dir: str) -> Any:
 def test_is_executable(testplugin_dir: str) -> None:
     path = os.path.join(testplugin_dir, "testplugin")
     assert os.access(path, os.X_OK)
-    assert Path(path).read_text().startswith("#!/usr/bin/env python3\n")
+    assert Path(path).read_text().startswith("#!/usr/bin/python3 -IS\n")
 
 
 def test_default_add_and_prev_result(call: Any) -> None:
@@ -87,8 +87,9 @@ def test_error_and_exit_code(call: Any) -> None:
 
 def test_records_calls(call: Any, tmp_path: Path) -> None:
     rec = tmp_path / "rec"
+    tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     call("ADD", {"cniVersion": "1.0.0", "record": str(rec)}, CNI_ARGS="A=b", OTHER="x")
-    call("VERSION", b"not json", TESTPLUGIN_RECORD=str(rec))
+    call("VERSION", b"not json", TESTPLUGIN_RECORD=str(rec), TRACEPARENT=tp, TRACESTATE="k=v")
     first, second = (json.loads(line) for line in rec.read_text().splitlines())
     assert first["command"] == "ADD"
     assert first["env"] == {
@@ -100,3 +101,5 @@ def test_records_calls(call: Any, tmp_path: Path) -> None:
     assert first["stdin"] == {"cniVersion": "1.0.0", "record": str(rec)}
     assert isinstance(first["pid"], int)
     assert (second["command"], second["stdin"]) == ("VERSION", "not json")
+    assert first["trace"] == {}  # the trace context, when the environment has one
+    assert second["trace"] == {"TRACEPARENT": tp, "TRACESTATE": "k=v"}

@@ -2,7 +2,8 @@
 
 ::
 
-    libcni add|check|del|gc|status NETWORK NETNS [--ifname NAME]
+    libcni add|check|del NETWORK NETNS [--ifname NAME]
+    libcni gc|status NETWORK [NETNS]
     libcni validate NETWORK
     libcni version PLUGIN
     libcni cache list [CONTAINER_ID]
@@ -14,7 +15,8 @@
     libcni --version
 
 The environment is read as ``cnitool`` reads it: ``NETCONFPATH`` (default
-``/etc/cni/net.d``), ``CNI_PATH`` (``:``-separated, default ``/opt/cni/bin``),
+``/etc/cni/net.d``), ``CNI_PATH`` (``:``-separated, default
+``/opt/cni/bin:/usr/lib/cni``),
 ``CNI_ARGS`` (``K=V;K2=V2``), ``CAP_ARGS`` (a JSON object), ``CNI_IFNAME``
 (default ``eth0`` when unset; set but empty is refused, as ``cnitool``
 refuses it), plus ``CNI_CACHE_DIR`` (default: :func:`libcni.cache.default_cache_dir`). The
@@ -41,7 +43,8 @@ from .._json import strict_loads
 from ..api import CNIConfig
 from ..cache import default_cache_dir
 from ..conf import NetworkConfigList, load_conf_list
-from ..errors import CNIError, PluginError
+from ..errors import CNIError, PluginError, PluginNotFoundError
+from ..invoke import DEFAULT_PLUGIN_DIRS
 from ..values import RuntimeConf
 from ._errors import CLIError
 
@@ -60,7 +63,7 @@ __all__ = [
 
 PROG = "libcni"
 DEFAULT_NETCONFPATH = "/etc/cni/net.d"
-DEFAULT_CNI_PATH = "/opt/cni/bin"
+DEFAULT_CNI_PATH = ":".join(DEFAULT_PLUGIN_DIRS)
 DEFAULT_IFNAME = "eth0"
 
 log = logging.getLogger("libcni")
@@ -147,7 +150,7 @@ def _excerpt(text: str, limit: int = 80) -> str:
 def _plugin_path(environ: Mapping[str, str]) -> list[str]:
     value = environ.get("CNI_PATH", "")
     dirs = [d for d in value.split(":") if d]
-    return dirs or [DEFAULT_CNI_PATH]
+    return dirs or list(DEFAULT_PLUGIN_DIRS)
 
 
 def _cache_dir(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
@@ -298,7 +301,14 @@ def _cmd_up(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -
 
 def _cmd_down(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
     netns = netns_path(args.netns) if args.netns else ""
-    _manager(args, environ).teardown(args.container_id, netns)
+    manager = _manager(args, environ)
+    cached = manager.inspect(args.container_id).attachments
+    manager.teardown(args.container_id, netns)
+    if cached:
+        done = ", ".join(f"{a.network} ({a.ifname})" for a in reversed(cached))
+        out.write(f"detached {args.container_id} from {done}\n")
+    else:
+        out.write(f"nothing to detach: no cached attachment of {args.container_id}\n")
     return 0
 
 
@@ -322,12 +332,12 @@ def _cmd_demo(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO)
 # -- the parser ----------------------------------------------------------------
 
 
-_ENVIRONMENT = """\
+_ENVIRONMENT = f"""\
 environment (as cnitool):
   NETCONFPATH    directory of the network configurations (default /etc/cni/net.d)
-  CNI_PATH       ':'-separated plugin directories (default /opt/cni/bin)
+  CNI_PATH       ':'-separated plugin directories (default {DEFAULT_CNI_PATH})
   CNI_ARGS       arguments for the plugins, KEY=VALUE pairs separated by ';'
-  CAP_ARGS       capability arguments, a JSON object (e.g. {"portMappings": [...]})
+  CAP_ARGS       capability arguments, a JSON object (e.g. {{"portMappings": [...]}})
   CNI_IFNAME     interface name in the container (default eth0; empty is refused)
   CNI_CACHE_DIR  cache directory (--cache-dir wins; default /var/lib/cni as root,
                  else the per-user state directory, e.g. ~/.local/state/cni)
@@ -335,6 +345,23 @@ environment (as cnitool):
 The container ID is "cnitool-" and the first 20 hex digits of the SHA-512 of
 the absolute NETNS path, as cnitool derives it.
 """
+
+#: The environment of the commands of the network manager (up, down, show, ready):
+#: they take the container ID as an argument, and name the interfaces themselves.
+_MANAGER_ENVIRONMENT = f"""\
+environment:
+  NETCONFPATH    directory of the network configurations (default /etc/cni/net.d)
+  CNI_PATH       ':'-separated plugin directories (default {DEFAULT_CNI_PATH})
+  CNI_ARGS       arguments for the plugins, KEY=VALUE pairs separated by ';' (up)
+  CAP_ARGS       capability arguments, a JSON object (e.g. {{"portMappings": [...]}}) (up)
+  CNI_CACHE_DIR  cache directory (--cache-dir wins; default /var/lib/cni as root,
+                 else the per-user state directory, e.g. ~/.local/state/cni)
+"""
+
+_CONTAINER_ID_HELP = (
+    "the container's ID, as the runtime names it (letters, digits, '_', '.', '-'); "
+    "the cache keeps its attachments under it"
+)
 
 
 def _positive_float(text: str) -> float:
@@ -426,13 +453,14 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         ("status", "ask the plugins of NETWORK whether they are ready (STATUS)", _cmd_status),
     ):
+        # No --ifname: these work on the whole network, not on one attachment.
         p = sub.add_parser(
             name,
             help=text,
             description=text[0].upper() + text[1:] + ".",
             epilog=_ENVIRONMENT,
             formatter_class=formatter,
-            parents=[common, ifname],
+            parents=[common],
         )
         p.add_argument("network", metavar="NETWORK", help="network name (in $NETCONFPATH)")
         p.add_argument(
@@ -490,14 +518,16 @@ def build_parser() -> argparse.ArgumentParser:
         "up",
         help="attach a container to loopback and its networks (NetworkManager.setup); "
         "print the merged view",
-        description="Attach CONTAINER_ID in NETNS to the loopback network and to the "
-        "networks given with --network (default: the first usable network of "
-        "$NETCONFPATH), rolling everything back on failure; print the merged view as JSON.",
-        epilog=_ENVIRONMENT,
+        description="Attach the container CONTAINER_ID, whose network namespace is NETNS, "
+        "to the loopback network and to the networks given with --network (default: the "
+        "first usable network of $NETCONFPATH), rolling everything back on failure; print "
+        "the merged view as JSON. The interfaces are lo, then eth0, eth1... unless "
+        "--network names them.",
+        epilog=_MANAGER_ENVIRONMENT,
         formatter_class=formatter,
         parents=[common],
     )
-    p.add_argument("container_id", metavar="CONTAINER_ID")
+    p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
     p.add_argument("netns", metavar="NETNS", help="network namespace path")
     p.add_argument(
         "-n",
@@ -515,12 +545,12 @@ def build_parser() -> argparse.ArgumentParser:
         "down",
         help="detach a container from every cached network (NetworkManager.teardown)",
         description="Detach CONTAINER_ID from every network it is cached on, with the "
-        "configuration cached at attach time, last attached first.",
-        epilog=_ENVIRONMENT,
+        "configuration cached at attach time, last attached first; print what was detached.",
+        epilog=_MANAGER_ENVIRONMENT,
         formatter_class=formatter,
         parents=[common],
     )
-    p.add_argument("container_id", metavar="CONTAINER_ID")
+    p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
     p.add_argument("netns", metavar="NETNS", nargs="?", default="", help="network namespace path")
     p.set_defaults(func=_cmd_down)
 
@@ -528,12 +558,12 @@ def build_parser() -> argparse.ArgumentParser:
         "show",
         help="print the merged view of a container's networks, from the cache",
         description="Print the networks of CONTAINER_ID as JSON (attachments, interfaces, "
-        "IPs, DNS), read from the cache; nothing runs.",
-        epilog=_ENVIRONMENT,
+        "host-side interfaces, IPs, gateways, routes, DNS), read from the cache; nothing runs.",
+        epilog=_MANAGER_ENVIRONMENT,
         formatter_class=formatter,
         parents=[common],
     )
-    p.add_argument("container_id", metavar="CONTAINER_ID")
+    p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser(
@@ -541,7 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="say whether containers can be attached now (NetworkManager.status)",
         description="Print 'ready' if the default network of $NETCONFPATH is usable and its "
         "plugins are ready; otherwise say why and exit 1.",
-        epilog=_ENVIRONMENT,
+        epilog=_MANAGER_ENVIRONMENT,
         formatter_class=formatter,
         parents=[common],
     )
@@ -577,9 +607,21 @@ def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in text.splitlines() if part.strip()) or text
 
 
+#: What to do when a plugin is not found (appended to the error line).
+_NOT_FOUND_HINT = (
+    " (is it installed? Debian: apt-get install containernetworking-plugins, into "
+    "/usr/lib/cni; else set CNI_PATH to the directories that hold your plugins)"
+)
+
+
 def _describe(error: BaseException) -> str:
     if isinstance(error, PluginError):
         return error.describe()
+    if isinstance(error, PluginNotFoundError) or (
+        isinstance(error, CNIError) and "failed to find plugin" in str(error)
+    ):
+        # Also a network skipped for a missing plugin (NotReadyError, ConfigError).
+        return str(error) + _NOT_FOUND_HINT
     if isinstance(error, (CNIError, CLIError)):
         return str(error)
     if isinstance(error, OSError) and error.strerror:

@@ -3,13 +3,15 @@
 - :class:`Exec`: the protocol the operations use to run plugins.
 - :class:`RawExec`: the default implementation (``vfork``/``exec``, one process
   group per call, timeouts, no process left behind).
-- :func:`find_in_path`: locate a plugin binary in the plugin directories.
+- :func:`find_in_path`: locate a plugin binary in the plugin directories;
+  ``DEFAULT_PLUGIN_DIRS`` (``/opt/cni/bin`` then ``/usr/lib/cni``), where
+  plugins are unless told otherwise.
 """
 
 from __future__ import annotations
 
-from libcni.invoke._find import find_in_path
+from libcni.invoke._find import DEFAULT_PLUGIN_DIRS, find_in_path
 from libcni.invoke._protocol import Exec
 from libcni.invoke._raw import RawExec
 
-__all__ = ["Exec", "RawExec", "find_in_path"]
+__all__ = ["DEFAULT_PLUGIN_DIRS", "Exec", "RawExec", "find_in_path"]

@@ -8,7 +8,12 @@ from collections.abc import Sequence
 
 from libcni.errors import ConfigError, PluginNotFoundError
 
-__all__ = ["find_in_path"]
+__all__ = ["DEFAULT_PLUGIN_DIRS", "find_in_path"]
+
+#: Where plugins are, unless told otherwise (``NetworkManager``, the command line):
+#: the upstream location, then the one of Debian's and Ubuntu's
+#: ``containernetworking-plugins`` package.
+DEFAULT_PLUGIN_DIRS: tuple[str, ...] = ("/opt/cni/bin", "/usr/lib/cni")
 
 
 def find_in_path(plugin: str, paths: Sequence[str]) -> str:

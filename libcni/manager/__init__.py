@@ -13,15 +13,32 @@ performs them with blocking calls, :class:`AsyncNetworkManager` with ``await``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._drive import drive
 from ..api import CNIConfig
-from ..invoke import Exec
-from ._core import Blocking, Call, Core, Effect, LockContainer, Op, Outcome, Together
+from ..conf import NetworkConfigList
+from ..invoke import DEFAULT_PLUGIN_DIRS, Exec
+from ..values import Args, CapabilityArgs
+from ._core import (
+    NETWORK_CALLS,
+    Blocking,
+    Call,
+    Core,
+    Effect,
+    LockContainer,
+    Op,
+    Outcome,
+    Pause,
+    Together,
+)
+from ._sandbox import sandbox
 from ._values import (
     LOOPBACK_NETWORK,
     AttachmentResult,
@@ -32,12 +49,15 @@ from ._values import (
 )
 
 if TYPE_CHECKING:
+    from .._events import Observer, Watch
     from ._async import AsyncNetworkManager
 
 __all__ = [
     "LOOPBACK_NETWORK",
+    "Args",
     "AsyncNetworkManager",
     "AttachmentResult",
+    "CapabilityArgs",
     "ContainerInterface",
     "ContainerNetworks",
     "LoadedNetworks",
@@ -47,32 +67,43 @@ __all__ = [
 
 _NO_CAPS: Mapping[str, Any] = {}
 
+#: Where the network configuration files are, by default.
+DEFAULT_CONF_DIR = "/etc/cni/net.d"
+
 
 class _ManagerBase:
     """The constructor and the properties shared by the sync and async managers."""
 
     def __init__(
         self,
-        conf_dir: str | os.PathLike[str] = "/etc/cni/net.d",
-        plugin_dirs: Sequence[str | os.PathLike[str]] = ("/opt/cni/bin",),
+        conf_dir: str | os.PathLike[str] | None = DEFAULT_CONF_DIR,
+        plugin_dirs: Sequence[str | os.PathLike[str]] = DEFAULT_PLUGIN_DIRS,
         *,
+        networks: Sequence[NetworkConfigList] = (),
         cache_dir: str | os.PathLike[str] | None = None,
         default_networks: Sequence[str] | None = None,
         max_networks: int = 1,
-        loopback: bool = True,
+        loopback: bool | Literal["internal"] = True,
         interface_prefix: str = "eth",
         timeout: float | None = None,
+        retry_attempts: int = 0,
         exec: Exec | None = None,
+        observers: Sequence[Observer] = (),
     ) -> None:
+        cni = self._make_cni(plugin_dirs, cache_dir, exec, timeout, observers)
+        # The CNIConfig's observers are the manager's (libcni._events).
+        self._watch: Watch | None = cni._watch
         self._core = Core(
             conf_dir,
             plugin_dirs,
-            cni=self._make_cni(plugin_dirs, cache_dir, exec, timeout),
+            cni=cni,
             default_networks=default_networks,
             max_networks=max_networks,
             loopback=loopback,
             interface_prefix=interface_prefix,
             timeout=timeout,
+            networks=networks,
+            retry_attempts=retry_attempts,
         )
 
     @staticmethod
@@ -81,8 +112,11 @@ class _ManagerBase:
         cache_dir: str | os.PathLike[str] | None,
         exec: Exec | None,
         timeout: float | None,
+        observers: Sequence[Observer] = (),
     ) -> Any:
-        return CNIConfig(plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout)
+        return CNIConfig(
+            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
+        )
 
     def __repr__(self) -> str:
         core = self._core
@@ -91,9 +125,12 @@ class _ManagerBase:
             f"plugin_dirs={list(core.plugin_dirs)!r}, cache_dir={core.cache.dir!r})"
         )
 
+    # Every constructor argument can be read back under its name (go-cni's GetConfig);
+    # the networks given in code are in networks().networks, with those of conf_dir.
+
     @property
-    def conf_dir(self) -> str:
-        """The configuration directory."""
+    def conf_dir(self) -> str | None:
+        """The configuration directory (``None``: only the networks given in code)."""
         return self._core.conf_dir
 
     @property
@@ -103,22 +140,72 @@ class _ManagerBase:
 
     @property
     def cache_dir(self) -> str:
-        """The cache directory."""
+        """The cache directory (the default one when none was given)."""
         return self._core.cache.dir
+
+    @property
+    def default_networks(self) -> tuple[str, ...] | None:
+        """The names a setup without networks attaches (``None``: the first usable ones)."""
+        return self._core.default_networks
+
+    @property
+    def max_networks(self) -> int:
+        """How many usable networks a setup without networks attaches (``0``: all)."""
+        return self._core.max_networks
+
+    @property
+    def loopback(self) -> bool | Literal["internal"]:
+        """How ``lo`` is set up: ``True`` the loopback plugin (cached as
+        ``cni-loopback``), ``"internal"`` by the manager itself, ``False`` not at all."""
+        return self._core.loopback
+
+    @property
+    def interface_prefix(self) -> str:
+        """The prefix of the interface names given to unnamed networks."""
+        return self._core.interface_prefix
+
+    @property
+    def timeout(self) -> float | None:
+        """The default time limit of each operation, in seconds (``None``: none)."""
+        return self._core.timeout
+
+    @property
+    def retry_attempts(self) -> int:
+        """How many more times a setup ADDs a network that failed with code 11."""
+        return self._core.retry_attempts
+
+    @property
+    def exec(self) -> Exec:
+        """How plugins are run (the ``exec`` given, or the default ``RawExec``)."""
+        exec_: Exec = self._core.cni.exec
+        return exec_
 
 
 class NetworkManager(_ManagerBase):
     """Attaches containers to their networks and detaches them.
 
-    ``conf_dir`` holds the network configuration files, ``plugin_dirs`` the
-    plugin binaries; ``cache_dir``, ``exec`` and ``timeout`` are as for
+    ``conf_dir`` holds the network configuration files (``None``: none);
+    ``networks``, configuration lists defined in code (e.g. with
+    :func:`~libcni.conf_list_from_bytes`), come before its files, and a file
+    naming one of them is skipped as shadowed. ``plugin_dirs`` hold the
+    plugin binaries (default: ``/opt/cni/bin``, then ``/usr/lib/cni``); a
+    network whose binary is missing is skipped until the binary appears.
+    ``cache_dir``, ``exec`` and ``timeout`` are as for
     :class:`~libcni.CNIConfig`. Without ``default_networks`` a setup given no
-    networks attaches the first ``max_networks`` usable networks in file
-    order (``0``: all). With ``loopback`` every setup first attaches the
-    ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; other
-    interfaces are named ``<interface_prefix><n>`` unless a request names them.
+    networks attaches the first ``max_networks`` usable networks in order
+    (``0``: all). With ``loopback`` every setup first attaches the
+    ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; with
+    ``loopback="internal"`` it brings ``lo`` up in the namespace itself (no
+    plugin, nothing cached); with ``False`` neither. Other interfaces are
+    named ``<interface_prefix><n>`` unless a request names them. With
+    ``retry_attempts``, a network whose ADD fails with code 11 ("try again
+    later") is DELeted and added again, up to that many more times, with a
+    back-off, within the setup's timeout. ``observers`` are told of every
+    operation, each of its networks and each plugin run (:class:`~libcni.Event`).
 
-    Safe to share between threads; nothing runs in the background.
+    Every constructor argument can be read back under its name
+    (``manager.plugin_dirs``...). Safe to share between threads; nothing runs
+    in the background.
     """
 
     # -- the driver ------------------------------------------------------
@@ -126,27 +213,46 @@ class NetworkManager(_ManagerBase):
     def _drive(self, op: Op) -> Any:
         return drive(op, self._perform)
 
+    def _operation(self, op: Op, name: str, container_id: str = "") -> Any:
+        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
+        if self._watch is None:
+            return self._drive(op)
+        return self._watch.scoped(self._drive, op, self._core.cni, name, container_id)
+
     def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, Call):
-            return getattr(self._core.cni, effect.method)(*effect.args, **effect.kwargs)
+            call = getattr(self._core.cni, effect.method)
+            if self._watch is not None and effect.method in NETWORK_CALLS:
+                return self._watch.network(
+                    call, self._core.cni, NETWORK_CALLS[effect.method], effect.args, effect.kwargs
+                )
+            return call(*effect.args, **effect.kwargs)
         if isinstance(effect, Together):
             return self._together(effect.calls)
         if isinstance(effect, LockContainer):
             return effect.cache.container_lock(effect.container_id, effect.timeout).release
+        if isinstance(effect, Pause):
+            time.sleep(effect.seconds)
+            return None
         assert isinstance(effect, Blocking)
         return effect.call(*effect.args)
 
-    def _together(self, calls: Sequence[Call]) -> list[Outcome]:
-        def one(call: Call) -> Outcome:
+    def _together(self, calls: Sequence[Call | Op]) -> list[Outcome]:
+        def one(call: Call | Op) -> Outcome:
             try:
-                return self._perform(call), None
+                if isinstance(call, Call):
+                    return self._perform(call), None
+                return self._drive(call), None
             except Exception as e:
                 return None, e
 
         if len(calls) == 1:
             return [one(calls[0])]
+        # Each call in a copy of the caller's context, as an asyncio task runs
+        # (what an observer or an Exec reads from context variables: the trace).
+        contexts = [contextvars.copy_context() for _ in calls]
         with ThreadPoolExecutor(len(calls), thread_name_prefix="libcni-setup") as pool:
-            return list(pool.map(one, calls))
+            return list(pool.map(lambda call, ctx: ctx.run(one, call), calls, contexts))
 
     # -- the operations ----------------------------------------------------
 
@@ -161,20 +267,27 @@ class NetworkManager(_ManagerBase):
         netns: str,
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
         parallel: bool = False,
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """Attach the container to the loopback network and to ``networks`` (default networks
         when ``None``); on failure roll everything back and raise :class:`~libcni.errors.SetupError`.
 
-        ``timeout`` bounds all the ADDs together; each rollback DEL has its own.
+        ``args`` (pairs, or a mapping) reach every network as ``CNI_ARGS``;
+        ``capability_args`` (a mapping, or a typed
+        :class:`~libcni.capabilities.RuntimeConfig`) are checked before
+        anything runs, and a capability that no network of the setup declares
+        is logged (once per network and name). ``timeout`` bounds all the ADDs
+        together (retries included); each rollback DEL has its own.
         """
-        view: ContainerNetworks = self._drive(
+        view: ContainerNetworks = self._operation(
             self._core.setup(
                 container_id, netns, networks, args, capability_args, parallel, timeout
-            )
+            ),
+            "setup",
+            container_id,
         )
         return view
 
@@ -189,11 +302,13 @@ class NetworkManager(_ManagerBase):
         """DEL every cached attachment of the container (or of ``networks``), last first,
         with the configuration cached at ADD; every DEL runs, failures raise together
         as :class:`~libcni.errors.TeardownError`."""
-        self._drive(self._core.teardown(container_id, netns, networks, timeout))
+        self._operation(
+            self._core.teardown(container_id, netns, networks, timeout), "teardown", container_id
+        )
 
     def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
         """CHECK every cached attachment of the container; the first failure is raised."""
-        self._drive(self._core.check(container_id, netns, timeout))
+        self._operation(self._core.check(container_id, netns, timeout), "check", container_id)
 
     def inspect(self, container_id: str) -> ContainerNetworks:
         """The merged view of the container's attachments, from the cache (runs nothing)."""
@@ -202,12 +317,37 @@ class NetworkManager(_ManagerBase):
 
     def status(self, *, timeout: float | None = None) -> None:
         """Return when containers can be attached, else raise :class:`~libcni.errors.NotReadyError`."""
-        self._drive(self._core.status(timeout))
+        self._operation(self._core.status(timeout), "status")
 
     def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """Collect every attachment of containers not in ``valid_containers``, on every
         configured or cached network; failures raise together as :class:`~libcni.errors.GCError`."""
-        self._drive(self._core.gc(valid_containers, timeout))
+        self._operation(self._core.gc(valid_containers, timeout), "gc")
+
+    def sandbox(
+        self,
+        container_id: str,
+        *,
+        networks: Sequence[str | NetworkRequest] | None = None,
+        args: Sequence[tuple[str, str]] = (),
+        capability_args: Mapping[str, Any] = _NO_CAPS,
+        netns_dir: str | os.PathLike[str] = "/run/netns",
+        parallel: bool = False,
+        timeout: float | None = None,
+    ) -> contextlib.AbstractContextManager[ContainerNetworks]:
+        """A context manager: a new network namespace in ``netns_dir``
+        (:func:`libcni.netns.create`), the container set up in it, its
+        :class:`ContainerNetworks` (``.netns`` is the namespace's path) for the
+        ``with`` block; then teardown, and the namespace removed.
+
+        When setup fails it rolls back, the namespace is removed, and the
+        :class:`~libcni.errors.SetupError` propagates. On exit the namespace
+        is removed even if the teardown fails; then the
+        :class:`~libcni.errors.TeardownError` is raised.
+        """
+        return sandbox(
+            self, container_id, networks, args, capability_args, netns_dir, parallel, timeout
+        )
 
 
 def __getattr__(name: str) -> Any:

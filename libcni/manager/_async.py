@@ -12,17 +12,33 @@ propagates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..aio import AsyncCNIConfig
 from ..errors import LockTimeoutError
 from ..invoke import Exec
+from ..values import Args, CapabilityArgs
 from . import _ManagerBase
-from ._core import Blocking, Call, Effect, LockContainer, Op, Outcome, Together
+from ._core import (
+    NETWORK_CALLS,
+    Blocking,
+    Call,
+    Effect,
+    LockContainer,
+    Op,
+    Outcome,
+    Pause,
+    Together,
+)
+from ._sandbox import async_sandbox
 from ._values import ContainerNetworks, LoadedNetworks, NetworkRequest
+
+if TYPE_CHECKING:
+    from .._events import Observer
 
 __all__ = ["AsyncNetworkManager"]
 
@@ -56,8 +72,17 @@ class AsyncNetworkManager(_ManagerBase):
         cache_dir: str | os.PathLike[str] | None,
         exec: Exec | None,
         timeout: float | None,
+        observers: Sequence[Observer] = (),
     ) -> Any:
-        return AsyncCNIConfig(plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout)
+        return AsyncCNIConfig(
+            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
+        )
+
+    async def _operation(self, op: Op, name: str, container_id: str = "") -> Any:
+        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
+        if self._watch is None:
+            return await self._drive(op)
+        return await self._watch.ascoped(self._drive, op, self._core.cni, name, container_id)
 
     async def _drive(self, op: Op) -> Any:
         outcome: Any = None
@@ -87,11 +112,19 @@ class AsyncNetworkManager(_ManagerBase):
 
     async def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, Call):
-            return await getattr(self._core.cni, effect.method)(*effect.args, **effect.kwargs)
+            call = getattr(self._core.cni, effect.method)
+            if self._watch is not None and effect.method in NETWORK_CALLS:
+                return await self._watch.anetwork(
+                    call, self._core.cni, NETWORK_CALLS[effect.method], effect.args, effect.kwargs
+                )
+            return await call(*effect.args, **effect.kwargs)
         if isinstance(effect, Together):
             return await self._together(effect.calls)
         if isinstance(effect, LockContainer):
             return await self._lock(effect)
+        if isinstance(effect, Pause):
+            await asyncio.sleep(effect.seconds)
+            return None
         assert isinstance(effect, Blocking)
         # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
         # cache: a worker thread would queue them behind other operations' fsyncs. Then
@@ -101,8 +134,11 @@ class AsyncNetworkManager(_ManagerBase):
         await asyncio.sleep(0)
         return value
 
-    async def _together(self, calls: Sequence[Call]) -> list[Outcome]:
-        tasks = [asyncio.ensure_future(self._perform(c)) for c in calls]
+    async def _together(self, calls: Sequence[Call | Op]) -> list[Outcome]:
+        tasks = [
+            asyncio.ensure_future(self._perform(c) if isinstance(c, Call) else self._drive(c))
+            for c in calls
+        ]
         try:
             await asyncio.wait(tasks)
         except asyncio.CancelledError:
@@ -153,16 +189,18 @@ class AsyncNetworkManager(_ManagerBase):
         netns: str,
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
         parallel: bool = False,
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.setup`; a cancelled setup rolls back, then re-raises."""
-        view: ContainerNetworks = await self._drive(
+        view: ContainerNetworks = await self._operation(
             self._core.setup(
                 container_id, netns, networks, args, capability_args, parallel, timeout
-            )
+            ),
+            "setup",
+            container_id,
         )
         return view
 
@@ -175,11 +213,15 @@ class AsyncNetworkManager(_ManagerBase):
         timeout: float | None = None,
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
-        await self._drive(self._core.teardown(container_id, netns, networks, timeout))
+        await self._operation(
+            self._core.teardown(container_id, netns, networks, timeout), "teardown", container_id
+        )
 
     async def check(self, container_id: str, netns: str, *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.check`."""
-        await self._drive(self._core.check(container_id, netns, timeout))
+        await self._operation(
+            self._core.check(container_id, netns, timeout), "check", container_id
+        )
 
     async def inspect(self, container_id: str) -> ContainerNetworks:
         """As :meth:`NetworkManager.inspect`."""
@@ -188,8 +230,28 @@ class AsyncNetworkManager(_ManagerBase):
 
     async def status(self, *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.status`."""
-        await self._drive(self._core.status(timeout))
+        await self._operation(self._core.status(timeout), "status")
 
     async def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.gc`."""
-        await self._drive(self._core.gc(valid_containers, timeout))
+        await self._operation(self._core.gc(valid_containers, timeout), "gc")
+
+    def sandbox(
+        self,
+        container_id: str,
+        *,
+        networks: Sequence[str | NetworkRequest] | None = None,
+        args: Sequence[tuple[str, str]] = (),
+        capability_args: Mapping[str, Any] = _NO_CAPS,
+        netns_dir: str | os.PathLike[str] = "/run/netns",
+        parallel: bool = False,
+        timeout: float | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[ContainerNetworks]:
+        """As :meth:`NetworkManager.sandbox`, an async context manager (``async with``).
+
+        The namespace is created in a worker thread; a setup cancelled meanwhile
+        rolls back and the namespace is removed before ``CancelledError`` propagates.
+        """
+        return async_sandbox(
+            self, container_id, networks, args, capability_args, netns_dir, parallel, timeout
+        )

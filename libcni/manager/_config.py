@@ -36,6 +36,14 @@ each is parsed once. The drop-in plugins of a network are read again when
 its list or its drop-in directory changed, and the plugin binaries looked up
 again (once per plugin type) when a plugin directory changed.
 
+Networks defined in code (``NetworkManager(networks=[...])``) come first and
+shadow a file naming the same network; with ``conf_dir=None`` they are the
+only ones. A network skipped because a plugin binary is missing is usable
+at the first check after the binary appears: the places where it would be
+found (``<plugin dir>/<type>``) are stat'ed at every check (with either
+check), so installing it, or making it executable, is seen even behind an
+old symbolic link or when the directory's own stat is old.
+
 No thread watches anything. A reload builds a new immutable
 :class:`LoadedNetworks` and swaps it in; an operation keeps the one it
 started with. Checks and reloads of one watcher are serialised by a lock of
@@ -64,7 +72,7 @@ from ..conf import (
     conf_list_from_bytes,
     conf_list_from_conf,
 )
-from ..errors import CNIError, ConfigError
+from ..errors import CNIError, ConfigError, PluginNotFoundError
 from . import _notify
 from ._values import LoadedNetworks
 
@@ -171,6 +179,17 @@ def _complete(net: NetworkConfigList, path: str) -> NetworkConfigList:
     return _complete_list(net, path)
 
 
+_BinaryStat = tuple[int, int, int, int, int, int] | None  # _Stat and the mode
+
+
+def _binary_stat(path: str) -> _BinaryStat:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
 _Listing = tuple[tuple[int, int, int, int, int], int, tuple[str, ...]]
 """A directory's stat, the time it was listed (``time.time_ns()``), its names."""
 
@@ -181,6 +200,9 @@ class _State:
     checked_at: int
     loaded: LoadedNetworks
     drop_in_names: tuple[str, ...]
+    #: Where the plugin binaries that skipped a network would be (``<dir>/<type>``), each
+    #: with its stat taken before the search failed (:func:`_binary_stat`).
+    missing: tuple[tuple[str, _BinaryStat], ...] = ()
 
 
 class _File:
@@ -252,17 +274,20 @@ def _through_link(path: str) -> bool:
 
 
 class ConfigWatcher:
-    """Loads the networks of ``conf_dir`` and reloads them when anything changed."""
+    """Loads the networks of ``conf_dir`` (after ``networks``, defined in code) and reloads
+    them when anything changed."""
 
     def __init__(
         self,
-        conf_dir: str,
+        conf_dir: str | None,
         plugin_dirs: Sequence[str],
         find: Callable[[str, Sequence[str]], str],
         default_networks: Sequence[str] | None,
         max_networks: int,
+        networks: Sequence[NetworkConfigList] = (),
     ) -> None:
         self.conf_dir = conf_dir
+        self.code_networks = tuple(networks)
         self.plugin_dirs = tuple(plugin_dirs)
         self._find = find
         self.default_networks = None if default_networks is None else tuple(default_networks)
@@ -274,7 +299,8 @@ class ConfigWatcher:
         self._files: dict[str, _File] = {}
         self._special: list[str] = []  # files stat'ed at each notified check
         self._complete: dict[str, tuple[NetworkConfigList, NetworkConfigList | str]] = {}
-        self._found: dict[str, str | None] = {}  # plugin type -> why it is not usable
+        # plugin type -> why it is not usable (None: it is), and where it would be found
+        self._found: dict[str, tuple[str | None, tuple[tuple[str, _BinaryStat], ...]]] = {}
         self._conf_dev: int | None = None
         # The notification: None until the first load; False when it cannot be had.
         self._watches: _Watches | bool | None = None if NOTIFY else False
@@ -302,14 +328,17 @@ class ConfigWatcher:
         state = self._state
         names = state.drop_in_names if state is not None else ()
         signature = self._signature(names)
-        if state is not None and signature == state.signature:
+        binaries = state is None or _binaries_unchanged(state)
+        if state is not None and signature == state.signature and binaries:
             limit = state.checked_at - RECENT
             if not any(st is not None and st[3] >= limit for _, st in signature):
                 return state.loaded
         changes = self._scanned_changes(state, signature)
-        loaded, drop_in_names = self._reload(changes, now)
-        # The signature taken before loading: a change made meanwhile differs from it.
-        self._state = _State(signature, now, loaded, drop_in_names)
+        changes.plugins = changes.plugins or not binaries
+        loaded, drop_in_names, missing = self._reload(changes, now)
+        # The signature taken before loading: a change made meanwhile differs from it
+        # (and each missing binary's stat was taken before it was searched for).
+        self._state = _State(signature, now, loaded, drop_in_names, missing)
         return loaded
 
     def _scanned_changes(
@@ -328,11 +357,11 @@ class ConfigWatcher:
         changed += old  # gone since
         out = _Changes()
         plugin_dirs = set(self.plugin_dirs)
-        prefix = os.path.join(self.conf_dir, "")
+        prefix = os.path.join(self.conf_dir, "") if self.conf_dir is not None else None
         for path in changed:
             if path in plugin_dirs:
                 out.plugins = True
-            if not path.startswith(prefix):
+            if prefix is None or not path.startswith(prefix):
                 continue
             inner = path[len(prefix) :]
             name, sep, _ = inner.partition(os.sep)
@@ -346,9 +375,11 @@ class ConfigWatcher:
 
     def _signature(self, drop_in_names: Sequence[str]) -> tuple[tuple[str, _Stat], ...]:
         listings: dict[str, _Listing] = {}
-        conf_dir = _stat(self.conf_dir)
-        out: list[tuple[str, _Stat]] = [(self.conf_dir, conf_dir)]
-        if conf_dir is not None:
+        out: list[tuple[str, _Stat]] = []
+        conf_dir = None if self.conf_dir is None else _stat(self.conf_dir)
+        if self.conf_dir is not None:
+            out.append((self.conf_dir, conf_dir))
+        if self.conf_dir is not None and conf_dir is not None:
             names = self._listed(self.conf_dir, conf_dir, listings)
             if names is not None:
                 out.extend(_files(self.conf_dir, names, EXTENSIONS))
@@ -395,19 +426,24 @@ class ConfigWatcher:
             changes = self._notified_changes(watches)
             if state is None:
                 changes = _Changes(everything=True)
-            elif not changes:
-                return state.loaded
+            else:
+                if state.missing and not _binaries_unchanged(state):
+                    changes = changes or _Changes()
+                    changes.plugins = True
+                if not changes:
+                    return state.loaded
             assert changes is not None
         now = time.time_ns()
         try:
-            self._watch(watches, _CONF, self.conf_dir)
+            if self.conf_dir is not None:
+                self._watch(watches, _CONF, self.conf_dir)
             for d in self.plugin_dirs:
                 self._watch(watches, _PLUGINS, d)
-            loaded, drop_in_names = self._reload(changes, now, watches)
+            loaded, drop_in_names, missing = self._reload(changes, now, watches)
         except _Unwatchable:
             self._stop_watching()
             return self._current_scanned()
-        self._state = _State((), now, loaded, drop_in_names)
+        self._state = _State((), now, loaded, drop_in_names, missing)
         return loaded
 
     def _notified_changes(self, watches: _Watches) -> _Changes | None:
@@ -439,7 +475,7 @@ class ConfigWatcher:
                     if gone:
                         changes.everything = True
                     elif name.endswith(EXTENSIONS):
-                        changes.files.add(os.path.join(self.conf_dir, name))
+                        changes.files.add(os.path.join(what, name))
                     else:
                         changes.drop_ins.add(name)
                 elif role == _DROP_IN:
@@ -554,15 +590,31 @@ class ConfigWatcher:
 
     def _reload(
         self, changes: _Changes, now: int, watches: _Watches | None = None
-    ) -> tuple[LoadedNetworks, tuple[str, ...]]:
+    ) -> tuple[LoadedNetworks, tuple[str, ...], tuple[tuple[str, _BinaryStat], ...]]:
         skipped: dict[str, str] = {}
-        st = _stat(self.conf_dir)
-        self._conf_dev = None if st is None else st[0]
-        try:
-            listed, others = _scan(self.conf_dir)
-        except ConfigError as e:
-            listed, others = [], set()
-            skipped[self.conf_dir] = str(e)
+        if changes.everything or changes.plugins:
+            self._found = {}
+        missing: list[tuple[str, _BinaryStat]] = []
+        networks: dict[str, NetworkConfigList] = {}
+        where: dict[str, str] = {}
+        code: dict[str, str] = {}  # network name -> where it is defined in code
+        for i, in_code in enumerate(self.code_networks):
+            place = code[in_code.name] = f"networks[{i}] ({in_code.name})"
+            why = self._missing(in_code, missing)
+            if why is not None:
+                skipped[place] = why
+                continue
+            networks[in_code.name] = in_code
+            where[in_code.name] = place
+        listed: list[tuple[str, bool]] = []
+        others: set[str] = set()
+        if self.conf_dir is not None:
+            st = _stat(self.conf_dir)
+            self._conf_dev = None if st is None else st[0]
+            try:
+                listed, others = _scan(self.conf_dir)
+            except ConfigError as e:
+                skipped[self.conf_dir] = str(e)
         files: dict[str, _File] = {}
         for path, link in listed:
             old = self._files.get(path)
@@ -572,11 +624,7 @@ class ConfigWatcher:
                 files[path] = old
         self._files = files
         self._special = [path for path, f in files.items() if f.special]
-        if changes.everything or changes.plugins:
-            self._found = {}
         drop_in_names: list[str] = []
-        networks: dict[str, NetworkConfigList] = {}
-        where: dict[str, str] = {}
         complete: dict[str, tuple[NetworkConfigList, NetworkConfigList | str]] = {}
         for path, f in files.items():
             if f.error is not None:
@@ -590,6 +638,7 @@ class ConfigWatcher:
                     drop_in_names.append(head.name)
                     # Only one that exists: its creation is an event of conf_dir.
                     if watches is not None and head.name in others and _safe_name(head.name):
+                        assert self.conf_dir is not None
                         self._watch(watches, _DROP_IN, os.path.join(self.conf_dir, head.name))
                 known = self._complete.get(path)
                 if (
@@ -608,9 +657,14 @@ class ConfigWatcher:
             if isinstance(net, str):
                 skipped[path] = net
                 continue
-            missing = self._missing(net)
-            if missing is not None:
-                skipped[path] = missing
+            if net.name in code:
+                skipped[path] = (
+                    f"shadowed: network {net.name!r} is defined in code ({code[net.name]})"
+                )
+                continue
+            why = self._missing(net, missing)
+            if why is not None:
+                skipped[path] = why
                 continue
             if net.name in networks:
                 skipped[path] = f"network {net.name!r} is already defined by {where[net.name]}"
@@ -634,22 +688,54 @@ class ConfigWatcher:
         else:
             defaults = tuple(networks)
         loaded = LoadedNetworks(networks, defaults, skipped, where)
-        return loaded, tuple(dict.fromkeys(drop_in_names))
+        return loaded, tuple(dict.fromkeys(drop_in_names)), tuple(dict.fromkeys(missing))
 
-    def _missing(self, net: NetworkConfigList) -> str | None:
-        """Why a plugin binary of ``net`` cannot be used (each type looked up once a reload)."""
+    def _missing(
+        self, net: NetworkConfigList, missing: list[tuple[str, _BinaryStat]]
+    ) -> str | None:
+        """Why a plugin binary of ``net`` cannot be used (each type looked up once until a
+        plugin directory changes); the places of a binary not found go to ``missing``."""
         for plugin in net.plugins:
             kind = plugin.type
-            if kind not in self._found:
-                try:
-                    self._find(kind, self.plugin_dirs)
-                    self._found[kind] = None
-                except CNIError as e:
-                    self._found[kind] = str(e)
-            why = self._found[kind]
+            found = self._found.get(kind)
+            if found is None:
+                found = self._found[kind] = self._look_up(kind)
+            why, places = found
             if why is not None:
+                missing.extend(places)
                 return why
         return None
+
+    def _look_up(self, kind: str) -> tuple[str | None, tuple[tuple[str, _BinaryStat], ...]]:
+        """Find the binary of ``kind``; if it is not found, where it would be.
+
+        When a search fails, the places are stat'ed and the search is made
+        again: the stats noted were taken before the search that failed, so a
+        binary installed after it always differs from what was noted.
+        """
+        try:
+            self._find(kind, self.plugin_dirs)
+            return None, ()
+        except PluginNotFoundError:
+            pass
+        except CNIError as e:
+            return str(e), ()
+        places: tuple[tuple[str, _BinaryStat], ...] = ()
+        if "/" not in kind and kind not in ("", ".", ".."):
+            places = tuple(
+                (path, _binary_stat(path))
+                for path in (os.path.join(d, kind) for d in self.plugin_dirs)
+            )
+        try:
+            self._find(kind, self.plugin_dirs)
+            return None, ()
+        except CNIError as e:
+            return str(e), places
+
+
+def _binaries_unchanged(state: _State) -> bool:
+    """Whether every missing binary's place is as it was when the search failed."""
+    return all(_binary_stat(path) == st for path, st in state.missing)
 
 
 class _Unwatchable(Exception):

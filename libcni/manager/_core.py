@@ -14,16 +14,22 @@ operation of ``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`).
 - :class:`Blocking`: a short local call that reads the disk (the
   configuration check, cache reads); inline in both drivers, as the
   operations read the cache.
+- :class:`Pause`: wait a while (the back-off between ADD attempts);
+  ``time.sleep`` or ``asyncio.sleep``.
+
+A :class:`Together` may also hold operations (generators of these effects):
+each driver then runs each of them as it runs an operation, at the same time.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import random
 import re
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -34,6 +40,7 @@ from ..cache._store import KnownEntry
 from ..conf import NetworkConfigList, conf_list_from_bytes
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
+    CODE_TRY_AGAIN,
     AlreadyAttachedError,
     CNIError,
     ConfigError,
@@ -45,7 +52,14 @@ from ..errors import (
     TeardownError,
 )
 from ..types import result_from_dict
-from ..values import NetworkAttachment, RuntimeConf
+from ..values import (
+    Args,
+    CapabilityArgs,
+    NetworkAttachment,
+    RuntimeConf,
+    _pairs,
+    capability_mapping,
+)
 from ._config import ConfigWatcher
 from ._values import (
     LOOPBACK_IFNAME,
@@ -56,13 +70,36 @@ from ._values import (
     NetworkRequest,
 )
 
-__all__ = ["Blocking", "Call", "Core", "LockContainer", "Together"]
+__all__ = ["NETWORK_CALLS", "Blocking", "Call", "Core", "LockContainer", "Pause", "Together"]
 
 log = logging.getLogger("libcni")
 
 LOOPBACK_CONFIG = (
     b'{"cniVersion": "1.0.0", "name": "cni-loopback", "plugins": [{"type": "loopback"}]}'
 )
+
+#: ``loopback=INTERNAL_LOOPBACK``: ``lo`` brought up by the manager itself, no plugin.
+INTERNAL_LOOPBACK: Literal["internal"] = "internal"
+
+Loopback = bool | Literal["internal"]
+
+
+def loopback_mode(value: object) -> Loopback:
+    """``value`` as a ``loopback`` setting (``True``, ``False`` or ``"internal"``), else refused."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value == INTERNAL_LOOPBACK:
+            return INTERNAL_LOOPBACK
+        raise ValueError(f"loopback must be True, False or 'internal', not {value!r}")
+    raise TypeError(f"loopback must be True, False or 'internal', not {type(value).__name__}")
+
+
+def _loopback_up(netns: str) -> None:
+    """Bring ``lo`` up in ``netns`` (``loopback="internal"``; libcni.netns is imported here)."""
+    from ..netns import _loopback_up as up
+
+    up(netns)
 
 
 @attrs.frozen
@@ -75,11 +112,27 @@ class Call:
     protected: bool = False
 
 
+#: The calls that are one network's work in a manager operation, and the
+#: operation each is in observers' events (``libcni._events``: a network event).
+NETWORK_CALLS: Mapping[str, str] = {
+    "add_network_list": rq.ADD,
+    "del_network_list": rq.DEL,
+    "_del_known": rq.DEL,
+    "check_network_list": rq.CHECK,
+    "get_status_network_list": rq.STATUS,
+    "_gc_keeping": rq.GC,
+}
+
+
 @attrs.frozen
 class Together:
-    """Effect: run ``calls`` at the same time; the outcome is ``[(value, error), ...]``."""
+    """Effect: run ``calls`` at the same time; the outcome is ``[(value, error), ...]``.
 
-    calls: tuple[Call, ...]
+    Each item is a :class:`Call`, or an operation (a generator of effects) that
+    the driver runs to its end.
+    """
+
+    calls: tuple[Call | Generator[Any, Any, Any], ...]
 
 
 @attrs.frozen
@@ -99,7 +152,14 @@ class Blocking:
     args: tuple[Any, ...] = ()
 
 
-Effect = Call | Together | LockContainer | Blocking
+@attrs.frozen
+class Pause:
+    """Effect: wait ``seconds`` (a back-off); the outcome is ``None``."""
+
+    seconds: float
+
+
+Effect = Call | Together | LockContainer | Blocking | Pause
 Op = Generator[Effect, Any, Any]
 Outcome = tuple[Any, BaseException | None]
 
@@ -121,7 +181,12 @@ class _Deadline:
         self.timeout = timeout
         self._end = None if timeout is None else time.monotonic() + timeout
 
+    def remaining(self) -> float | None:
+        """Seconds left (``None``: no limit); zero or less when it ran out."""
+        return None if self._end is None else self._end - time.monotonic()
+
     def left(self, network: str, container_id: str) -> float | None:
+        """Seconds left, or :class:`PluginTimeoutError` when none are."""
         if self._end is None:
             return None
         left = self._end - time.monotonic()
@@ -141,6 +206,44 @@ _DIGITS = re.compile(r"(\d+)")
 #: How many cached configurations a manager keeps parsed (see ``Core._parse_cached``).
 _PARSED_MAX = 256
 
+#: The back-off before the first retry of an ADD that failed with code 11 (seconds);
+#: it doubles at each retry, up to :data:`RETRY_MAX`, each pause shortened by up to 20%
+#: at random so that containers retrying together spread out.
+RETRY_FIRST = 0.1
+RETRY_MAX = 5.0
+
+#: How many (network, capability) warnings a manager remembers having logged.
+_WARNED_MAX = 4096
+
+
+def _code_networks(networks: Sequence[NetworkConfigList]) -> tuple[NetworkConfigList, ...]:
+    """The networks given in code, checked: lists with valid, distinct names and plugins."""
+    if isinstance(networks, NetworkConfigList):
+        networks = [networks]
+    out: list[NetworkConfigList] = []
+    seen: set[str] = set()
+    for i, net in enumerate(networks):
+        if not isinstance(net, NetworkConfigList):
+            hint = " (wrap it with conf_list_from_conf)" if hasattr(net, "type") else ""
+            raise TypeError(
+                f"networks[{i}] must be a NetworkConfigList (conf_list_from_bytes...), "
+                f"not {type(net).__name__}{hint}"
+            )
+        rq.validate_network_name(net.name)
+        if not net.plugins:
+            raise ConfigError(f"networks[{i}] (network {net.name!r}) has no plugins")
+        if net.name in seen:
+            raise ConfigError(f"network {net.name!r} is given twice in networks")
+        seen.add(net.name)
+        out.append(net)
+    return tuple(out)
+
+
+def _count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an int, 0 or more, not {value!r}")
+    return value
+
 
 @functools.lru_cache(maxsize=256)
 def _natural(ifname: str) -> tuple[Any, ...]:
@@ -158,30 +261,41 @@ class Core:
 
     def __init__(
         self,
-        conf_dir: str | os.PathLike[str],
+        conf_dir: str | os.PathLike[str] | None,
         plugin_dirs: Sequence[str | os.PathLike[str]],
         *,
         cni: Any,
         default_networks: Sequence[str] | None,
         max_networks: int,
-        loopback: bool,
+        loopback: Loopback,
         interface_prefix: str,
         timeout: float | None,
+        networks: Sequence[NetworkConfigList] = (),
+        retry_attempts: int = 0,
     ) -> None:
         if isinstance(plugin_dirs, (str, os.PathLike)):
             plugin_dirs = [plugin_dirs]
-        self.conf_dir = os.fspath(conf_dir)
+        if isinstance(default_networks, str):
+            default_networks = [default_networks]
+        self.conf_dir = None if conf_dir is None else os.fspath(conf_dir)
         self.plugin_dirs = tuple(os.fspath(p) for p in plugin_dirs)
         self.cni = cni
-        self.loopback = loopback
+        self.code_networks = _code_networks(networks)
+        self.default_networks = None if default_networks is None else tuple(default_networks)
+        self.max_networks = _count("max_networks", max_networks)
+        self.loopback = loopback_mode(loopback)
+        # The loopback network of the loopback plugin, cached as cni-loopback.
+        self._plugin_loopback = self.loopback is True
         self.interface_prefix = interface_prefix
         self.timeout = timeout
+        self.retry_attempts = _count("retry_attempts", retry_attempts)
         self.watcher = ConfigWatcher(
             self.conf_dir,
             self.plugin_dirs,
             cni.exec.find_in_path,
-            default_networks,
-            max_networks,
+            self.default_networks,
+            self.max_networks,
+            self.code_networks,
         )
         self.loopback_net = conf_list_from_bytes(LOOPBACK_CONFIG)
         # The CNIConfig's own cache (so that the default directory is decided in one place).
@@ -189,6 +303,16 @@ class Core:
         self._parsed: dict[bytes, NetworkConfigList] = {}
         # The last configuration loaded that _config_problem found ready (see _problem).
         self._ready: LoadedNetworks | None = None
+        # (network, capability) pairs already warned about (see _warn_unused).
+        self._warned: set[tuple[str, str]] = set()
+
+    def _where(self) -> str:
+        """Where the configured networks come from, for messages."""
+        if self.conf_dir is None:
+            return "among the networks given to the manager (conf_dir=None)"
+        if self.code_networks:
+            return f"among the networks given to the manager or in {self.conf_dir}"
+        return f"in {self.conf_dir}"
 
     def _timeout(self, timeout: float | None) -> float | None:
         return self.timeout if timeout is None else timeout
@@ -204,23 +328,27 @@ class Core:
         """Why the configuration cannot attach containers now, or ``None``."""
         skipped = "; ".join(f"{path}: {why}" for path, why in loaded.skipped.items())
         if not loaded.defaults:
-            where = f"in {self.conf_dir}"
+            where = self._where()
             if not loaded.skipped:
+                if self.conf_dir is None:
+                    return NotReadyError(
+                        "no network configured: pass networks=[...] to the manager, or a conf_dir"
+                    )
                 return NotReadyError(
                     f"no network configuration found {where}: add a .conflist, .conf or "
                     ".json file there"
                 )
             return NotReadyError(
-                f"no usable network configuration {where}: fix the skipped files", skipped
+                f"no usable network configuration {where}: fix the skipped ones", skipped
             )
         missing = [n for n in loaded.defaults if n not in loaded.networks]
         if missing:
             return NotReadyError(
-                f"default network(s) {', '.join(repr(n) for n in missing)} not usable in "
-                f"{self.conf_dir}: add or fix their configuration files",
+                f"default network(s) {', '.join(repr(n) for n in missing)} not usable "
+                f"{self._where()}: add or fix their configuration",
                 skipped,
             )
-        if self.loopback:
+        if self._plugin_loopback:
             try:
                 self.cni.exec.find_in_path("loopback", self.plugin_dirs)
             except CNIError as e:
@@ -277,11 +405,18 @@ class Core:
         container_id: str,
         netns: str,
         networks: Sequence[str | NetworkRequest] | None,
-        args: Sequence[tuple[str, str]],
-        capability_args: Mapping[str, Any],
+        args: Args,
+        capability_args: CapabilityArgs,
     ) -> list[_Item]:
-        """The networks of a setup with their interface names; refuses bad requests."""
+        """The networks of a setup with their interface names; refuses bad requests.
+
+        Everything that can be refused is refused here, before anything runs:
+        the container ID, the networks and interface names, and capability
+        arguments without a JSON form (a ``ConfigError``, not a failed ADD).
+        """
         rq.validate_container_id(container_id)
+        args = _pairs(args)
+        caps = capability_mapping(capability_args)
         if networks is None:
             problem = self._problem(loaded)
             if problem is not None:
@@ -303,8 +438,8 @@ class Core:
         unknown = [r.network for r in requests if r.network not in loaded.networks]
         if unknown:
             raise ConfigError(
-                f"network(s) {', '.join(repr(n) for n in unknown)} not configured in "
-                f"{self.conf_dir}",
+                f"network(s) {', '.join(repr(n) for n in unknown)} not configured "
+                f"{self._where()}",
                 "; ".join(f"{p}: {w}" for p, w in loaded.skipped.items()),
             )
         taken: set[str] = {LOOPBACK_IFNAME} if self.loopback else set()
@@ -318,13 +453,13 @@ class Core:
                 )
             taken.add(r.ifname)
         items: list[_Item] = []
-        if self.loopback:
+        if self._plugin_loopback:
             items.append(
                 _Item(
                     LOOPBACK_NETWORK,
                     LOOPBACK_IFNAME,
                     self.loopback_net,
-                    RuntimeConf(container_id, netns, LOOPBACK_IFNAME, args, capability_args),
+                    RuntimeConf(container_id, netns, LOOPBACK_IFNAME, args, caps),
                 )
             )
         k = 0
@@ -336,18 +471,66 @@ class Core:
                 ifname = f"{self.interface_prefix}{k}"
                 rq.validate_interface_name(ifname)
                 taken.add(ifname)
-            caps = capability_args if r.capability_args is None else r.capability_args
-            rt = RuntimeConf(container_id, netns, ifname, (*args, *r.args), caps)
+            own = caps if r.capability_args is None else r.capability_args
+            rt = RuntimeConf(container_id, netns, ifname, (*args, *r.args), own)
             items.append(_Item(r.network, ifname, loaded.networks[r.network], rt))
+        checked: set[int] = set()
+        for item in items:
+            item_caps = item.rt.capability_args
+            if item_caps and id(item_caps) not in checked:
+                checked.add(id(item_caps))
+                rq.check_capability_args(item_caps)
+        self._warn_unused(items)
         return items
+
+    def _warn_unused(self, items: Sequence[_Item]) -> None:
+        """Log the capability arguments that no plugin of the setup's networks receives.
+
+        A misspelled capability (``portMapping``) reaches no plugin: without
+        this warning it would pass in silence. A capability one network of
+        the setup declares is used (runtimes pass the same arguments to every
+        network), so only those no network given them declares are logged:
+        once per network and name, for the life of the manager.
+        """
+        given: dict[str, list[str]] = {}  # capability -> the networks given it
+        used: set[str] = set()
+        for item in items:
+            caps = item.rt.capability_args
+            if not caps or item.network == LOOPBACK_NETWORK:
+                continue
+            declared = {
+                key
+                for plugin in item.net.plugins
+                for key, enabled in plugin.capabilities.items()
+                if enabled is True
+            }
+            for key in caps:
+                given.setdefault(key, []).append(item.network)
+                if key in declared:
+                    used.add(key)
+        for key, networks in given.items():
+            if key in used:
+                continue
+            for network in networks:
+                if (network, key) in self._warned:
+                    continue
+                if len(self._warned) >= _WARNED_MAX:
+                    self._warned.clear()
+                self._warned.add((network, key))
+                log.warning(
+                    "capability argument %r reaches no plugin: no plugin of network %r "
+                    "declares it (a misspelling?)",
+                    key,
+                    network,
+                )
 
     def setup(
         self,
         container_id: str,
         netns: str,
         networks: Sequence[str | NetworkRequest] | None,
-        args: Sequence[tuple[str, str]],
-        capability_args: Mapping[str, Any],
+        args: Args,
+        capability_args: CapabilityArgs,
         parallel: bool,
         timeout: float | None,
     ) -> Op:
@@ -365,33 +548,25 @@ class Core:
             done: dict[int, AttachmentResult] = {}
             failure: CNIError | None = None
             interrupted: BaseException | None = None
-
-            def add(i: int) -> Call:
-                item = items[i]
-                left = deadline.left(item.network, container_id)
-                return Call("add_network_list", (item.net, item.rt), {"timeout": left})
-
             try:
+                failure = yield from self._internal_loopback(netns)
                 # Serially: everything; in parallel: the loopback network first.
-                first = len(items) if not parallel else (1 if self.loopback else 0)
-                for i in range(first):
+                first = len(items) if not parallel else (1 if self._plugin_loopback else 0)
+                for i in range(first if failure is None else 0):
                     attempted.append(items[i])
                     try:
-                        result = yield add(i)
+                        result = yield from self._attempt(items[i], deadline)
                     except CNIError as e:
                         failure = e
                         break
                     done[i] = AttachmentResult(items[i].network, items[i].ifname, result)
                 if parallel and failure is None and first < len(items):
-                    calls: list[tuple[int, Call]] = []
-                    for i in range(first, len(items)):
-                        attempted.append(items[i])
-                        try:
-                            calls.append((i, add(i)))
-                        except CNIError as e:
-                            failure = failure or e
-                    outcomes: list[Outcome] = yield Together(tuple(c for _, c in calls))
-                    for (i, _), (value, error) in zip(calls, outcomes, strict=True):
+                    rest = range(first, len(items))
+                    attempted.extend(items[i] for i in rest)
+                    outcomes: list[Outcome] = yield Together(
+                        tuple(self._attempt(items[i], deadline) for i in rest)
+                    )
+                    for i, (value, error) in zip(rest, outcomes, strict=True):
                         if error is None:
                             done[i] = AttachmentResult(items[i].network, items[i].ifname, value)
                         elif isinstance(error, CNIError):
@@ -402,7 +577,7 @@ class Core:
                 interrupted = e
             if failure is None and interrupted is None:
                 results = tuple(done[i] for i in range(len(items)))
-                return ContainerNetworks.merge(container_id, results)
+                return attrs.evolve(ContainerNetworks.merge(container_id, results), netns=netns)
             rollback_errors = yield from self._rollback(attempted, self._timeout(None))
             partial = tuple(done[i] for i in sorted(done))
             if interrupted is not None:
@@ -411,6 +586,77 @@ class Core:
             raise SetupError(container_id, failure, partial, rollback_errors)
         finally:
             release()
+
+    def _internal_loopback(self, netns: str) -> Op:
+        """With ``loopback="internal"``: ``lo`` up in ``netns`` (nothing cached); the error, if any."""
+        if self.loopback != INTERNAL_LOOPBACK:
+            return None
+        try:
+            yield Blocking(_loopback_up, (netns,))
+        except CNIError as e:
+            return e
+        return None
+
+    def _attempt(self, item: _Item, deadline: _Deadline) -> Op:
+        """ADD one network of a setup; with ``retry_attempts``, again after a code 11.
+
+        A plugin's "try again later" (code 11) is followed by a DEL of the
+        network (so that nothing of the failed attempt stays), a back-off
+        (:data:`RETRY_FIRST`, doubling up to :data:`RETRY_MAX`) and a new
+        ADD, up to ``retry_attempts`` more times, all within the setup's
+        timeout: when too little time is left, or the DEL fails, the code-11
+        error is the failure. A plugin timeout is not retried.
+        """
+        container_id = item.rt.container_id
+        retries = 0
+        while True:
+            left = deadline.left(item.network, container_id)
+            try:
+                result = yield Call("add_network_list", (item.net, item.rt), {"timeout": left})
+                return result
+            except PluginError as e:
+                if (
+                    retries >= self.retry_attempts
+                    or e.code != CODE_TRY_AGAIN
+                    or isinstance(e, PluginTimeoutError)
+                ):
+                    raise
+                pause = min(RETRY_FIRST * 2**retries, RETRY_MAX) * (1 - 0.2 * random.random())
+                remaining = deadline.remaining()
+                if remaining is not None and remaining <= pause:
+                    raise
+                retries += 1
+                log.warning(
+                    "network %r (%s) of container %r: ADD failed with code 11 (try again "
+                    "later): %s; DEL, then attempt %d of %d in %.2fs",
+                    item.network,
+                    item.ifname,
+                    container_id,
+                    e,
+                    retries + 1,
+                    self.retry_attempts + 1,
+                    pause,
+                )
+                error = e
+            remaining = deadline.remaining()
+            if remaining is not None and remaining <= 0:
+                raise error
+            try:
+                yield Call("del_network_list", (item.net, item.rt), {"timeout": remaining})
+            except CNIError as d:
+                log.warning(
+                    "network %r (%s) of container %r: DEL before a new attempt failed, "
+                    "not retrying: %s",
+                    item.network,
+                    item.ifname,
+                    container_id,
+                    d,
+                )
+                raise error from d
+            remaining = deadline.remaining()
+            if remaining is not None and remaining <= pause:
+                raise error  # no time left for another attempt
+            yield Pause(pause)
 
     def _still_cached(self, items: Sequence[_Item]) -> _Item | None:
         """The first planned attachment that has a cache entry (readable or not), if any."""

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from ipaddress import IPv4Interface, IPv6Interface
+from ipaddress import IPv4Address, IPv4Interface, IPv6Address, IPv6Interface
 from typing import Any
 
 import attrs
 
 from ..conf import NetworkConfigList
 from ..errors import CNIError
-from ..types import Result
+from ..types import Interface, IPConfig, Result, Route
 from ..types.dns import DNS
-from ..values import _pairs
+from ..values import CapabilityArgs, _pairs, capability_mapping
 
 __all__ = [
     "LOOPBACK_IFNAME",
@@ -30,16 +30,18 @@ LOOPBACK_IFNAME = "lo"
 IP = IPv4Interface | IPv6Interface
 
 
-def _opt_mapping(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else dict(value)
+def _opt_mapping(value: CapabilityArgs | None) -> dict[str, Any] | None:
+    return None if value is None else capability_mapping(value)
 
 
 @attrs.frozen
 class NetworkRequest:
     """One network of a setup: its name and, optionally, the interface name to use.
 
-    ``args`` are added after the setup's ``args``; ``capability_args``, when
-    given, replace the setup's for this network. A plain string ``s`` in
+    ``args`` (pairs, or a mapping) are added after the setup's ``args``;
+    ``capability_args`` (a mapping or a
+    :class:`~libcni.capabilities.RuntimeConfig`), when given, replace the
+    setup's for this network. A plain string ``s`` in
     ``setup(networks=...)`` means ``NetworkRequest(s)``.
 
     >>> NetworkRequest("blue", "eth1").ifname
@@ -79,14 +81,24 @@ class AttachmentResult:
 
 @attrs.frozen
 class ContainerInterface:
-    """A container-side interface: its ``name``, the ``network`` that made it, ``mac``,
-    ``sandbox`` and the ``ips`` assigned to it."""
+    """A container-side interface, as the results of its network describe it.
+
+    ``name``, the ``network`` that made it, ``mac``, ``sandbox`` (the netns
+    path), ``mtu`` (``None`` when not reported), ``pci_id`` and
+    ``socket_path`` (empty when not reported), the ``ips`` assigned to it and
+    their ``ip_configs`` (each :class:`~libcni.types.IPConfig` with its
+    address and gateway).
+    """
 
     name: str
     network: str
     mac: str = ""
     sandbox: str = ""
-    ips: tuple[IP, ...] = ()
+    ips: tuple[IPv4Interface | IPv6Interface, ...] = ()
+    mtu: int | None = None
+    pci_id: str = ""
+    socket_path: str = ""
+    ip_configs: tuple[IPConfig, ...] = ()
 
 
 @attrs.frozen
@@ -94,17 +106,27 @@ class ContainerNetworks:
     """The networks of one container, merged over its attachments.
 
     ``attachments`` in setup order (loopback first); ``interfaces``: the
-    container-side interfaces by name; ``ips``: every IP but loopback's, in
-    attachment order; ``dns``: each attachment's non-empty DNS, in order.
+    container-side interfaces (those in a sandbox) by name;
+    ``host_interfaces``: the other interfaces the results report (the host
+    end of a veth pair, a bridge), by name; ``ips``: every IP but
+    loopback's, in attachment order; ``gateways``: the gateways of those
+    IPs, in order, without repeats; ``routes``: every attachment's routes
+    but loopback's, in order; ``dns``: each attachment's non-empty DNS, in
+    order; ``netns``: the network namespace given to ``setup`` (``""`` when
+    unknown). :meth:`ip` is the first IP (of one version).
     """
 
     container_id: str
     attachments: tuple[AttachmentResult, ...] = ()
     interfaces: Mapping[str, ContainerInterface] = attrs.field(factory=dict)
-    ips: tuple[IP, ...] = ()
+    ips: tuple[IPv4Interface | IPv6Interface, ...] = ()
     dns: tuple[DNS, ...] = ()
+    netns: str = ""
+    host_interfaces: Mapping[str, Interface] = attrs.field(factory=dict, kw_only=True)
+    gateways: tuple[IPv4Address | IPv6Address, ...] = attrs.field(default=(), kw_only=True)
+    routes: tuple[Route, ...] = attrs.field(default=(), kw_only=True)
 
-    def ip(self, version: int | None = None) -> IP | None:
+    def ip(self, version: int | None = None) -> IPv4Interface | IPv6Interface | None:
         """The first IP of ``ips`` (of IP version 4 or 6 when given), or ``None``."""
         for address in self.ips:
             if version is None or address.version == version:
@@ -119,16 +141,11 @@ class ContainerNetworks:
                 {"network": a.network, "ifname": a.ifname, "result": a.result.to_dict()}
                 for a in self.attachments
             ],
-            "interfaces": {
-                name: {
-                    "network": i.network,
-                    "mac": i.mac,
-                    "sandbox": i.sandbox,
-                    "ips": [str(ip) for ip in i.ips],
-                }
-                for name, i in self.interfaces.items()
-            },
+            "interfaces": {name: _interface_dict(i) for name, i in self.interfaces.items()},
+            "hostInterfaces": {name: i.to_dict() for name, i in self.host_interfaces.items()},
             "ips": [str(ip) for ip in self.ips],
+            "gateways": [str(gw) for gw in self.gateways],
+            "routes": [r.to_dict() for r in self.routes],
             "dns": [d.to_dict() for d in self.dns],
         }
 
@@ -143,10 +160,13 @@ class ContainerNetworks:
         (the one named like the attachment, made up without MAC and sandbox
         when the result lists none).
         """
-        # name -> (network, mac, sandbox) and its IPs; the values are built once, at the end.
-        made: dict[str, tuple[str, str, str]] = {}
-        owned: dict[str, list[IP]] = {}
+        # name -> (network, the result's interface or None) and its IPs; built at the end.
+        made: dict[str, tuple[str, Interface | None]] = {}
+        owned: dict[str, list[IPConfig]] = {}
+        host: dict[str, Interface] = {}
         ips: list[IP] = []
+        gateways: dict[IPv4Address | IPv6Address, None] = {}
+        routes: list[Route] = []
         dns: list[DNS] = []
         for att in attachments:
             r = _as_1x(att.result)
@@ -159,13 +179,16 @@ class ContainerNetworks:
                 # that leaves out the sandbox still reports the container's interface).
                 if iface.sandbox or iface.name == att.ifname:
                     if iface.name not in made:
-                        made[iface.name] = (att.network, iface.mac, iface.sandbox)
+                        made[iface.name] = (att.network, iface)
                         owned[iface.name] = []
                     names.append(iface.name)
                     if iface.name == att.ifname:
                         own = iface.name
                 else:
                     names.append(None)
+                    if iface.name and iface.name not in host:
+                        host[iface.name] = iface
+            counted = att.ifname != LOOPBACK_IFNAME
             for ipc in r.ips:
                 idx = ipc.interface
                 target: str | None
@@ -175,20 +198,71 @@ class ContainerNetworks:
                     if own is None:
                         own = att.ifname
                         if own not in made:
-                            made[own] = (att.network, "", "")
+                            made[own] = (att.network, None)
                             owned[own] = []
                     target = own
                 if target is not None and made[target][0] == att.network:
-                    owned[target].append(ipc.address)
-                if att.ifname != LOOPBACK_IFNAME:
+                    owned[target].append(ipc)
+                if counted:
                     ips.append(ipc.address)
+                    if ipc.gateway is not None:
+                        gateways[ipc.gateway] = None
+            if counted:
+                routes.extend(r.routes)
             if r.dns.nameservers or r.dns.domain or r.dns.search or r.dns.options:
                 dns.append(r.dns)
         interfaces = {
-            name: ContainerInterface(name, network, mac, sandbox, tuple(owned[name]))
-            for name, (network, mac, sandbox) in made.items()
+            name: _container_interface(name, network, iface, tuple(owned[name]))
+            for name, (network, iface) in made.items()
         }
-        return cls(container_id, tuple(attachments), interfaces, tuple(ips), tuple(dns))
+        return cls(
+            container_id,
+            tuple(attachments),
+            interfaces,
+            tuple(ips),
+            tuple(dns),
+            host_interfaces=host,
+            gateways=tuple(gateways),
+            routes=tuple(routes),
+        )
+
+
+def _container_interface(
+    name: str, network: str, iface: Interface | None, configs: tuple[IPConfig, ...]
+) -> ContainerInterface:
+    ips = tuple(c.address for c in configs)
+    if iface is None:  # made up: the result lists no interface of that name
+        return ContainerInterface(name, network, ips=ips, ip_configs=configs)
+    return ContainerInterface(
+        name,
+        network,
+        iface.mac,
+        iface.sandbox,
+        ips,
+        mtu=iface.mtu,
+        pci_id=iface.pci_id,
+        socket_path=iface.socket_path,
+        ip_configs=configs,
+    )
+
+
+def _interface_dict(i: ContainerInterface) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "network": i.network,
+        "mac": i.mac,
+        "sandbox": i.sandbox,
+        "ips": [str(ip) for ip in i.ips],
+    }
+    if i.mtu is not None:
+        out["mtu"] = i.mtu
+    if i.pci_id:
+        out["pciID"] = i.pci_id
+    if i.socket_path:
+        out["socketPath"] = i.socket_path
+    gateways = [str(c.gateway) for c in i.ip_configs if c.gateway is not None]
+    if gateways:
+        out["gateways"] = gateways
+    return out
 
 
 def _as_1x(result: Result) -> Any:

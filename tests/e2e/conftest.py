@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from _require import unavailable
 
+from libcni import NamespaceError
+
 from .netns import (
     PLUGIN_DIR,
     PREFIX,
@@ -65,7 +67,7 @@ def host_netns() -> Iterator[Netns]:
         Netns(name).delete()
     try:
         host = Netns.create("host")
-    except CommandError as e:
+    except (CommandError, NamespaceError) as e:
         unavailable(f"e2e tests cannot create a network namespace: {e}")
     try:
         yield host

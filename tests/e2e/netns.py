@@ -4,6 +4,12 @@ the driver that runs libcni inside the "host" namespace, and configuration build
 Nothing here touches the machine's own network namespace: every ``ip`` command
 names a namespace (``ip -n NAME`` / ``ip netns exec NAME``), and every
 namespace is named ``libcni-e2e-...`` so that leftovers are easy to spot.
+
+The namespaces are created and removed by ``libcni.netns`` (so every run of
+these tests exercises it), pinned in ``/run/netns`` where ``ip`` finds them.
+Commands still run inside through ``ip netns exec``: besides entering the
+namespace, it mounts a ``/sys`` of that namespace, which the plugins read
+(``NetNS.enter`` moves a thread only).
 """
 
 from __future__ import annotations
@@ -21,13 +27,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from libcni import netns
+
 PREFIX = "libcni-e2e-"
 NETNS_DIR = Path("/run/netns")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "driver.py"
 PLUGIN_DIR = "/usr/lib/cni"
-REQUIRED_PLUGINS = ("bridge", "host-local", "portmap", "tuning", "firewall", "loopback", "ptp")
-REQUIRED_TOOLS = ("ip", "iptables", "iptables-save")
+REQUIRED_PLUGINS = (
+    "bridge", "host-local", "portmap", "tuning", "firewall", "loopback", "ptp", "bandwidth",
+)  # fmt: skip
+REQUIRED_TOOLS = ("ip", "iptables", "iptables-save", "tc")
 
 #: A tag unique to this test session, in every namespace name it creates:
 #: ``<pid of the test process>-<random>``.
@@ -67,10 +77,12 @@ def run(
 class Netns:
     """A named network namespace (``/run/netns/NAME``)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, pinned: netns.NetNS | None = None) -> None:
         self.name = name
         self.path = str(NETNS_DIR / name)
         self._procs: list[subprocess.Popen[str]] = []
+        #: The namespace as ``libcni.netns`` made it (``None``: one found by name).
+        self.pinned = pinned
 
     def __repr__(self) -> str:
         return f"Netns({self.name!r})"
@@ -78,8 +90,8 @@ class Netns:
     @classmethod
     def create(cls, kind: str) -> Netns:
         """Create ``libcni-e2e-<kind>-<session>-<random>`` with its loopback up."""
-        ns = cls(f"{PREFIX}{kind}-{SESSION}-{secrets.token_hex(3)}")
-        run(["ip", "netns", "add", ns.name])
+        name = f"{PREFIX}{kind}-{SESSION}-{secrets.token_hex(3)}"
+        ns = cls(name, netns.create(name, NETNS_DIR))
         try:
             ns.ip("link", "set", "lo", "up")
         except BaseException:
@@ -158,7 +170,10 @@ class Netns:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.05)
-        run(["ip", "netns", "del", self.name], check=False)
+        if self.pinned is not None:
+            self.pinned.remove()
+        else:
+            run(["ip", "netns", "del", self.name], check=False)
 
 
 def e2e_namespaces() -> list[str]:

@@ -1,0 +1,563 @@
+"""Typed, validated capability arguments: what runtimes pass as ``runtimeConfig``.
+
+CNI's conventions name the capability arguments every runtime may pass to
+the plugins that declare them (``"capabilities": {"portMappings": true}``):
+port mappings, a bandwidth limit, IP ranges, DNS settings, static IPs, a
+MAC, an InfiniBand GUID, a device ID, aliases, the cgroup path and the pod
+annotations. :class:`RuntimeConfig` holds them as checked values (what Go
+runtimes get from go-cni's ``WithCapability*`` options and ocicni's
+``RuntimeConfig``), and gives the JSON object the plugins expect:
+
+>>> rc = RuntimeConfig(
+...     port_mappings=[PortMapping(8080, 80)],
+...     bandwidth=Bandwidth(ingress_rate=1_000_000, ingress_burst=100_000),
+... )
+>>> rc.capability_args()["portMappings"]
+[{'hostPort': 8080, 'containerPort': 80, 'protocol': 'tcp'}]
+
+Every value is checked when it is built: a bad one raises
+:class:`~libcni.errors.ValidationError` (code 7) naming the field and the
+value, before anything runs:
+
+>>> PortMapping(8080, 0)
+Traceback (most recent call last):
+    ...
+libcni.errors.ValidationError: PortMapping.container_port: 0 is not a port number (1 to 65535)
+
+A :class:`RuntimeConfig` is accepted wherever capability arguments are
+(``RuntimeConf``, ``NetworkManager.setup``, ``NetworkRequest``...). The
+values are immutable; addresses are stored in their canonical text
+(``"FD00::1"`` becomes ``"fd00::1"``), MACs in lower case with colons.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .errors import CODE_INVALID_CONFIG, ValidationError
+
+__all__ = [
+    "POD_ANNOTATIONS",
+    "Bandwidth",
+    "DNSConfig",
+    "IPRange",
+    "PortMapping",
+    "RuntimeConfig",
+    "k8s_args",
+]
+
+#: The capability name of the pod annotations (CRI's convention).
+POD_ANNOTATIONS = "io.kubernetes.cri.pod-annotations"
+
+_PROTOCOLS = ("tcp", "udp", "sctp")
+_UINT64_MAX = 2**64 - 1
+_EXCERPT = 120
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+# -- the checks (each raises a ValidationError naming the field and the value) --------
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
+
+
+def _invalid(field: str, value: object, why: str) -> ValidationError:
+    return ValidationError(f"{field}: {_shown(value)} {why}", code=CODE_INVALID_CONFIG)
+
+
+def _int(field: str, value: object, low: int, high: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid(field, value, f"is not {what} (an int from {low} to {high})")
+    if not low <= value <= high:
+        raise _invalid(field, value, f"is not {what} ({low} to {high})")
+    return int(value)
+
+
+def _port(field: str, value: object) -> int:
+    return _int(field, value, 1, 65535, "a port number")
+
+
+def _text(field: str, value: object) -> str:
+    """A non-empty string without NUL."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise _invalid(field, value, "is not a non-empty string (without NUL)")
+    return value
+
+
+def _address(field: str, value: object) -> IPAddress:
+    """An IPv4 or IPv6 address, in the forms Go's ``net.ParseIP`` accepts (no zone)."""
+    if isinstance(value, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
+        return value
+    if isinstance(value, str) and "%" not in value and value.strip() == value:
+        try:
+            return ipaddress.ip_address(value)
+        except ValueError:
+            pass
+    raise _invalid(field, value, "is not an IP address")
+
+
+_PREFIX = re.compile(r"0|[1-9][0-9]{0,2}")
+
+
+def _cidr(field: str, value: object, *, network: bool) -> tuple[IPAddress, int]:
+    """``ADDRESS/PREFIX`` (Go's ``net.ParseCIDR``); with ``network``, no host bits set."""
+    if isinstance(value, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+        return value.network_address, value.prefixlen
+    if isinstance(value, (ipaddress.IPv4Interface, ipaddress.IPv6Interface)):
+        value = str(value)
+    if not isinstance(value, str) or value.count("/") != 1:
+        raise _invalid(field, value, "is not in CIDR notation (ADDRESS/PREFIX)")
+    text, prefix = value.split("/")
+    try:
+        address = _address(field, text)
+    except ValidationError:
+        raise _invalid(field, value, "is not in CIDR notation (ADDRESS/PREFIX)") from None
+    if _PREFIX.fullmatch(prefix) is None or int(prefix) > address.max_prefixlen:
+        raise _invalid(field, value, f"has an invalid prefix length (0 to {address.max_prefixlen})")
+    length = int(prefix)
+    if network:
+        net = ipaddress.ip_network(f"{address}/{length}", strict=False)
+        if net.network_address != address:
+            raise _invalid(field, value, f"has host bits set (the network is {net})")
+    return address, length
+
+
+def _ip_or_cidr(field: str, value: object) -> str:
+    """An address, or an address with its prefix length (host bits allowed)."""
+    if isinstance(value, str) and "/" in value:
+        address, length = _cidr(field, value, network=False)
+        return f"{address}/{length}"
+    if isinstance(value, (ipaddress.IPv4Interface, ipaddress.IPv6Interface)):
+        return str(value)
+    return str(_address(field, value))
+
+
+_MAC_SEPARATED = re.compile(r"[0-9A-Fa-f]{2}(?:([:-])[0-9A-Fa-f]{2})(?:\1[0-9A-Fa-f]{2})*")
+_MAC_DOTTED = re.compile(r"[0-9A-Fa-f]{4}(?:\.[0-9A-Fa-f]{4})*")
+
+
+def _hardware(field: str, value: object, sizes: Sequence[int], what: str) -> str:
+    """A hardware address in the forms Go's ``net.ParseMAC`` accepts, of one of ``sizes`` bytes.
+
+    ``aa:bb:cc:dd:ee:ff``, ``aa-bb-cc-dd-ee-ff`` or ``aabb.ccdd.eeff``; stored
+    in lower case with colons.
+    """
+    if isinstance(value, str):
+        if _MAC_SEPARATED.fullmatch(value):
+            octets = re.split("[:-]", value)
+        elif _MAC_DOTTED.fullmatch(value):
+            octets = [g[i : i + 2] for g in value.split(".") for i in (0, 2)]
+        else:
+            octets = []
+        if len(octets) in sizes:
+            return ":".join(o.lower() for o in octets)
+    raise _invalid(field, value, f"is not {what}")
+
+
+def _strings(field: str, value: object, check: Any) -> tuple[Any, ...]:
+    """A sequence (not a string) whose items pass ``check(f"{field}[i]", item)``."""
+    if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Sequence):
+        raise _invalid(field, value, "is not a sequence (a list or a tuple)")
+    return tuple(check(f"{field}[{i}]", item) for i, item in enumerate(value))
+
+
+def _instances(field: str, value: object, cls: type) -> tuple[Any, ...]:
+    def one(where: str, item: object) -> Any:
+        if not isinstance(item, cls):
+            raise _invalid(where, item, f"is not a {cls.__name__}")
+        return item
+
+    return _strings(field, value, one)
+
+
+def _optional(field: str, value: object, cls: type) -> Any:
+    if value is not None and not isinstance(value, cls):
+        raise _invalid(field, value, f"is not a {cls.__name__} (or None)")
+    return value
+
+
+# -- the values --------------------------------------------------------------------------
+
+
+@attrs.frozen(init=False)
+class PortMapping:
+    """A host port forwarded to a container port (capability ``portMappings``).
+
+    Ports are 1 to 65535; ``protocol`` is ``tcp``, ``udp`` or ``sctp`` (any
+    case, stored in lower case); ``host_ip`` is ``""`` (every address) or an
+    IP address.
+
+    >>> PortMapping(8080, 80, "UDP", "127.0.0.1").to_dict()
+    {'hostPort': 8080, 'containerPort': 80, 'protocol': 'udp', 'hostIP': '127.0.0.1'}
+    """
+
+    host_port: int
+    container_port: int
+    protocol: str
+    host_ip: str
+
+    def __init__(
+        self, host_port: int, container_port: int, protocol: str = "tcp", host_ip: str = ""
+    ) -> None:
+        if not isinstance(protocol, str) or protocol.lower() not in _PROTOCOLS:
+            raise _invalid("PortMapping.protocol", protocol, "is not tcp, udp or sctp")
+        self.__attrs_init__(
+            _port("PortMapping.host_port", host_port),
+            _port("PortMapping.container_port", container_port),
+            protocol.lower(),
+            str(_address("PortMapping.host_ip", host_ip)) if host_ip != "" else "",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the convention (``hostIP`` only when set)."""
+        out: dict[str, Any] = {
+            "hostPort": self.host_port,
+            "containerPort": self.container_port,
+            "protocol": self.protocol,
+        }
+        if self.host_ip:
+            out["hostIP"] = self.host_ip
+        return out
+
+
+@attrs.frozen(init=False)
+class Bandwidth:
+    """A traffic limit (capability ``bandwidth``): rates in bits per second, bursts in bits.
+
+    Non-negative integers; ``0`` means no limit in that direction. A rate
+    needs its burst and a burst its rate (the ``bandwidth`` plugin refuses
+    one without the other).
+
+    >>> Bandwidth(ingress_rate=1_000_000, ingress_burst=100_000).to_dict()
+    {'ingressRate': 1000000, 'ingressBurst': 100000, 'egressRate': 0, 'egressBurst': 0}
+    """
+
+    ingress_rate: int
+    ingress_burst: int
+    egress_rate: int
+    egress_burst: int
+
+    def __init__(
+        self,
+        ingress_rate: int = 0,
+        ingress_burst: int = 0,
+        egress_rate: int = 0,
+        egress_burst: int = 0,
+    ) -> None:
+        values = {
+            "ingress_rate": ingress_rate,
+            "ingress_burst": ingress_burst,
+            "egress_rate": egress_rate,
+            "egress_burst": egress_burst,
+        }
+        checked = {
+            k: _int(f"Bandwidth.{k}", v, 0, _UINT64_MAX, "a non-negative number")
+            for k, v in values.items()
+        }
+        for way in ("ingress", "egress"):
+            rate, burst = checked[f"{way}_rate"], checked[f"{way}_burst"]
+            if bool(rate) != bool(burst):
+                given, missing = (
+                    (f"{way}_rate", f"{way}_burst")
+                    if rate
+                    else (
+                        f"{way}_burst",
+                        f"{way}_rate",
+                    )
+                )
+                raise _invalid(
+                    f"Bandwidth.{given}",
+                    checked[given],
+                    f"is set without Bandwidth.{missing} (set both, or neither)",
+                )
+        self.__attrs_init__(**checked)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the convention (all four keys, as go-cni writes them)."""
+        return {
+            "ingressRate": self.ingress_rate,
+            "ingressBurst": self.ingress_burst,
+            "egressRate": self.egress_rate,
+            "egressBurst": self.egress_burst,
+        }
+
+
+@attrs.frozen(init=False)
+class IPRange:
+    """An address range for IPAM (capability ``ipRanges``, as ``host-local`` takes it).
+
+    ``subnet`` in CIDR notation without host bits (``10.1.0.0/16``);
+    ``range_start``, ``range_end`` and ``gateway``, when given, addresses
+    inside it, with ``range_start`` not after ``range_end``.
+
+    >>> IPRange("10.1.0.0/16", range_start="10.1.1.1", range_end="10.1.1.99").to_dict()
+    {'subnet': '10.1.0.0/16', 'rangeStart': '10.1.1.1', 'rangeEnd': '10.1.1.99'}
+    """
+
+    subnet: str
+    range_start: str | None
+    range_end: str | None
+    gateway: str | None
+
+    def __init__(
+        self,
+        subnet: str,
+        range_start: str | None = None,
+        range_end: str | None = None,
+        gateway: str | None = None,
+    ) -> None:
+        address, length = _cidr("IPRange.subnet", subnet, network=True)
+        net = ipaddress.ip_network(f"{address}/{length}")
+        inside: dict[str, IPAddress | None] = {}
+        for name, value in (
+            ("range_start", range_start),
+            ("range_end", range_end),
+            ("gateway", gateway),
+        ):
+            if value is None:
+                inside[name] = None
+                continue
+            ip = _address(f"IPRange.{name}", value)
+            if ip.version != net.version or ip not in net:
+                raise _invalid(f"IPRange.{name}", value, f"is not inside the subnet {net}")
+            inside[name] = ip
+        start, end = inside["range_start"], inside["range_end"]
+        if start is not None and end is not None and int(start) > int(end):
+            raise _invalid("IPRange.range_start", range_start, f"is after range_end {end}")
+        self.__attrs_init__(str(net), *(None if ip is None else str(ip) for ip in inside.values()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the convention (unset members left out)."""
+        out: dict[str, Any] = {"subnet": self.subnet}
+        for key, value in (
+            ("rangeStart", self.range_start),
+            ("rangeEnd", self.range_end),
+            ("gateway", self.gateway),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def _domain(field: str, value: object) -> str:
+    text = _text(field, value)
+    if any(ch.isspace() for ch in text):
+        raise _invalid(field, value, "contains white space")
+    return text
+
+
+@attrs.frozen(init=False)
+class DNSConfig:
+    """DNS settings for the container (capability ``dns``).
+
+    ``servers`` are IP addresses; ``searches`` domains and ``options``
+    resolver options (``ndots:2``), non-empty strings without white space.
+
+    >>> DNSConfig(servers=["10.0.0.10"], searches=["svc.cluster.local"]).to_dict()
+    {'servers': ['10.0.0.10'], 'searches': ['svc.cluster.local']}
+    """
+
+    servers: tuple[str, ...]
+    searches: tuple[str, ...]
+    options: tuple[str, ...]
+
+    def __init__(
+        self,
+        servers: Sequence[str] = (),
+        searches: Sequence[str] = (),
+        options: Sequence[str] = (),
+    ) -> None:
+        self.__attrs_init__(
+            _strings("DNSConfig.servers", servers, lambda f, v: str(_address(f, v))),
+            _strings("DNSConfig.searches", searches, _domain),
+            _strings("DNSConfig.options", options, _domain),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the convention (empty lists left out)."""
+        return {
+            key: list(value)
+            for key, value in (
+                ("servers", self.servers),
+                ("searches", self.searches),
+                ("options", self.options),
+            )
+            if value
+        }
+
+
+def _range_sets(value: object) -> tuple[tuple[IPRange, ...], ...]:
+    def one(where: str, ranges: object) -> tuple[IPRange, ...]:
+        if isinstance(ranges, IPRange):
+            raise _invalid(
+                where, ranges, "is an IPRange, not a range set: write ip_ranges=[[IPRange(...)]]"
+            )
+        checked = _instances(where, ranges, IPRange)
+        if not checked:
+            raise _invalid(where, ranges, "is an empty range set")
+        return checked
+
+    return _strings("RuntimeConfig.ip_ranges", value, one)
+
+
+def _annotations(value: object) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _invalid("RuntimeConfig.pod_annotations", value, "is not a mapping of strings")
+    out: dict[str, str] = {}
+    for key, item in value.items():
+        _text("RuntimeConfig.pod_annotations key", key)
+        if not isinstance(item, str):
+            raise _invalid(f"RuntimeConfig.pod_annotations[{key!r}]", item, "is not a string")
+        out[key] = item
+    return out
+
+
+def _optional_text(field: str, value: object) -> str | None:
+    return None if value is None else _text(field, value)
+
+
+@attrs.frozen(init=False)
+class RuntimeConfig:
+    """The capability arguments of one attachment, typed and checked.
+
+    Give it wherever capability arguments are taken (``RuntimeConf``,
+    ``NetworkManager.setup``, ``NetworkRequest``); each plugin then receives,
+    in its ``runtimeConfig``, the members it declares in its
+    ``capabilities``. :meth:`capability_args` is the JSON object.
+
+    ``ip_ranges`` is a sequence of range sets, each a sequence of
+    :class:`IPRange` (``[[IPRange("10.1.0.0/16")]]``), as ``host-local``
+    takes them; ``ips`` are static addresses, with or without a prefix
+    length; ``mac`` a MAC address (6 bytes, or 8 or 20 for InfiniBand);
+    ``infiniband_guid`` 8 bytes in the same notation; ``device_id`` (a PCI
+    address such as ``0000:04:00.1``), ``aliases`` and ``cgroup_path``
+    non-empty strings; ``pod_annotations`` a mapping of strings.
+    """
+
+    port_mappings: tuple[PortMapping, ...]
+    bandwidth: Bandwidth | None
+    ip_ranges: tuple[tuple[IPRange, ...], ...]
+    dns: DNSConfig | None
+    ips: tuple[str, ...]
+    mac: str | None
+    infiniband_guid: str | None
+    device_id: str | None
+    aliases: tuple[str, ...]
+    cgroup_path: str | None
+    pod_annotations: dict[str, str] | None = attrs.field(hash=False)
+
+    def __init__(
+        self,
+        port_mappings: Sequence[PortMapping] = (),
+        bandwidth: Bandwidth | None = None,
+        ip_ranges: Sequence[Sequence[IPRange]] = (),
+        dns: DNSConfig | None = None,
+        ips: Sequence[str] = (),
+        mac: str | None = None,
+        infiniband_guid: str | None = None,
+        device_id: str | None = None,
+        aliases: Sequence[str] = (),
+        cgroup_path: str | None = None,
+        pod_annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        self.__attrs_init__(
+            _instances("RuntimeConfig.port_mappings", port_mappings, PortMapping),
+            _optional("RuntimeConfig.bandwidth", bandwidth, Bandwidth),
+            _range_sets(ip_ranges),
+            _optional("RuntimeConfig.dns", dns, DNSConfig),
+            _strings("RuntimeConfig.ips", ips, _ip_or_cidr),
+            None
+            if mac is None
+            else _hardware("RuntimeConfig.mac", mac, (6, 8, 20), "a MAC address"),
+            None
+            if infiniband_guid is None
+            else _hardware(
+                "RuntimeConfig.infiniband_guid",
+                infiniband_guid,
+                (8,),
+                "an InfiniBand GUID (8 bytes, e.g. c2:11:22:33:44:55:66:77)",
+            ),
+            _optional_text("RuntimeConfig.device_id", device_id),
+            _strings("RuntimeConfig.aliases", aliases, _text),
+            _optional_text("RuntimeConfig.cgroup_path", cgroup_path),
+            _annotations(pod_annotations),
+        )
+
+    def capability_args(self) -> dict[str, Any]:
+        """The capability arguments as the plugins expect them; unset members left out.
+
+        >>> RuntimeConfig(ips=["10.1.2.3/24"], mac="AA-BB-CC-DD-EE-FF").capability_args()
+        {'ips': ['10.1.2.3/24'], 'mac': 'aa:bb:cc:dd:ee:ff'}
+        """
+        out: dict[str, Any] = {}
+        if self.port_mappings:
+            out["portMappings"] = [pm.to_dict() for pm in self.port_mappings]
+        if self.bandwidth is not None:
+            out["bandwidth"] = self.bandwidth.to_dict()
+        if self.ip_ranges:
+            out["ipRanges"] = [[r.to_dict() for r in rs] for rs in self.ip_ranges]
+        if self.dns is not None:
+            out["dns"] = self.dns.to_dict()
+        if self.ips:
+            out["ips"] = list(self.ips)
+        for key, value in (
+            ("mac", self.mac),
+            ("infinibandGUID", self.infiniband_guid),
+            ("deviceID", self.device_id),
+        ):
+            if value is not None:
+                out[key] = value
+        if self.aliases:
+            out["aliases"] = list(self.aliases)
+        if self.cgroup_path is not None:
+            out["cgroupPath"] = self.cgroup_path
+        if self.pod_annotations is not None:
+            out[POD_ANNOTATIONS] = dict(self.pod_annotations)
+        return out
+
+
+def _cni_arg(field: str, value: object) -> str:
+    text = _text(field, value)
+    if ";" in text or "=" in text:
+        raise _invalid(field, value, "contains ';' or '=', which CNI_ARGS cannot carry")
+    return text
+
+
+def k8s_args(
+    namespace: str,
+    name: str,
+    infra_container_id: str,
+    uid: str | None = None,
+    *,
+    ignore_unknown: bool = True,
+) -> tuple[tuple[str, str], ...]:
+    """The ``CNI_ARGS`` pairs Kubernetes runtimes pass for a pod, in their usual order.
+
+    ``IgnoreUnknown=1`` first (plugins that do not know a key then ignore
+    it instead of failing), then ``K8S_POD_NAMESPACE``, ``K8S_POD_NAME``,
+    ``K8S_POD_INFRA_CONTAINER_ID`` and, when given, ``K8S_POD_UID``. A value
+    that is empty or holds ``;`` or ``=`` raises
+    :class:`~libcni.errors.ValidationError` naming it.
+
+    >>> k8s_args("default", "web-0", "abc123")
+    (('IgnoreUnknown', '1'), ('K8S_POD_NAMESPACE', 'default'), ('K8S_POD_NAME', 'web-0'), ('K8S_POD_INFRA_CONTAINER_ID', 'abc123'))
+    """
+    pairs: list[tuple[str, str]] = [("IgnoreUnknown", "1")] if ignore_unknown else []
+    pairs += [
+        ("K8S_POD_NAMESPACE", _cni_arg("k8s_args namespace", namespace)),
+        ("K8S_POD_NAME", _cni_arg("k8s_args name", name)),
+        ("K8S_POD_INFRA_CONTAINER_ID", _cni_arg("k8s_args infra_container_id", infra_container_id)),
+    ]
+    if uid is not None:
+        pairs.append(("K8S_POD_UID", _cni_arg("k8s_args uid", uid)))
+    return tuple(pairs)

@@ -1,0 +1,137 @@
+"""``sandbox()``: a container's network namespace and networks, made and undone together.
+
+Create a namespace (:func:`libcni.netns.create`), set the container up in
+it, hand over the view, then tear down and remove the namespace, in that
+order (as containerd does: the networks are torn down while their namespace
+still exists). When setup fails it has rolled back already; the namespace is
+removed after it, and the setup's error propagates. A teardown failure is
+raised after the namespace is removed. Written once for the blocking and the
+async manager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import _log as logging
+from ._values import ContainerNetworks, NetworkRequest
+
+if TYPE_CHECKING:
+    from ..netns import NetNS
+    from . import NetworkManager
+    from ._async import AsyncNetworkManager
+
+__all__ = ["async_sandbox", "sandbox"]
+
+log = logging.getLogger("libcni")
+
+
+def _remove_after_failure(ns: NetNS, container_id: str) -> None:
+    """Remove ``ns`` while another error propagates: a failure here is logged, not raised."""
+    from ..errors import NamespaceError
+
+    try:
+        ns.remove()
+    except NamespaceError as e:
+        log.warning("network namespace of container %r not removed: %s", container_id, e)
+
+
+@contextlib.contextmanager
+def sandbox(
+    manager: NetworkManager,
+    container_id: str,
+    networks: Sequence[str | NetworkRequest] | None,
+    args: Sequence[tuple[str, str]],
+    capability_args: Mapping[str, Any],
+    netns_dir: str | os.PathLike[str],
+    parallel: bool,
+    timeout: float | None,
+) -> Iterator[ContainerNetworks]:
+    from ..netns import create
+
+    ns = create(dir=netns_dir)
+    try:
+        view = manager.setup(
+            container_id,
+            ns.path,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
+            parallel=parallel,
+            timeout=timeout,
+        )
+    except BaseException:
+        _remove_after_failure(ns, container_id)
+        raise
+    try:
+        yield view
+    finally:
+        try:
+            manager.teardown(container_id, ns.path, timeout=timeout)
+        except BaseException:
+            _remove_after_failure(ns, container_id)
+            raise
+        ns.remove()
+
+
+async def _create(netns_dir: str | os.PathLike[str], container_id: str) -> NetNS:
+    """:func:`libcni.netns.create` in a worker thread; it finishes even if the caller is
+    cancelled meanwhile (then the namespace is removed and the cancellation re-raised)."""
+    import asyncio
+    import functools
+
+    from ..netns import create
+
+    loop = asyncio.get_running_loop()
+    made = loop.run_in_executor(None, functools.partial(create, dir=netns_dir))
+    cancelled = False
+    while not made.done():
+        try:
+            await asyncio.wait((made,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not made.cancelled() and made.exception() is None:
+            _remove_after_failure(made.result(), container_id)
+        raise asyncio.CancelledError()
+    ns: NetNS = made.result()
+    return ns
+
+
+@contextlib.asynccontextmanager
+async def async_sandbox(
+    manager: AsyncNetworkManager,
+    container_id: str,
+    networks: Sequence[str | NetworkRequest] | None,
+    args: Sequence[tuple[str, str]],
+    capability_args: Mapping[str, Any],
+    netns_dir: str | os.PathLike[str],
+    parallel: bool,
+    timeout: float | None,
+) -> AsyncIterator[ContainerNetworks]:
+    ns = await _create(netns_dir, container_id)
+    try:
+        view = await manager.setup(
+            container_id,
+            ns.path,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
+            parallel=parallel,
+            timeout=timeout,
+        )
+    except BaseException:
+        _remove_after_failure(ns, container_id)
+        raise
+    try:
+        yield view
+    finally:
+        try:
+            await manager.teardown(container_id, ns.path, timeout=timeout)
+        except BaseException:
+            _remove_after_failure(ns, container_id)
+            raise
+        ns.remove()

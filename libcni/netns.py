@@ -1,0 +1,631 @@
+"""Network namespaces: create, pin, enter and remove them (Linux).
+
+A container runtime creates a network namespace for each container before
+the networks are set up in it, and removes it after they are torn down. A
+namespace lives as long as a process is in it or a file pins it; as
+``ip netns add`` does, this module pins each one by a bind mount of the
+namespace onto an empty file, ``<dir>/<name>`` (``/run/netns/<name>`` by
+default), so that it can be given to the plugins as a path::
+
+    from libcni import netns
+
+    ns = netns.create()              # /run/netns/cni-<uuid>
+    try:
+        ...                          # manager.setup(container_id, ns.path) ...
+    finally:
+        ns.remove()
+
+Neither the calling thread nor the process ever changes namespace: a new
+namespace is made by a short-lived helper thread, which then ends, and
+:meth:`NetNS.enter` moves the calling thread only for the ``with`` block.
+When a step fails half-way, what was done is undone (no file and no mount
+stay) and :class:`~libcni.errors.NamespaceError` says what failed and why.
+
+Creating, pinning and removing need ``CAP_SYS_ADMIN``: root, or a process
+that owns its user and mount namespaces (a rootless runtime inside
+``unshare --user --map-root-user --mount``, as rootless Podman does), with a
+``dir`` it may write to. No user namespace is created here: a process cannot
+join one once it has threads, and doing so would change the whole process.
+
+Python 3.12's ``os.setns`` and ``os.unshare`` are not used: the system calls
+are made through :mod:`ctypes` so that Python 3.10 and 3.11 work the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .errors import NamespaceError
+
+__all__ = ["DEFAULT_DIR", "NetNS", "create", "from_pid"]
+
+#: Where namespaces are pinned unless told otherwise (as ``ip netns``).
+DEFAULT_DIR = "/run/netns"
+
+_CLONE_NEWNET = 0x40000000
+_MS_BIND = 0x1000
+_MS_REC = 0x4000
+_MS_SHARED = 1 << 20
+_MNT_DETACH = 2
+_UMOUNT_NOFOLLOW = 8
+_NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), Linux 4.11
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 0x1
+_IFREQ = "16sH22x"  # struct ifreq: the name, then ifr_flags in the union (40 bytes)
+_OWN = "/proc/thread-self/ns/net"
+
+_T = TypeVar("_T")
+
+
+# -- the system calls --------------------------------------------------------
+
+
+class _Libc:
+    """``setns``, ``unshare``, ``mount`` and ``umount2`` of the C library, with ``errno``."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        lib = ctypes.CDLL(None, use_errno=True)
+        self.get_errno = ctypes.get_errno
+        self.setns = lib.setns
+        self.setns.argtypes = (ctypes.c_int, ctypes.c_int)
+        self.unshare = lib.unshare
+        self.unshare.argtypes = (ctypes.c_int,)
+        self.mount = lib.mount
+        self.mount.argtypes = (
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_ulong,
+            ctypes.c_void_p,
+        )
+        self.umount2 = lib.umount2
+        self.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
+        for fn in (self.setns, self.unshare, self.mount, self.umount2):
+            fn.restype = ctypes.c_int
+
+
+_libc_lock = threading.Lock()
+_libc_loaded: _Libc | None = None
+
+
+def _libc() -> _Libc:
+    global _libc_loaded
+    with _libc_lock:
+        if _libc_loaded is None:
+            _libc_loaded = _Libc()
+        return _libc_loaded
+
+
+def _check(ret: int) -> None:
+    if ret != 0:
+        e = _libc().get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def _setns(fd: int) -> None:
+    """Move the calling thread into the network namespace ``fd`` refers to."""
+    _check(_libc().setns(fd, _CLONE_NEWNET))
+
+
+def _unshare_net() -> None:
+    """Move the calling thread into a new network namespace."""
+    _check(_libc().unshare(_CLONE_NEWNET))
+
+
+def _mount(source: str, target: str, flags: int) -> None:
+    _check(_libc().mount(os.fsencode(source), os.fsencode(target), b"none", flags, None))
+
+
+def _umount(target: str, lazy: bool = True) -> None:
+    """Unmount ``target`` (``lazy``: detached, as ``umount -l``); a symlink is not followed."""
+    flags = _UMOUNT_NOFOLLOW | (_MNT_DETACH if lazy else 0)
+    _check(_libc().umount2(os.fsencode(target), flags))
+
+
+def _open(path: str) -> int:
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+
+# -- errors ------------------------------------------------------------------
+
+_DENIED = (errno.EPERM, errno.EACCES)
+
+
+def _why(e: OSError) -> str:
+    why = e.strerror or str(e)
+    if e.errno in _DENIED:
+        if os.geteuid() != 0:
+            why += " (not root: this needs root, or CAP_SYS_ADMIN in user and mount namespaces of its own)"
+        else:
+            why += " (this needs CAP_SYS_ADMIN)"
+    return why
+
+
+def _failed(what: str, e: OSError) -> NamespaceError:
+    return NamespaceError(f"{what}: {_why(e)}")
+
+
+# -- a short-lived helper thread ---------------------------------------------
+
+
+def _in_thread(fn: Callable[[], _T], undo: Callable[[_T], Any] | None = None) -> _T:
+    """``fn()`` in a new thread that ends right after: whatever namespace it is left in
+    dies with it, never the caller's.
+
+    The caller waits for the thread even when interrupted (Ctrl-C): then ``undo``
+    is applied to what ``fn`` returned, and the interruption is re-raised.
+    """
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as e:  # handed to the caller
+            outcome.append((False, e))
+
+    thread = threading.Thread(target=run, name="libcni-netns", daemon=True)
+    interrupted: BaseException | None = None
+    thread.start()
+    while True:
+        try:
+            thread.join()
+            break
+        except BaseException as e:  # the thread is still working: wait for it
+            interrupted = interrupted or e
+    ok, value = outcome[0]
+    if interrupted is not None:
+        if ok and undo is not None:
+            undo(value)
+        raise interrupted
+    if not ok:
+        raise value
+    result: _T = value
+    return result
+
+
+def _new_namespace() -> int:
+    """A descriptor of a new network namespace, made by a helper thread."""
+
+    def make() -> int:
+        own = _open(_OWN)
+        try:
+            _unshare_net()
+            try:
+                return _open(_OWN)
+            finally:
+                # The thread ends now anyway; back home so that nothing of the
+                # interpreter's thread clean-up runs in the new namespace.
+                with contextlib.suppress(OSError):
+                    _setns(own)
+        finally:
+            os.close(own)
+
+    return _in_thread(make, undo=os.close)
+
+
+# -- names, directories, identities ------------------------------------------
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"a network namespace name must be a str, not {type(name).__name__}")
+    try:
+        size = len(os.fsencode(name))
+    except UnicodeError:
+        size = -1
+    if not name or name in (".", "..") or "/" in name or "\0" in name or not 0 < size <= 255:
+        raise NamespaceError(
+            f"invalid network namespace name {name!r}: it must be one file name "
+            "(1 to 255 bytes, no '/', not '.' or '..')"
+        )
+    return name
+
+
+def _prepare(dir: str) -> Callable[[], None]:
+    """Make ``dir`` when needed, and make it a shared mount point, as ``ip netns add`` does.
+
+    Shared, so that removing a namespace there unmounts it in every mount
+    namespace that has a copy of the mount (a container started meanwhile):
+    otherwise such a copy keeps the namespace alive. A ``dir`` that is not a
+    mount point yet is bound onto itself first (and stays so, as ``/run/netns``).
+    Returns what undoes this when what follows fails: the directories made now
+    are removed again, and the mount point made now, unless something uses them.
+    """
+    made: list[str] = []
+    d = os.path.abspath(dir)
+    while not os.path.lexists(d) and d != os.path.dirname(d):
+        made.append(d)
+        d = os.path.dirname(d)
+    bound: list[bool] = []
+
+    def undo() -> None:
+        if bound:  # not lazily: this fails (EBUSY) while a namespace is pinned there
+            with contextlib.suppress(OSError):
+                _umount(dir, lazy=False)
+        for d in made:  # the deepest first; fails while not empty
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
+
+    try:
+        # One thread at a time: two that both find dir not yet a mount point
+        # would each bind it onto itself (stacked mounts).
+        with _prepare_lock:
+            _make_shared(dir, bound)
+    except BaseException:
+        undo()
+        raise
+    return undo
+
+
+_prepare_lock = threading.Lock()
+
+
+def _make_shared(dir: str, bound: list[bool]) -> None:
+    """:func:`_prepare`'s mounts; ``bound`` gets an item once dir is bound onto itself."""
+    try:
+        os.makedirs(dir, mode=0o755, exist_ok=True)
+    except OSError as e:
+        raise _failed(f"cannot make the network namespace directory {dir}", e) from None
+    try:
+        _mount("", dir, _MS_SHARED | _MS_REC)
+        return
+    except OSError as e:
+        if e.errno != errno.EINVAL:  # EINVAL: not a mount point yet
+            raise _failed(f"cannot make {dir} a shared mount point", e) from None
+    try:
+        _mount(dir, dir, _MS_BIND | _MS_REC)
+    except OSError as e:
+        raise _failed(f"cannot make {dir} a mount point (bind mount onto itself)", e) from None
+    bound.append(True)
+    try:
+        _mount("", dir, _MS_SHARED | _MS_REC)
+    except OSError as e:
+        raise _failed(f"cannot make {dir} a shared mount point", e) from None
+
+
+def _is_netns(fd: int) -> bool:
+    """Whether ``fd`` refers to a network namespace."""
+    import fcntl
+
+    try:
+        return fcntl.ioctl(fd, _NS_GET_NSTYPE) == _CLONE_NEWNET
+    except OSError as e:
+        if e.errno != errno.ENOTTY:
+            return False
+    # ENOTTY: no namespace, or a kernel older than 4.11: a namespace file is on nsfs.
+    try:
+        return os.fstat(fd).st_dev == os.stat(_OWN).st_dev
+    except OSError:
+        return False
+
+
+def _identity(path: str) -> tuple[int, int]:
+    """``(st_dev, st_ino)`` of the network namespace pinned at ``path``, or NamespaceError."""
+    try:
+        fd = _open(path)
+    except OSError as e:
+        raise _failed(f"cannot open network namespace {path}", e) from None
+    try:
+        st = os.fstat(fd)
+        netns = _is_netns(fd)
+    finally:
+        os.close(fd)
+    if not netns:
+        raise NamespaceError(f"{path} is not a network namespace (none is mounted there)")
+    return st.st_dev, st.st_ino
+
+
+def _pin(ns_fd: int, path: str, what: str) -> tuple[int, int]:
+    """Pin the namespace ``ns_fd`` at ``path``, a file made now (never an existing one).
+
+    On any failure (or interruption) the file is removed again and the mount
+    undone; the descriptor stays the caller's to close.
+    """
+    st = os.fstat(ns_fd)
+    ident = st.st_dev, st.st_ino
+    try:
+        made = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0)
+    except FileExistsError:
+        raise NamespaceError(
+            f"cannot {what} {path}: the name is taken (a file of that name exists)"
+        ) from None
+    except OSError as e:
+        raise _failed(f"cannot {what} {path}: cannot create the file", e) from None
+    try:  # the file is ours from here on
+        os.close(made)
+        try:
+            _mount(f"/proc/self/fd/{ns_fd}", path, _MS_BIND)
+        except OSError as e:
+            raise _failed(f"cannot {what} {path}: bind mount failed", e) from None
+        pinned = os.stat(path)
+        if (pinned.st_dev, pinned.st_ino) != ident:
+            raise NamespaceError(f"cannot {what} {path}: another file is mounted there")
+    except BaseException:
+        # Also when interrupted right after the mount: whether it is there is
+        # told by what the path shows, not by how far the code above got.
+        with contextlib.suppress(OSError):
+            shown = os.lstat(path)
+            if (shown.st_dev, shown.st_ino) == ident:
+                _umount(path)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return ident
+
+
+# -- the public API ------------------------------------------------------------
+
+
+class NetNS:
+    """A network namespace pinned at :attr:`path` (a bind mount on an empty file).
+
+    ``NetNS(path)`` opens one pinned already (by ``ip netns add``, by a
+    runtime before it restarted); :func:`create` and :func:`from_pid` make
+    new ones. Used as a context manager, the namespace is removed at the end
+    of the ``with`` block.
+    """
+
+    __slots__ = ("_ident", "_removed", "path")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        #: The file that pins the namespace; give it to ``setup`` and the plugins.
+        self.path: str = os.path.abspath(path)
+        self._ident = _identity(self.path)
+        self._removed = False
+
+    @classmethod
+    def _pinned(cls, path: str, ident: tuple[int, int]) -> NetNS:
+        ns = cls.__new__(cls)
+        ns.path, ns._ident, ns._removed = path, ident, False
+        return ns
+
+    def __repr__(self) -> str:
+        state = " (removed)" if self._removed else ""
+        return f"<NetNS {self.path}{state}>"
+
+    @property
+    def name(self) -> str:
+        """The file name of :attr:`path` (what ``ip -n NAME`` takes for ``/run/netns/NAME``)."""
+        return os.path.basename(self.path)
+
+    def closed(self) -> bool:
+        """Whether the namespace is no longer pinned at :attr:`path` (removed, by anyone)."""
+        if self._removed:
+            return True
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._ident
+
+    def remove(self) -> None:
+        """Unmount (detached, as ``umount -l``) and delete :attr:`path`; idempotent.
+
+        The namespace itself ends when nothing else holds it (a process in
+        it, another mount, an open descriptor). Another namespace pinned at
+        the same path meanwhile, or a file that is not this one's, is left
+        alone.
+        """
+        if self._removed:
+            return
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            self._removed = True
+            return
+        except OSError as e:
+            raise _failed(f"cannot remove network namespace {self.path}", e) from None
+        if (st.st_dev, st.st_ino) == self._ident:
+            try:
+                _umount(self.path)
+            except OSError as e:
+                if e.errno not in (errno.EINVAL, errno.ENOENT):
+                    raise _failed(f"cannot unmount network namespace {self.path}", e) from None
+        elif st.st_dev == self._ident[0] or not _is_empty_file(st):
+            self._removed = True  # another namespace, or not a file this module made
+            return
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise _failed(f"cannot delete {self.path}", e) from None
+        self._removed = True
+
+    @contextlib.contextmanager
+    def enter(self) -> Iterator[None]:
+        """Move the calling thread into the namespace for the ``with`` block, then back.
+
+        Back also when the block raises. Only the calling thread moves: other
+        threads stay where they are, and processes started in the block start
+        in the namespace. The block must not switch to another thread's work
+        in between (no ``await`` of another task in an async program).
+        """
+        try:
+            own = _open(_OWN)
+        except OSError as e:
+            raise _failed("cannot open the calling thread's network namespace", e) from None
+        try:
+            target = self._open()
+            try:
+                _setns(target)
+            except OSError as e:
+                raise _failed(f"cannot enter network namespace {self.path}", e) from None
+            finally:
+                os.close(target)
+            try:
+                yield
+            finally:
+                try:
+                    _setns(own)
+                except OSError as e:
+                    raise NamespaceError(
+                        f"cannot return the thread from network namespace {self.path} to "
+                        f"its own: {_why(e)}; the thread is still in {self.path}"
+                    ) from None
+        finally:
+            os.close(own)
+
+    def _open(self) -> int:
+        """A descriptor of the namespace, checked to be this one."""
+        if self._removed:
+            raise NamespaceError(f"network namespace {self.path} was removed")
+        try:
+            fd = _open(self.path)
+        except OSError as e:
+            raise _failed(f"cannot open network namespace {self.path}", e) from None
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._ident:
+            os.close(fd)
+            raise NamespaceError(f"network namespace {self.path} is no longer pinned there")
+        return fd
+
+    def __enter__(self) -> NetNS:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.remove()
+
+
+def _is_empty_file(st: os.stat_result) -> bool:
+    import stat
+
+    return stat.S_ISREG(st.st_mode) and st.st_size == 0
+
+
+def create(name: str | None = None, dir: str | os.PathLike[str] = DEFAULT_DIR) -> NetNS:
+    """A new network namespace, pinned at ``dir/name`` (``cni-<uuid>`` when no name).
+
+    ``dir`` is made when needed and made a shared mount point, as
+    ``ip netns add`` does. The calling thread stays in its namespace. A name
+    that is taken is refused (an existing file is never replaced); on any
+    failure nothing is left behind and :class:`~libcni.errors.NamespaceError`
+    says what failed.
+    """
+    name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
+    where = os.path.abspath(dir)
+    path = os.path.join(where, name)
+    undo = _prepare(where)
+    try:
+        try:
+            fd = _new_namespace()
+        except OSError as e:
+            raise _failed(f"cannot create network namespace {path}", e) from None
+        try:
+            ident = _pin(fd, path, "create network namespace")
+        finally:
+            os.close(fd)
+    except BaseException:
+        undo()
+        raise
+    return NetNS._pinned(path, ident)
+
+
+def from_pid(pid: int, name: str | None = None, dir: str | os.PathLike[str] = DEFAULT_DIR) -> NetNS:
+    """Pin the network namespace of process ``pid`` at ``dir/name`` (``cni-<uuid>`` when no name).
+
+    The namespace pinned is the one the process is in when this is called;
+    it outlives the process. Errors (no such process, not permitted, a name
+    taken) are :class:`~libcni.errors.NamespaceError`, with nothing left behind.
+    """
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise TypeError(f"pid must be an int, not {type(pid).__name__}")
+    if pid <= 0:
+        raise ValueError(f"pid must be positive, not {pid}")
+    name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
+    where = os.path.abspath(dir)
+    path = os.path.join(where, name)
+    try:
+        fd = _open(f"/proc/{pid}/ns/net")
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ESRCH):
+            alive = os.path.exists(f"/proc/{pid}")
+            why = "it has exited" if alive else "no such process"
+            raise NamespaceError(
+                f"cannot pin the network namespace of process {pid}: {why}"
+            ) from None
+        if e.errno in _DENIED:
+            raise NamespaceError(
+                f"cannot open the network namespace of process {pid}: {e.strerror} "
+                "(this needs root: CAP_SYS_ADMIN, and CAP_SYS_PTRACE over that process)"
+            ) from None
+        raise _failed(f"cannot open the network namespace of process {pid}", e) from None
+    try:
+        undo = _prepare(where)
+        try:
+            ident = _pin(fd, path, f"pin the network namespace of process {pid} at")
+        except BaseException:
+            undo()
+            raise
+    finally:
+        os.close(fd)
+    return NetNS._pinned(path, ident)
+
+
+# -- for the network manager ----------------------------------------------------
+
+
+def _loopback_up(path: str) -> None:
+    """Bring ``lo`` up in the network namespace pinned at ``path`` (what the loopback
+    plugin does), without a plugin and without moving the calling thread.
+
+    A helper thread enters the namespace only to open a socket there; the
+    interface flags are then set through that socket.
+    """
+    import fcntl
+    import socket
+    import struct
+
+    if not path:
+        raise NamespaceError(
+            "no network namespace given: the internal loopback brings lo up inside it"
+        )
+    try:
+        fd = _open(path)
+    except OSError as e:
+        raise _failed(f"cannot open network namespace {path} to bring lo up", e) from None
+    try:
+        if not _is_netns(fd):
+            raise NamespaceError(f"cannot bring lo up: {path} is not a network namespace")
+
+        def open_socket() -> socket.socket:
+            own = _open(_OWN)
+            try:
+                _setns(fd)
+                try:
+                    return socket.socket(socket.AF_INET, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                finally:
+                    with contextlib.suppress(OSError):
+                        _setns(own)
+            finally:
+                os.close(own)
+
+        try:
+            sock = _in_thread(open_socket, undo=socket.socket.close)
+        except OSError as e:
+            raise _failed(f"cannot enter network namespace {path} to bring lo up", e) from None
+    finally:
+        os.close(fd)
+    with sock:
+        try:
+            got = fcntl.ioctl(sock, _SIOCGIFFLAGS, struct.pack(_IFREQ, b"lo", 0))
+            flags = struct.unpack(_IFREQ, got)[1]
+            if not flags & _IFF_UP:
+                fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack(_IFREQ, b"lo", flags | _IFF_UP))
+        except OSError as e:
+            raise _failed(f"cannot bring lo up in network namespace {path}", e) from None

@@ -1,0 +1,404 @@
+"""The manager and network namespaces: ``loopback="internal"`` and ``sandbox()``.
+
+The plugins are the real test plugin (it records every run, ``CNI_NETNS``
+included); the namespaces are real, pinned in a temporary directory. Tests
+that need no namespace (refused settings, a namespace that is gone) run for
+every user; the others need root (skipped without it, failing under
+``LIBCNI_REQUIRE_NETNS=1``). The calling thread must end every test in the
+namespace it started in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import harness
+import pytest
+from _require import unavailable
+
+from libcni import (
+    AsyncNetworkManager,
+    ConfigError,
+    NamespaceError,
+    NetworkManager,
+    NetworkRequest,
+    NotReadyError,
+    SetupError,
+    TeardownError,
+    netns,
+)
+
+SELF_NS = "/proc/thread-self/ns/net"
+
+
+class Env(harness.Env):
+    """``testplugin`` (and ``loopback``, a link to it, with ``loopback_plugin``), networks a, b."""
+
+    def __init__(self, root: Path, loopback_plugin: bool = False) -> None:
+        types = ("testplugin", "loopback") if loopback_plugin else ("testplugin",)
+        super().__init__(root, types, link=True, conf=True)
+        self.write("10-a.conflist", "a", {"type": "testplugin"})
+        self.write("20-b.conflist", "b", {"type": "testplugin"})
+        self.write(
+            "30-bad.conflist",
+            "bad",
+            {"type": "testplugin", "test": {"ADD": {"error": {"code": 11, "msg": "no"}}}},
+        )
+        self.write(
+            "40-nodel.conflist",
+            "nodel",
+            {"type": "testplugin", "test": {"DEL": {"error": {"code": 5, "msg": "stuck"}}}},
+        )
+        self.write(
+            "50-slow.conflist", "slow", {"type": "testplugin", "test": {"ADD": {"sleep": 30}}}
+        )
+
+    def manager(self, **kw: Any) -> NetworkManager:
+        kw.setdefault("cache_dir", self.cache)
+        return NetworkManager(self.conf, [self.plugins], **kw)
+
+    def amanager(self, **kw: Any) -> AsyncNetworkManager:
+        kw.setdefault("cache_dir", self.cache)
+        return AsyncNetworkManager(self.conf, [self.plugins], **kw)
+
+    def runs(self) -> list[tuple[str, str, str, str]]:
+        """(command, network, ifname, netns) of every plugin run but VERSION."""
+        return [
+            (
+                r["command"],
+                r["stdin"].get("name", ""),
+                r["env"].get("CNI_IFNAME", ""),
+                r["env"].get("CNI_NETNS", ""),
+            )
+            for r in self.records()
+            if r.get("command") not in (None, "VERSION")
+        ]
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
+    e = Env(tmp_path)
+    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
+    return e
+
+
+@pytest.fixture
+def root_ok() -> None:
+    if os.geteuid() != 0:
+        unavailable(f"network namespaces need root (running as uid {os.geteuid()})")
+
+
+@pytest.fixture
+def d(tmp_path: Path, root_ok: None) -> Iterator[Path]:
+    """Where the tests' namespaces are pinned; every mount there is undone afterwards."""
+    try:
+        yield tmp_path / "netns"
+    finally:
+        harness.unmount_under(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _thread_stays_home() -> Iterator[None]:
+    before = harness.thread_netns()
+    yield
+    assert harness.thread_netns() == before
+
+
+def lo_flags(path: str) -> list[str]:
+    """The flags of ``lo`` in the namespace at ``path``, as ``ip`` (started there by nsenter) shows them."""
+    out = subprocess.run(
+        ["nsenter", f"--net={path}", "ip", "-j", "link", "show", "lo"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    flags: list[str] = json.loads(out)[0]["flags"]
+    return flags
+
+
+def pinned_under(d: Path) -> list[str]:
+    """The namespace files in ``d`` (their mounts go with them)."""
+    return sorted(os.listdir(d)) if d.exists() else []
+
+
+# -- the setting -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [NetworkManager, AsyncNetworkManager])
+def test_loopback_setting_is_checked(tmp_path: Path, cls: type[NetworkManager]) -> None:
+    for bad in ("plugin", "", "Internal", "true"):
+        with pytest.raises(
+            ValueError, match=rf"loopback must be True, False or 'internal', not {bad!r}"
+        ):
+            cls(tmp_path, cache_dir=tmp_path, loopback=bad)  # type: ignore[arg-type]
+    for wrong in (1, 0, None, b"internal", ["internal"]):
+        with pytest.raises(TypeError, match="loopback must be True, False or 'internal'"):
+            cls(tmp_path, cache_dir=tmp_path, loopback=wrong)  # type: ignore[arg-type]
+    for good in (True, False, "internal"):
+        assert cls(tmp_path, cache_dir=tmp_path, loopback=good)._core.loopback == good  # type: ignore[arg-type]
+
+
+def test_internal_loopback_status_needs_no_loopback_binary(env: Env) -> None:
+    assert not (env.plugins / "loopback").exists()
+    env.manager(loopback="internal").status()
+    env.manager(loopback=False).status()
+    with pytest.raises(NotReadyError, match="loopback plugin is not installed"):
+        env.manager(loopback=True).status()
+
+
+def test_internal_loopback_keeps_lo_reserved(env: Env) -> None:
+    with pytest.raises(ConfigError, match="'lo' requested twice"):
+        env.manager(loopback="internal").setup(
+            "c1", "/nowhere", networks=[NetworkRequest("a", "lo")]
+        )
+    assert env.runs() == []
+
+
+@pytest.mark.parametrize(
+    ("where", "why"),
+    [
+        ("missing", "cannot open network namespace .*missing.* No such file"),
+        ("plain", "is not a network namespace"),
+        ("", "no network namespace given"),
+    ],
+)
+def test_internal_loopback_failing_fails_the_setup_and_runs_nothing(
+    env: Env, tmp_path: Path, where: str, why: str
+) -> None:
+    (tmp_path / "plain").write_text("")
+    path = str(tmp_path / where) if where else ""
+    m = env.manager(loopback="internal")
+    for parallel in (False, True):
+        with pytest.raises(SetupError) as info:
+            m.setup("c1", path, networks=["a", "b"], parallel=parallel)
+        assert isinstance(info.value.cause, NamespaceError)
+        assert info.value.code == 8
+        assert info.value.partial == () and info.value.rollback_errors == []
+        assert re.search(why, str(info.value.cause)), info.value.cause
+    with pytest.raises(SetupError) as info:
+        asyncio.run(env.amanager(loopback="internal").setup("c1", path, networks=["a"]))
+    assert isinstance(info.value.cause, NamespaceError)
+    assert env.runs() == []
+    assert env.cached() == []
+    assert m.inspect("c1").attachments == ()
+
+
+# -- loopback="internal" in a real namespace ---------------------------------------------
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_internal_loopback_brings_lo_up_and_caches_nothing(
+    env: Env, d: Path, parallel: bool
+) -> None:
+    with netns.create(dir=d) as ns:
+        assert "UP" not in lo_flags(ns.path)
+        m = env.manager(loopback="internal")
+        view = m.setup("c1", ns.path, networks=["a", "b"], parallel=parallel)
+        assert "UP" in lo_flags(ns.path)
+        assert view.netns == ns.path
+        assert [(a.network, a.ifname) for a in view.attachments] == [("a", "eth0"), ("b", "eth1")]
+        assert env.cached() == ["a-c1-eth0", "b-c1-eth1"]  # no cni-loopback entry
+        assert sorted(env.runs()) == [("ADD", "a", "eth0", ns.path), ("ADD", "b", "eth1", ns.path)]
+        assert [(a.network, a.ifname) for a in m.inspect("c1").attachments] == [
+            ("a", "eth0"),
+            ("b", "eth1"),
+        ]
+        m.check("c1", ns.path)
+        m.teardown("c1", ns.path)
+        assert env.cached() == []
+        assert [r[:3] for r in env.runs()[2:]] == [
+            ("CHECK", "a", "eth0"),
+            ("CHECK", "b", "eth1"),
+            ("DEL", "b", "eth1"),
+            ("DEL", "a", "eth0"),
+        ]
+        # An lo that is up already stays up; the async manager does the same.
+        view = asyncio.run(env.amanager(loopback="internal").setup("c2", ns.path, networks=["a"]))
+        assert "UP" in lo_flags(ns.path) and view.netns == ns.path
+        assert env.cached() == ["a-c2-eth0"]
+        m.gc([])
+        assert env.cached() == []
+
+
+def test_internal_loopback_in_a_new_namespace_from_the_async_manager(env: Env, d: Path) -> None:
+    with netns.create(dir=d) as ns:
+        asyncio.run(env.amanager(loopback="internal").setup("c1", ns.path, networks=["a"]))
+        assert "UP" in lo_flags(ns.path)
+
+
+# -- sandbox ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loopback", ["internal", True])
+def test_sandbox_creates_sets_up_tears_down_and_removes(
+    tmp_path: Path, d: Path, monkeypatch: pytest.MonkeyPatch, loopback: bool | str
+) -> None:
+    (tmp_path / "env").mkdir()
+    env = Env(tmp_path / "env", loopback_plugin=True)
+    monkeypatch.setenv("TESTPLUGIN_RECORD", str(env.record))
+    m = env.manager(loopback=loopback)
+    home = harness.thread_netns()
+    with m.sandbox("c1", networks=["a"], netns_dir=d, args=[("K", "V")]) as view:
+        path = view.netns
+        assert os.path.dirname(path) == str(d)
+        pinned = netns.NetNS(path)  # a network namespace is pinned there...
+        assert os.stat(path).st_ino != home  # ... not ours
+        if loopback == "internal":
+            assert "UP" in lo_flags(path)
+            assert env.cached() == ["a-c1-eth0"]
+        else:
+            assert env.cached() == ["a-c1-eth0", "cni-loopback-c1-lo"]
+        assert [(a.network, a.ifname) for a in view.attachments][-1] == ("a", "eth0")
+        assert all(r[3] == path for r in env.runs())
+    assert pinned.closed() and not os.path.exists(path)
+    assert pinned_under(d) == []
+    assert env.cached() == []
+    expected = [("ADD", "a", "eth0", path), ("DEL", "a", "eth0", path)]
+    if loopback is True:
+        expected = [
+            ("ADD", "cni-loopback", "lo", path),
+            *expected,
+            ("DEL", "cni-loopback", "lo", path),
+        ]
+    assert env.runs() == expected
+
+
+def test_sandbox_removes_the_namespace_when_setup_fails(env: Env, d: Path) -> None:
+    m = env.manager(loopback="internal")
+    with pytest.raises(SetupError) as info, m.sandbox("c1", networks=["a", "bad"], netns_dir=d):
+        pytest.fail("the block ran")
+    assert info.value.cause.code == 11
+    runs = env.runs()
+    path = runs[0][3]
+    assert os.path.dirname(path) == str(d)
+    # Rolled back (in the namespace, which still existed), then removed.
+    assert [r[:2] for r in runs] == [("ADD", "a"), ("ADD", "bad"), ("DEL", "bad"), ("DEL", "a")]
+    assert all(r[3] == path for r in runs)
+    assert not os.path.exists(path) and pinned_under(d) == []
+    assert env.cached() == []
+
+
+def test_sandbox_removes_the_namespace_when_teardown_fails_then_raises(env: Env, d: Path) -> None:
+    m = env.manager(loopback="internal")
+    with (
+        pytest.raises(TeardownError, match="stuck"),
+        m.sandbox("c1", networks=["a", "nodel"], netns_dir=d) as view,
+    ):
+        path = view.netns
+    assert not os.path.exists(path) and pinned_under(d) == []
+    assert env.cached() == ["nodel-c1-eth1"]  # the DEL that failed keeps its entry
+    assert [r[:2] for r in env.runs()][-2:] == [("DEL", "nodel"), ("DEL", "a")]
+
+
+def test_sandbox_block_raising_still_tears_down_and_removes(env: Env, d: Path) -> None:
+    m = env.manager(loopback="internal")
+    with (
+        pytest.raises(KeyError, match="inside"),
+        m.sandbox("c1", networks=["a"], netns_dir=d) as view,
+    ):
+        path = view.netns
+        raise KeyError("inside")
+    assert not os.path.exists(path) and pinned_under(d) == []
+    assert env.cached() == [] and env.runs()[-1][:2] == ("DEL", "a")
+
+
+def test_sandbox_that_cannot_create_its_namespace_runs_nothing(env: Env, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with (
+        pytest.raises(NamespaceError, match="cannot make the network namespace directory"),
+        env.manager().sandbox("c1", networks=["a"], netns_dir=tmp_path / "file" / "netns"),
+    ):
+        pytest.fail("the block ran")
+    assert env.runs() == [] and env.cached() == []
+
+
+def test_async_sandbox(env: Env, d: Path) -> None:
+    am = env.amanager(loopback="internal")
+
+    async def main() -> str:
+        async with am.sandbox("c1", networks=["a", "b"], netns_dir=d, parallel=True) as view:
+            assert "UP" in lo_flags(view.netns)
+            assert env.cached() == ["a-c1-eth0", "b-c1-eth1"]
+            return view.netns
+
+    path = asyncio.run(main())
+    assert not os.path.exists(path) and pinned_under(d) == []
+    assert env.cached() == []
+    assert sorted(r[:2] for r in env.runs()) == [
+        ("ADD", "a"),
+        ("ADD", "b"),
+        ("DEL", "a"),
+        ("DEL", "b"),
+    ]
+
+    async def failing() -> None:
+        async with am.sandbox("c2", networks=["a", "bad"], netns_dir=d):
+            pytest.fail("the block ran")
+
+    with pytest.raises(SetupError):
+        asyncio.run(failing())
+    assert pinned_under(d) == [] and env.cached() == []
+
+
+def test_async_sandbox_cancelled_during_setup_rolls_back_and_removes(env: Env, d: Path) -> None:
+    am = env.amanager(loopback="internal")
+
+    async def main() -> None:
+        async def use() -> None:
+            async with am.sandbox("c1", networks=["a", "slow"], netns_dir=d):
+                pytest.fail("the block ran")
+
+        task = asyncio.ensure_future(use())
+        await env.await_call(
+            lambda r: r.get("command") == "ADD" and r["stdin"].get("name") == "slow"
+        )
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    runs = env.runs()
+    assert [r[:2] for r in runs] == [("ADD", "a"), ("ADD", "slow"), ("DEL", "slow"), ("DEL", "a")]
+    assert not os.path.exists(runs[0][3]) and pinned_under(d) == []
+    assert env.cached() == []
+
+
+def test_async_sandbox_cancelled_while_its_namespace_is_made_removes_it(
+    env: Env, d: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[netns.NetNS] = []
+    real = netns.create
+
+    def slow_create(*args: Any, **kw: Any) -> netns.NetNS:
+        ns = real(*args, **kw)
+        made.append(ns)
+        time.sleep(0.5)  # in the worker thread: the task is cancelled meanwhile
+        return ns
+
+    monkeypatch.setattr(netns, "create", slow_create)
+    am = env.amanager(loopback="internal")
+
+    async def main() -> None:
+        async def use() -> None:
+            async with am.sandbox("c1", networks=["a"], netns_dir=d):
+                pytest.fail("the block ran")
+
+        task = asyncio.ensure_future(use())
+        while not made:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert len(made) == 1 and made[0].closed()
+    assert pinned_under(d) == []
+    assert env.runs() == [] and env.cached() == []
