@@ -90,6 +90,7 @@ def test_every_constructor_argument_reads_back_under_its_name(env: Env) -> None:
         "timeout": 12.5,
         "retry_attempts": 2,
         "exec": RawExec(),
+        "observers": (print,),
     }
     for cls in (NetworkManager, AsyncNetworkManager):
         m = cls(**given)

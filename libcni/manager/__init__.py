@@ -175,6 +175,11 @@ class _ManagerBase:
         return self._core.retry_attempts
 
     @property
+    def observers(self) -> tuple[Observer, ...]:
+        """The observers told of every operation, network and plugin run (``()``: none)."""
+        return () if self._watch is None else self._watch.observers
+
+    @property
     def exec(self) -> Exec:
         """How plugins are run (the ``exec`` given, or the default ``RawExec``)."""
         exec_: Exec = self._core.cni.exec
