@@ -66,6 +66,16 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
     return e
 
 
+@pytest.fixture(params=["notify", "scan"])
+def watch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The configuration check with the kernel's notification, and with the stat scan
+    (``tests/test_manager_config.py`` tests both further)."""
+    from libcni.manager import _config
+
+    monkeypatch.setattr(_config, "NOTIFY", request.param == "notify")
+    return str(request.param)
+
+
 def fail(command: str = "ADD", code: int = 11, msg: str = "boom") -> dict[str, Any]:
     return {"type": "testplugin", "test": {command: {"error": {"code": code, "msg": msg}}}}
 
@@ -111,7 +121,7 @@ def test_default_networks_max_networks_and_named_defaults(env: Env) -> None:
     assert env.manager(default_networks=["b", "a"]).networks().defaults == ("b", "a")
 
 
-def test_every_kind_of_change_is_seen_by_the_next_operation(env: Env) -> None:
+def test_every_kind_of_change_is_seen_by_the_next_operation(env: Env, watch_mode: str) -> None:
     m = env.manager()
     assert m.networks().networks == {}
     a = env.write("10-a.conflist", "a")  # created
@@ -145,7 +155,7 @@ def test_every_kind_of_change_is_seen_by_the_next_operation(env: Env) -> None:
     assert list(m.networks().networks) == ["b"]
 
 
-def test_same_size_rewrite_long_after_the_previous_check_is_seen(env: Env) -> None:
+def test_same_size_rewrite_long_after_the_previous_check_is_seen(env: Env, watch_mode: str) -> None:
     """The old mtime case: signature identical except mtime/ctime, which do move."""
     a = env.write("10-a.conflist", "a")
     past = time.time() - 10
@@ -157,7 +167,7 @@ def test_same_size_rewrite_long_after_the_previous_check_is_seen(env: Env) -> No
     assert list(m.networks().networks) == ["b"]
 
 
-def test_unchanged_configuration_is_not_reloaded(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unchanged_configuration_is_not_reloaded(env: Env, watch_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     a = env.write("10-a.conflist", "a")
     past = time.time() - 10
     os.utime(a, (past, past))
@@ -175,7 +185,7 @@ def test_unchanged_configuration_is_not_reloaded(env: Env, monkeypatch: pytest.M
     assert m.networks() is first
 
 
-def test_drop_in_directory_changes_are_seen(env: Env) -> None:
+def test_drop_in_directory_changes_are_seen(env: Env, watch_mode: str) -> None:
     (env.conf / "10-d.conflist").write_text(json.dumps({"cniVersion": "1.0.0", "name": "d"}))
     m = env.manager()
     loaded = m.networks()
@@ -190,7 +200,7 @@ def test_drop_in_directory_changes_are_seen(env: Env) -> None:
 
 
 def test_drop_in_directory_created_later_or_changed_is_seen_with_old_timestamps(
-    env: Env,
+    env: Env, watch_mode: str,
 ) -> None:
     # Every modification time is old, so the "modified recently" rule reloads nothing:
     # the change check itself must see the drop-in directory appear (it is stat'ed only
@@ -227,7 +237,7 @@ def test_drop_in_directory_created_later_or_changed_is_seen_with_old_timestamps(
     assert current().networks["d"].plugins[0].raw["k"] == 22
 
 
-def test_file_created_renamed_or_deleted_is_seen_with_old_timestamps(env: Env) -> None:
+def test_file_created_renamed_or_deleted_is_seen_with_old_timestamps(env: Env, watch_mode: str) -> None:
     # The directory's names are listed again only when its stat changed: creating,
     # renaming or deleting a file changes it even when every mtime is set back.
     w = env.manager()._core.watcher
@@ -253,7 +263,7 @@ def test_file_created_renamed_or_deleted_is_seen_with_old_timestamps(env: Env) -
 
 
 def test_directory_modified_just_before_its_listing_is_listed_again(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    env: Env, watch_mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fault injection (as the same-size rewrite test): the directory's stat is frozen
     while a file is created in it, as a creation within the timestamp granularity
@@ -283,7 +293,7 @@ def test_directory_modified_just_before_its_listing_is_listed_again(
     assert list(later().networks) == ["a", "b2"]
 
 
-def test_plugin_installed_later_makes_a_file_usable(env: Env) -> None:
+def test_plugin_installed_later_makes_a_file_usable(env: Env, watch_mode: str) -> None:
     env.write("10-a.conflist", "a", {"type": "later"})
     m = env.manager()
     assert "a" not in m.networks().networks
@@ -779,7 +789,7 @@ def test_status_messages_say_what_to_do(env: Env) -> None:
     env.manager(loopback=False).status()
 
 
-def test_loopback_plugin_removed_is_seen_by_the_next_setup_with_old_timestamps(env: Env) -> None:
+def test_loopback_plugin_removed_is_seen_by_the_next_setup_with_old_timestamps(env: Env, watch_mode: str) -> None:
     # Readiness is remembered for the configuration loaded; removing the loopback
     # plugin changes the plugin directory, which reloads it, so the next setup knows.
     env.write("10-a.conflist", "a")
@@ -870,7 +880,7 @@ def test_new_errors_pickle_and_keep_their_fields() -> None:
 
 
 def test_same_size_rewrite_within_the_timestamp_granularity_is_seen(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    env: Env, watch_mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rewrite that leaves size, inode, mtime and ctime as they were is still seen.
 

@@ -601,8 +601,8 @@ def _starting(
 ) -> Generator[float, None, _Run]:
     """Start the plugin, yielding how long to sleep before each retry (the one retry loop).
 
-    Driven by the synchronous path (``time.sleep``) and the asynchronous one
-    (``asyncio.sleep``); :class:`_Retry` decides.
+    Driven by the synchronous path (``time.sleep``); the asynchronous one is
+    :func:`_astart` (which starts off the event loop); :class:`_Retry` decides.
     """
     retry = None
     while True:
@@ -641,6 +641,80 @@ def _deadline(timeout: float | None) -> float | None:
     if not timeout >= 0:  # NaN too
         raise ValueError(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
     return None if timeout > _NO_LIMIT else time.monotonic() + timeout
+
+
+#: Plugin runs of the asynchronous path in progress in this process (a hint only: which
+#: way to start the next one).
+_in_flight = 0
+#: Threads that start plugins for the asynchronous path (each waits there for its
+#: child's ``exec``, instead of the event loop).
+_SPAWN_THREADS = 2
+_spawner: Any = None
+_spawner_pid = 0
+
+
+def _spawn_pool() -> Any:
+    """The process's plugin-starting threads (made at the first use, again after a fork)."""
+    global _spawner, _spawner_pid
+    if _spawner is None or _spawner_pid != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor  # imported by asyncio already
+
+        _spawner = ThreadPoolExecutor(_SPAWN_THREADS, thread_name_prefix="libcni-spawn")
+        _spawner_pid = os.getpid()
+    return _spawner
+
+
+async def _astart(
+    loop: asyncio.AbstractEventLoop,
+    path: str,
+    env: Mapping[str, str],
+    stdin: bytes,
+    deadline: float | None,
+    timeout: float | None,
+) -> _Run:
+    """:func:`_starting` for the event loop: the start itself happens off the loop.
+
+    Starting a plugin blocks the calling thread until the child has called
+    ``exec`` (``vfork``): a fraction of a millisecond when the machine is
+    idle, far more when many plugins compete for the CPUs, and the loop
+    (every other task, and the runtime's own API) would wait that long. So
+    the start runs in one of :data:`_SPAWN_THREADS` threads, unless it is the
+    only plugin run of the process (nothing else waits then, and the thread
+    hop would cost the lone operation). A task cancelled meanwhile waits for
+    the start to finish, kills and reaps what started, then re-raises.
+    :class:`_Retry` decides on retries, as for :func:`_starting`.
+    """
+    import asyncio
+
+    retry = None
+    while True:
+        try:
+            if _in_flight <= 1:
+                return _start(path, env, stdin)
+            return await _off_loop(loop, path, env, stdin)
+        except (OSError, ValueError) as e:
+            retry = retry or _Retry(path, deadline, timeout)
+            await asyncio.sleep(retry.after(e))
+
+
+async def _off_loop(
+    loop: asyncio.AbstractEventLoop, path: str, env: Mapping[str, str], stdin: bytes
+) -> _Run:
+    """``_start`` in a plugin-starting thread; a cancellation ends what it started."""
+    import asyncio
+
+    started = loop.run_in_executor(_spawn_pool(), _start, path, env, stdin)
+    try:
+        return await asyncio.shield(started)
+    except asyncio.CancelledError:
+        while not started.done():
+            try:
+                await asyncio.wait((started,))
+            except asyncio.CancelledError:
+                continue
+        if not started.cancelled() and started.exception() is None:
+            started.result().close()  # kills the group and reaps it
+        raise
 
 
 class RawExec:
@@ -748,13 +822,17 @@ class RawExec:
 
         loop = asyncio.get_running_loop()
         deadline = _deadline(timeout)
-        starting = _starting(path, env, stdin, deadline, timeout)
-        while True:
-            try:
-                await asyncio.sleep(next(starting))
-            except StopIteration as started:
-                run: _Run = started.value
-                break
+        global _in_flight
+        _in_flight += 1
+        try:
+            if _in_flight > 1:
+                # Let the loop turn between what led here and the start: with many
+                # operations ready at once, one turn of the loop runs a step of each.
+                await asyncio.sleep(0)
+            run = await _astart(loop, path, env, stdin, deadline, timeout)
+        except BaseException:
+            _in_flight -= 1
+            raise
         try:
 
             def unwatch(fd: int) -> None:
@@ -774,6 +852,7 @@ class RawExec:
                 raise run.timeout_error(timeout)
             return run.result()
         finally:
+            _in_flight -= 1
             run.close()
 
     @staticmethod

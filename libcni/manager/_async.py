@@ -127,8 +127,12 @@ class AsyncNetworkManager(_ManagerBase):
             return None
         assert isinstance(effect, Blocking)
         # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
-        # cache: a worker thread would queue them behind other operations' fsyncs.
-        return effect.call(*effect.args)
+        # cache: a worker thread would queue them behind other operations' fsyncs. Then
+        # the loop turns: with many operations starting at once, each turn runs one
+        # short step of each, not every operation's whole start.
+        value = effect.call(*effect.args)
+        await asyncio.sleep(0)
+        return value
 
     async def _together(self, calls: Sequence[Call | Op]) -> list[Outcome]:
         tasks = [
