@@ -184,9 +184,9 @@ def _parse(path: str, data: bytes) -> NetworkConfigList:
             net = conf_list_from_bytes(data)
         else:
             net = conf_list_from_conf(conf_from_bytes(data))
-        _check_name(net.name)
     except ConfigError as e:
         raise _in_file(e, path) from e
+    _check_name(net.name)  # skipped under its path: the reason need not repeat it
     return net
 
 
