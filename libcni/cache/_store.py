@@ -7,6 +7,7 @@ import errno
 import os
 import stat
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, load
 from ._fs import (
     DIR_MODE,
     NAME_MAX,
+    DirFds,
     attachment_name,
     check_name,
     fit_name,
@@ -101,16 +103,19 @@ def _read_ident_at(dfd: int, name: str, path: str) -> tuple[bytes, FileIdent]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise CorruptEntryError(f"cache entry {path} is not a regular file")
-        if st.st_size > MAX_ENTRY_SIZE:
-            raise _too_large(path, st.st_size)
-        chunks: list[bytes] = []
-        total = 0
-        size = max(st.st_size + 1, 4096)
-        while True:
-            # Bounded even if the file grows meanwhile.
-            chunk = os.read(fd, min(size, MAX_ENTRY_SIZE + 1 - total))
-            if not chunk:
-                break
+        size = st.st_size
+        if size > MAX_ENTRY_SIZE:
+            raise _too_large(path, size)
+        # One read asks for one byte more than the file holds: the size it holds is the
+        # whole file, read without a second read to see its end.
+        data = os.read(fd, size + 1)
+        if len(data) == size:
+            return data, _ident(st)
+        chunks = [data]
+        total = len(data)
+        while data:
+            # Shorter, or longer (it grew meanwhile): read on to the end, bounded.
+            data = chunk = os.read(fd, min(max(size, 4096), MAX_ENTRY_SIZE + 1 - total))
             chunks.append(chunk)
             total += len(chunk)
             if total > MAX_ENTRY_SIZE:
@@ -211,6 +216,26 @@ def _shared_name(name: str, container_id: str) -> bool:
     return first >= 0 and name.find(part, first + 1) >= 0
 
 
+def _usable_record(data: bytes, path: str, container_id: str, name: str) -> CacheEntry | None:
+    """The record ``data`` of the file ``name`` of ``records/<container_id>/``, if usable.
+
+    It must decode as a ``libcniRecordV1`` object holding this container and
+    a network and interface name that make up its file name.
+    """
+    try:
+        record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
+    except CorruptEntryError:
+        return None
+    if (
+        record.container_id != container_id
+        or not record.network_name
+        or not record.ifname
+        or not _named_as(record, name)
+    ):
+        return None
+    return record
+
+
 class KnownEntry:
     """An entry as ``ResultCache._entries`` read it, and the identity of its file.
 
@@ -254,6 +279,13 @@ class ResultCache:
         """The directory of the lock files."""
         self.records_dir: str = os.path.join(self.dir, "records")
         """The directory of the write-ahead records, one directory per container."""
+        # results/ and records/ stay open between operations, checked by one lstat each use.
+        self._fds = DirFds()
+        weakref.finalize(self, self._fds.close)
+
+    def _dir(self, path: str, *, create: bool, action: str) -> int | None:
+        """The kept descriptor of ``results_dir`` or ``records_dir`` (:class:`DirFds`)."""
+        return self._fds.fd(path, create=create, action=action)
 
     def __repr__(self) -> str:
         return f"ResultCache({self.dir!r})"
@@ -287,23 +319,22 @@ class ResultCache:
         if data is None:
             data = entry.to_json()
         path = os.path.join(self.results_dir, name)
-        with _created(self.results_dir, action=f"write cache entry {path}") as dfd:
-            self._check_owner_at(
-                dfd, name, path, entry.network_name, entry.container_id, entry.ifname
-            )
-            tmp = self._write_temp(dfd, data, path)
-            try:
-                os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            except OSError as e:
-                self._unlink_quietly(dfd, tmp)
-                raise CacheError(f"cannot write cache entry {path}", _strerror(e)) from None
-            try:
-                os.fsync(dfd)
-            except OSError as e:
-                raise CacheError(
-                    f"cache entry {path} was written but its directory could not be synced",
-                    _strerror(e),
-                ) from None
+        dfd = self._dir(self.results_dir, create=True, action=f"write cache entry {path}")
+        assert dfd is not None  # created, or CacheError
+        self._check_owner_at(dfd, name, path, entry.network_name, entry.container_id, entry.ifname)
+        tmp = self._write_temp(dfd, data, path)
+        try:
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError as e:
+            self._unlink_quietly(dfd, tmp)
+            raise CacheError(f"cannot write cache entry {path}", _strerror(e)) from None
+        try:
+            os.fsync(dfd)
+        except OSError as e:
+            raise CacheError(
+                f"cache entry {path} was written but its directory could not be synced",
+                _strerror(e),
+            ) from None
 
     @staticmethod
     def _unlink_quietly(dfd: int, name: str) -> None:
@@ -354,9 +385,8 @@ class ResultCache:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        with _opened(self.results_dir, action=f"write cache entry {path}") as dfd:
-            if dfd is None:
-                return
+        dfd = self._dir(self.results_dir, create=False, action=f"write cache entry {path}")
+        if dfd is not None:
             self._check_owner_at(dfd, name, path, network, container_id, ifname)
 
     @staticmethod
@@ -405,13 +435,13 @@ class ResultCache:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        with _opened(self.results_dir, action=f"read cache entry {path}") as dfd:
-            if dfd is None:
-                return None, None
-            try:
-                data, ident = _read_ident_at(dfd, name, path)
-            except FileNotFoundError:
-                return None, None
+        dfd = self._dir(self.results_dir, create=False, action=f"read cache entry {path}")
+        if dfd is None:
+            return None, None
+        try:
+            data, ident = _read_ident_at(dfd, name, path)
+        except FileNotFoundError:
+            return None, None
         obj: Any = loads(data, path)
         if _held_by_other(obj, network, container_id, ifname):
             return None, None
@@ -440,17 +470,17 @@ class ResultCache:
             return self.remove(network, container_id, ifname)
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        with _opened(self.results_dir, action=f"remove cache entry {path}") as dfd:
-            if dfd is not None:
-                try:
-                    unchanged = _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
-                    if unchanged:
-                        os.unlink(name, dir_fd=dfd)
-                        return True
-                except FileNotFoundError:
-                    return False
-                except OSError as e:
-                    raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
+        dfd = self._dir(self.results_dir, create=False, action=f"remove cache entry {path}")
+        if dfd is not None:
+            try:
+                unchanged = _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
+                if unchanged:
+                    os.unlink(name, dir_fd=dfd)
+                    return True
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return self.remove(network, container_id, ifname)
 
     def _read_known(
@@ -492,28 +522,28 @@ class ResultCache:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        with _opened(self.results_dir, action=f"remove cache entry {path}") as dfd:
-            if dfd is None:
-                return False
+        dfd = self._dir(self.results_dir, create=False, action=f"remove cache entry {path}")
+        if dfd is None:
+            return False
+        try:
             try:
-                try:
-                    obj: Any = loads(_read_at(dfd, name, path), path)
-                    if _held_by_other(obj, network, container_id, ifname):
-                        return False
-                except FileNotFoundError:
+                obj: Any = loads(_read_at(dfd, name, path), path)
+                if _held_by_other(obj, network, container_id, ifname):
                     return False
-                except CorruptEntryError:
-                    pass
-                except CacheError as e:
-                    raise CacheError(
-                        f"cannot remove cache entry {path}: cannot read it to check whose it is",
-                        e.details,
-                    ) from None
-                os.unlink(name, dir_fd=dfd)
             except FileNotFoundError:
                 return False
-            except OSError as e:
-                raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
+            except CorruptEntryError:
+                pass
+            except CacheError as e:
+                raise CacheError(
+                    f"cannot remove cache entry {path}: cannot read it to check whose it is",
+                    e.details,
+                ) from None
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return True
 
     def entries(self, container_id: str = "") -> list[CacheEntry]:
@@ -564,6 +594,87 @@ class ResultCache:
                 if known is not None:
                     known.append(KnownEntry(entry, ident))
             return out
+
+    def _container(self, container_id: str) -> tuple[list[KnownEntry], list[CacheEntry]]:
+        """What the cache holds of one container: its complete entries (with the identity of
+        each file read) and its records without an entry (in progress), each by file name.
+
+        The container's records directory is its index: an ADD records every
+        attachment there before its first plugin runs, and the record stays
+        until the attachment is DELeted. So only ``records/<containerID>/`` is
+        listed, and each attachment's entry is read by its name: the cost does
+        not depend on what else is cached. A container without that directory
+        (or with nothing in it) was set up by the Go library or an older
+        libcni: it is found as :meth:`entries` finds it, by a listing of
+        ``results/``. A records directory that is refused (another owner,
+        writable by others, a symlink) raises ``CacheError``.
+        """
+        fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
+        action = f"list the attachments of container {container_id!r}"
+        listed = self._container_names(container_id, action)
+        if not listed:
+            known: list[KnownEntry] = []
+            self._entries(container_id, known)
+            complete = {(k.entry.network_name, k.entry.ifname) for k in known}
+            return known, [
+                r for r in self.records(container_id) if (r.network_name, r.ifname) not in complete
+            ]
+        top, names = listed
+        rdfd = self._dir(self.results_dir, create=False, action=action)
+        known = []
+        for name in names:
+            if rdfd is None:
+                break
+            loaded = self._load_listed(rdfd, name)
+            if loaded is not None and loaded[0].container_id == container_id:
+                known.append(KnownEntry(*loaded))
+        complete = {(k.entry.network_name, k.entry.ifname) for k in known}
+        done = {f"{k.entry.network_name}-{container_id}-{k.entry.ifname}" for k in known}
+        base = f"{self.records_dir}/{container_id}"
+        records: list[CacheEntry] = []
+        for name in names:
+            if name in done and not _shared_name(name, container_id):
+                continue  # complete: its record is not needed
+            path = f"{base}/{name}"
+            try:
+                data, _ = _read_ident_at(top, f"{container_id}/{name}", path)
+            except (FileNotFoundError, CacheError):
+                continue  # gone, or unusable or unreadable now: as records() skips it
+            record = _usable_record(data, path, container_id, name)
+            if record is not None and (record.network_name, record.ifname) not in complete:
+                records.append(record)
+        return known, records
+
+    def _container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
+        """The descriptor of ``records/`` and the sorted record names of the container's
+        directory, or ``None`` when it has none (no directory, or nothing in it).
+
+        The directory is checked with one ``lstat`` through ``records/`` (a
+        directory, owned by the euid, writable by no one else, no symlink) and
+        listed by its path: only this user and root can make anything in
+        ``records/``, so nothing can be swapped in between.
+        """
+        top = self._dir(self.records_dir, create=False, action=action)
+        if top is None:
+            return None
+        path = f"{self.records_dir}/{container_id}"
+        try:
+            st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise CacheError(f"cannot {action}: cannot stat {path}", _strerror(e)) from None
+        problem = untrusted(st, path, action)
+        if problem is not None:
+            raise problem
+        try:
+            names = os.listdir(path)
+        except FileNotFoundError:
+            return None  # its last record was DELeted meanwhile
+        except OSError as e:
+            raise CacheError(f"cannot {action}: cannot list {path}", _strerror(e)) from None
+        names = sorted(n for n in names if not n.startswith(TEMP_PREFIX))
+        return (top, names) if names else None
 
     def remove_stale_temporaries(self) -> list[str]:
         """Remove the temporary files that writers killed mid-write left; return their names.
@@ -793,21 +904,19 @@ class ResultCache:
         ``open_subdir``: owned by the euid, writable by no one else, never
         through a symlink); ``create`` makes them (mode 0700).
         """
-        top = open_dir(self.records_dir, create=create, action=action)
-        if top is None:
+        top = self._dir(self.records_dir, create=create, action=action)
+        sub = (
+            None
+            if top is None
+            else self._open_container(top, container_id, create=create, action=action)
+        )
+        if top is None or sub is None:
             yield None
             return
         try:
-            sub = self._open_container(top, container_id, create=create, action=action)
-            if sub is None:
-                yield None
-                return
-            try:
-                yield top, sub
-            finally:
-                os.close(sub)
+            yield top, sub
         finally:
-            os.close(top)
+            os.close(sub)
 
     def _open_container(
         self, top: int, container_id: str, *, create: bool, action: str
@@ -873,49 +982,47 @@ class ResultCache:
         path = f"{self.records_dir}/{container_id}/{name}"
         data = (entry if entry.is_record else entry.as_record()).to_json()
         action = f"write the record {path}"
-        # The hot path of every ADD: records/ opened and checked, the container's
-        # directory checked with one lstat (only this user and root can make
-        # anything in records/), the record created through it.
-        top = open_dir(self.records_dir, create=True, action=action)
+        # The hot path of every ADD (5 system calls): records/ checked with one lstat
+        # (its descriptor is kept), the container's directory checked with one lstat
+        # (only this user and root can make anything in records/), the record created
+        # through them.
+        top = self._dir(self.records_dir, create=True, action=action)
         assert top is not None  # created, or CacheError
-        try:
-            made = False
-            # Bounded: a DEL of the container's last record removes the directory; each
-            # turn re-creates it, and only ADDs and DELs of one container racing loop.
-            for _ in range(100):
-                if not made:  # (one this call made is this user's, mode 0700)
-                    try:
-                        st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
-                    except FileNotFoundError:
-                        made = self._mkdir_at(top, container_id, action)
-                        continue
-                    except OSError as e:
-                        raise CacheError(f"cannot {action}", _strerror(e)) from None
-                    problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
-                    if problem is not None:
-                        raise problem
-                made = False
+        made = False
+        # Bounded: a DEL of the container's last record removes the directory; each
+        # turn re-creates it, and only ADDs and DELs of one container racing loop.
+        for _ in range(100):
+            if not made:  # (one this call made is this user's, mode 0700)
                 try:
-                    fd = os.open(f"{container_id}/{name}", _TEMP_FLAGS, FILE_MODE, dir_fd=top)
+                    st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
                 except FileNotFoundError:
-                    continue  # the directory was removed meanwhile (its last record DELeted)
-                except FileExistsError:
-                    # One is there (an earlier ADD of it): replaced atomically.
-                    dfd = self._open_container(top, container_id, create=False, action=action)
-                    if dfd is None:
-                        continue
-                    try:
-                        if self._replace_existing(dfd, name, data, path, entry):
-                            return data
-                    finally:
-                        os.close(dfd)
+                    made = self._mkdir_at(top, container_id, action)
                     continue
                 except OSError as e:
                     raise CacheError(f"cannot {action}", _strerror(e)) from None
-                self._fill(fd, top, f"{container_id}/{name}", data, action)
-                return data
-        finally:
-            os.close(top)
+                problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+                if problem is not None:
+                    raise problem
+            made = False
+            try:
+                fd = os.open(f"{container_id}/{name}", _TEMP_FLAGS, FILE_MODE, dir_fd=top)
+            except FileNotFoundError:
+                continue  # the directory was removed meanwhile (its last record DELeted)
+            except FileExistsError:
+                # One is there (an earlier ADD of it): replaced atomically.
+                dfd = self._open_container(top, container_id, create=False, action=action)
+                if dfd is None:
+                    continue
+                try:
+                    if self._replace_existing(dfd, name, data, path, entry):
+                        return data
+                finally:
+                    os.close(dfd)
+                continue
+            except OSError as e:
+                raise CacheError(f"cannot {action}", _strerror(e)) from None
+            self._fill(fd, top, f"{container_id}/{name}", data, action)
+            return data
         raise CacheError(f"cannot {action}: its directory keeps being removed")
 
     @staticmethod
@@ -935,9 +1042,11 @@ class ResultCache:
         failure the file is removed and ``CacheError`` raised."""
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                written = os.write(fd, data)  # all of it, in one call, almost always
+                if written < len(data):
+                    view = memoryview(data)[written:]
+                    while view:
+                        view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
         except OSError as e:
@@ -1055,30 +1164,27 @@ class ResultCache:
         path = f"{self.records_dir}/{container_id}/{name}"
         action = f"remove the record {path}"
         if not _shared_name(name, container_id):
-            # DEL's hot path: the file names this attachment alone.
-            top = open_dir(self.records_dir, create=False, action=action)
+            # DEL's hot path (4 system calls): the file names this attachment alone.
+            top = self._dir(self.records_dir, create=False, action=action)
             if top is None:
                 return False
             try:
-                try:
-                    st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
-                except FileNotFoundError:
-                    return False
-                except OSError as e:
-                    raise CacheError(f"cannot {action}", _strerror(e)) from None
-                problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
-                if problem is not None:
-                    raise problem
-                try:
-                    os.unlink(f"{container_id}/{name}", dir_fd=top)
-                except FileNotFoundError:
-                    return False
-                except OSError as e:
-                    raise CacheError(f"cannot {action}", _strerror(e)) from None
-                self._rmdir_quietly(top, container_id)
-                return True
-            finally:
-                os.close(top)
+                st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                raise CacheError(f"cannot {action}", _strerror(e)) from None
+            problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+            if problem is not None:
+                raise problem
+            try:
+                os.unlink(f"{container_id}/{name}", dir_fd=top)
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                raise CacheError(f"cannot {action}", _strerror(e)) from None
+            self._rmdir_quietly(top, container_id)
+            return True
         with self._container_dir(container_id, create=False, action=action) as dirs:
             if dirs is None:
                 return False
@@ -1106,8 +1212,10 @@ class ResultCache:
     @staticmethod
     def _rmdir_quietly(dfd: int, name: str) -> None:
         """Remove the directory ``name`` of ``dfd`` if it is empty (a writer re-creates it)."""
-        with contextlib.suppress(OSError):
+        try:
             os.rmdir(name, dir_fd=dfd)
+        except OSError:
+            pass
 
     def forget(
         self, network: str, container_id: str, ifname: str, ident: FileIdent | None = None
@@ -1200,17 +1308,8 @@ class ResultCache:
                 continue
             except CacheError:
                 continue  # cannot be read now: neither used nor removed
-            try:
-                record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
-            except CorruptEntryError:
-                record = None
-            if (
-                record is None
-                or record.container_id != container_id
-                or not record.network_name
-                or not record.ifname
-                or not _named_as(record, name)
-            ):
+            record = _usable_record(data, path, container_id, name)
+            if record is None:
                 if unusable is not None:
                     unusable.append((container_id, name, ident))
                 continue

@@ -764,26 +764,27 @@ class Core:
     def _cached(self, container_id: str) -> list[KnownEntry]:
         """The container's cache entries, in order, with the identity of each file read.
 
-        What ``get_cached_attachments`` lists (``ResultCache.entries``), read
-        under the container lock. Each DEL then tells with one ``lstat`` that
-        its entry is still the one read (``ResultCache._read_known``) instead
-        of reading it again.
+        Read under the container lock. Each DEL then tells with one ``lstat``
+        that its entry is still the one read (``ResultCache._read_known``)
+        instead of reading it again.
         """
-        known: list[KnownEntry] = []
-        self.cache._entries(container_id, known)
+        known = self.cache._container(container_id)[0]
         known.sort(key=lambda k: attachment_order(k.entry.ifname, k.entry.network_name))
         return known
 
     def _held(self, container_id: str) -> list[Held]:
         """Every attachment the cache holds for the container, in order: its complete
-        entries (:meth:`_cached`) and the records of attachments without one (in progress)."""
-        known = self._cached(container_id)
-        complete = {(k.entry.network_name, k.entry.ifname) for k in known}
+        entries (:meth:`_cached`) and the records of attachments without one (in progress).
+
+        Found through the container's records directory, its index
+        (``ResultCache._container``): the cost does not grow with the other
+        containers cached; a container set up by the Go library or an older
+        libcni (no records) is found by a listing of the entries.
+        """
+        known, records = self.cache._container(container_id)
         held: list[Held] = [(k.entry, k) for k in known]
-        records = self.cache.records(container_id)
-        if records:
-            held += [(r, None) for r in records if (r.network_name, r.ifname) not in complete]
-            held.sort(key=lambda h: attachment_order(h[0].ifname, h[0].network_name))
+        held += [(r, None) for r in records]
+        held.sort(key=lambda h: attachment_order(h[0].ifname, h[0].network_name))
         return held
 
     def _parse_cached(self, config: bytes) -> NetworkConfigList:
@@ -842,7 +843,7 @@ class Core:
             return current, rt
         raise ConfigError(
             f"cannot use network {network!r} of container {att.container_id!r}: {problem} "
-            f"and no configuration of that name is in {self.conf_dir}"
+            f"and no configuration of that name is {self._where()}"
         )
 
     def teardown(
