@@ -676,7 +676,7 @@ class ResultCache:
         names = sorted(n for n in names if not n.startswith(TEMP_PREFIX))
         return (top, names) if names else None
 
-    def remove_stale_temporaries(self) -> list[str]:
+    def remove_stale_temporaries(self, names: Iterable[str] | None = None) -> list[str]:
         """Remove the temporary files that writers killed mid-write left; return their names.
 
         Only regular ``.tmp-*`` files last modified more than
@@ -684,7 +684,8 @@ class ResultCache:
         file that long. libcni never reads them, but a reader that lists the
         directory naively (the Go library does) would take a complete one for
         an attachment. Best effort: failures (a read-only cache, a file gone
-        meanwhile) are ignored.
+        meanwhile) are ignored. ``names``: the directory's names as GC listed
+        them (else it is listed).
         """
         with _opened(self.results_dir, action="remove stale temporary files") as dfd:
             if dfd is None:
@@ -693,7 +694,7 @@ class ResultCache:
             try:
                 prefix = f"{TEMP_PREFIX}tmp-"
                 stale_before = time.time() - TEMP_STALE_AFTER
-                for name in os.listdir(dfd):
+                for name in os.listdir(dfd) if names is None else names:
                     if not name.startswith(prefix):
                         continue
                     with contextlib.suppress(OSError):
@@ -735,107 +736,12 @@ class ResultCache:
         - a file whose attachment lock is held (the lock of every attachment
           with that file name): an operation may be writing it right now.
         """
-        return self._remove_unreadable(network, valid, older_than, None)
+        from ._gc import GCScan  # (it builds on this module)
 
-    def _remove_unreadable(
-        self,
-        network: str,
-        valid: Iterable[tuple[str, str]],
-        older_than: float,
-        usable: list[KnownEntry] | None,
-    ) -> tuple[list[str], list[CacheError]]:
-        """:meth:`remove_unreadable`; ``usable`` receives, in file name order, a
-        ``KnownEntry`` of every usable entry of the network not in ``valid``
-        (what :meth:`entries` lists of it): GC reads each entry once."""
-        prefix = f"{check_name(network, 'network name')}-"
-        action = f"clean up unreadable entries of network {network}"
-        valid_pairs = set(valid)
-        valid_names = {f"{prefix}{cid}-{ifname}" for cid, ifname in valid_pairs}
-        with _opened(self.results_dir, action=action) as dfd:
-            if dfd is None:
-                return [], []
-            removed: list[str] = []
-            errors: list[CacheError] = []
-            try:
-                names = sorted(os.listdir(dfd))
-            except OSError as e:
-                errors.append(
-                    CacheError(f"cannot {action}: cannot list {self.results_dir}", _strerror(e))
-                )
-                return removed, errors
-            # First the verdict on each file of the network, and the networks met.
-            networks = {network}
-            unnamed: list[tuple[str, CacheError | None]] = []  # (name, I/O error or None)
-            broken: list[str] = []
-            for name in names:
-                if not name.startswith(prefix) or name in valid_names:
-                    continue
-                path = os.path.join(self.results_dir, name)
-                try:
-                    data, ident = _read_ident_at(dfd, name, path)
-                    obj: Any = loads(data, path)
-                except FileNotFoundError:
-                    continue
-                except CorruptEntryError:
-                    unnamed.append((name, None))
-                    continue
-                except CacheError as e:
-                    unnamed.append((name, e))
-                    continue
-                held = _names_held(obj)
-                if held[0]:
-                    networks.add(held[0])
-                if held[0] not in ("", network) or (held[1], held[2]) in valid_pairs:
-                    continue
-                if not held[0]:
-                    if isinstance(obj, dict) and obj.get("kind") != CNI_CACHE_V1:
-                        continue  # a legacy bare result: usable
-                    if not isinstance(obj, dict) or not self._usable(obj, name, path):
-                        unnamed.append((name, None))
-                    continue
-                entry = self._usable_entry(obj, name, path)
-                if entry is None:
-                    broken.append(name)
-                elif usable is not None and entry.ifname:
-                    usable.append(KnownEntry(entry, ident))
-            for name, err in unnamed:
-                if not _only_of(name, network, networks):
-                    continue
-                if err is not None:
-                    errors.append(err)
-                else:
-                    broken.append(name)
-            cutoff = time.time() - older_than
-            for name in sorted(broken):
-                try:
-                    # An ADD of another network sharing the file name may be writing it:
-                    # every attachment of this file name takes this one lock.
-                    lk = self._try_lock_file(network, name)
-                except CacheError as e:
-                    errors.append(e)
-                    continue
-                if lk is None and _splits(name[len(prefix) :]):
-                    continue  # busy: an operation works on it right now
-                try:
-                    if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
-                        continue
-                    os.unlink(name, dir_fd=dfd)
-                except FileNotFoundError:
-                    continue
-                except OSError as e:
-                    errors.append(
-                        CacheError(
-                            f"cannot {action}: cannot remove "
-                            f"{os.path.join(self.results_dir, name)}",
-                            _strerror(e),
-                        )
-                    )
-                    continue
-                finally:
-                    if lk is not None:
-                        lk.release()
-                removed.append(name)
-            return removed, errors
+        scan = GCScan(self)
+        scan.survey((network,), fresh=True)
+        work = scan.collect(network, tuple(valid), older_than, records=False)
+        return work.removed, work.errors
 
     def _try_lock_file(self, network: str, name: str) -> CacheLock | None:
         """The attachment lock of the entry file ``name`` of ``network``, without waiting.
@@ -1212,7 +1118,7 @@ class ResultCache:
     @staticmethod
     def _rmdir_quietly(dfd: int, name: str) -> None:
         """Remove the directory ``name`` of ``dfd`` if it is empty (a writer re-creates it)."""
-        try:
+        try:  # noqa: SIM105 - on DEL's hot path, contextlib.suppress costs as much as the call
             os.rmdir(name, dir_fd=dfd)
         except OSError:
             pass
@@ -1349,21 +1255,27 @@ class ResultCache:
         finally:
             lk.release()
 
-    def sweep_records(self) -> list[str]:
+    def sweep_records(self, listed: dict[str, list[str]] | None = None) -> list[str]:
         """Remove what killed writers left among the records; return the paths removed. GC's.
 
         A temporary file ``.<name>`` goes as soon as the lock of the
         attachment ``<name>`` is free (its writer held it, so it is dead); a
         random one (``..<hex>``) once it is ``TEMP_STALE_AFTER`` seconds old;
         then a container directory left empty goes too. Never a record. Best
-        effort: failures are ignored.
+        effort: failures are ignored. ``listed``: each container's names as
+        GC listed them (else they are listed); only the directories that held
+        a temporary file or nothing are opened.
         """
         removed: list[str] = []
         try:
             with _opened(self.records_dir, action="clean up the records") as top:
                 if top is None:
                     return removed
-                for cid in sorted(os.listdir(top)):
+                containers = sorted(os.listdir(top) if listed is None else listed)
+                for cid in containers:
+                    names = None if listed is None else listed[cid]
+                    if names and not any(n.startswith(TEMP_PREFIX) for n in names):
+                        continue  # records only: nothing to sweep, and not empty
                     with contextlib.suppress(CacheError, OSError):
                         self._sweep_container(top, cid, removed)
         except (CacheError, OSError):
@@ -1513,7 +1425,7 @@ class ResultCache:
     def _container_lock_name(container_id: str) -> str:
         return fit_name(check_name(container_id, "container ID"), "container ID")
 
-    def remove_orphan_locks(self) -> list[str]:
+    def remove_orphan_locks(self, entries: Iterable[str] | None = None) -> list[str]:
         """Remove the lock files that no one holds and that have no entry; return their paths.
 
         An attachment's lock file is an orphan when ``results/`` has no file of
@@ -1524,10 +1436,15 @@ class ResultCache:
         holding its exclusive lock (taken without waiting: a held lock is
         kept), so a waiter on it retries on a new file and exclusion holds.
         Best effort: failures are ignored; a results directory that cannot be
-        listed removes nothing.
+        listed removes nothing. ``entries``: the names of ``results/`` as GC
+        listed them (else it is listed).
         """
         try:
-            entries = set(self._list_dir(self.results_dir, "clean up lock files"))
+            entries = set(
+                self._list_dir(self.results_dir, "clean up lock files")
+                if entries is None
+                else entries
+            )
             locks = self._list_dir(self.locks_dir, "clean up lock files")
             networks = self._list_dir(os.path.join(self.locks_dir, "networks"), "")
             containers = self._list_dir(os.path.join(self.locks_dir, "containers"), "")
