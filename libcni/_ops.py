@@ -14,12 +14,19 @@ are short and done inline.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -563,7 +570,7 @@ class Operations:
         deadline: _Deadline,
         rt: RuntimeConf | None = None,
         prev: dict[str, Any] | None = None,
-        valid: Sequence[tuple[str, str]] = (),
+        valid: Iterable[tuple[str, str]] = (),
     ) -> RunPlugin:
         """The effect of one plugin call: its stdin (``rq.plugin_stdin``), the environment, the time left."""
         command = env["CNI_COMMAND"]
@@ -755,7 +762,7 @@ class Operations:
                 from .cache._gc import GCScan
 
                 scan = GCScan(cache, keep_containers or None)
-                yield CacheIO(functools.partial(scan.survey, (chain.name,), fresh=True), ())
+                yield CacheIO(scan.survey, ((chain.name,), False, True))  # fresh: under the lock
             # Only what this network needs is read, each file at most once in the run.
             # Entries whose content is unusable are treated as absent and removed (those
             # that cannot be read are kept, and the errors collected).
@@ -788,11 +795,12 @@ class Operations:
                 yield from self._gc_clean_up(scan, temporaries=False)
             if parse_version(chain.cni_version) >= _V110:
                 env = self._env(rq.GC)
+                encoded = rq.EncodedAttachments(valid)  # their JSON made once for every plugin
                 for plugin in chain.plugins:
                     try:
                         yield from _run(
                             self._call(
-                                chain, plugin, self._find(plugin.type), env, deadline, valid=valid
+                                chain, plugin, self._find(plugin.type), env, deadline, valid=encoded
                             )
                         )
                     except CNIError as e:
@@ -866,7 +874,7 @@ class Operations:
         from .cache._gc import GCScan
 
         scan = GCScan(self._cache(), keep)
-        yield CacheIO(functools.partial(scan.survey, tuple(networks), discover=True), ())
+        yield CacheIO(scan.survey, (tuple(networks), True))  # discover the cache's networks
         return scan
 
     def _gc_clean_up(

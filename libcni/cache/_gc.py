@@ -45,7 +45,12 @@ __all__ = ["GCScan", "GCWork"]
 
 RECENT = 2_000_000_000
 """Nanoseconds: ``results/`` modified this close to (or after) its listing may have changed
-within the file system's timestamp granularity; it is listed again before it is trusted."""
+since within the file system's timestamp granularity; it is listed again before it is
+trusted. :data:`RECENT_FINE` on a file system whose timestamps have a fraction of a second."""
+
+RECENT_FINE = 100_000_000
+"""Nanoseconds: :data:`RECENT` for timestamps finer than a second (the kernel stamps them
+with a clock that advances by ticks of at most 10 ms)."""
 
 
 def dash_splits(rest: str) -> list[tuple[str, str]]:
@@ -59,12 +64,16 @@ def dash_splits(rest: str) -> list[tuple[str, str]]:
 
 
 def prefixes(name: str) -> list[str]:
-    """The networks whose entry the file ``name`` can be, by its name alone."""
+    """The networks whose entry the file ``name`` can be, by its name alone.
+
+    ``<network>`` ends at a ``-`` that leaves ``<containerID>-<ifname>`` after
+    it: a ``-`` that is neither its first nor its last character.
+    """
+    last = name.rfind("-", 0, len(name) - 1)  # the last dash that can end a container ID
     out = []
     i = name.find("-", 1)
-    while i > 0:
-        if _splits(name[i + 1 :]):
-            out.append(name[:i])
+    while 0 < i <= last - 2:
+        out.append(name[:i])
         i = name.find("-", i + 1)
     return out
 
@@ -135,13 +144,13 @@ class GCScan:
         self._read_records: dict[tuple[str, str], _Read] = {}
         self._errors: list[CacheError] = []
         self._known: set[str] = set()  # the networks collected
+        self._met: set[str] = set()  # the networks named inside the entries read
 
     # -- the listing -----------------------------------------------------------
 
     def survey(
         self,
         networks: Iterable[str] = (),
-        *,
         discover: bool = False,
         fresh: bool = False,
         records: bool = True,
@@ -164,10 +173,14 @@ class GCScan:
         if not discover:
             return
         known = self._known | set(self._record_names)
-        for name in sorted(self._names):
-            if any(p in known for p in prefixes(name)):
-                continue
-            got = self._read(name, None)
+        covered: set[str] = set()
+        for network in known:
+            covered.update(self._by_network.get(network, ()))
+        dfd = self._results_fd()
+        for name in sorted(self._names - covered):
+            if dfd is None or any(p in known for p in prefixes(name)):
+                continue  # (a network learned meanwhile)
+            got = self._read(dfd, name, None)
             held = _names_held(got.obj)[0] if got.state == "ok" else ""
             if held:
                 known.add(held)
@@ -254,7 +267,8 @@ class GCScan:
             st is not None
             and listed is not None
             and (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) == listed[:4]
-            and listed[4] - st.st_mtime_ns >= RECENT
+            and listed[4] - st.st_mtime_ns
+            >= (RECENT if st.st_mtime_ns % 1_000_000_000 == 0 else RECENT_FINE)
         ):
             return
         self._list_results()
@@ -263,13 +277,7 @@ class GCScan:
 
     def networks(self) -> list[str]:
         """The networks the cache may hold attachments of (records', entries read), sorted."""
-        found = set(self._record_names)
-        for got in self._read_entries.values():
-            if got.state == "ok":
-                held = _names_held(got.obj)[0]
-                if held:
-                    found.add(held)
-        return sorted(found)
+        return sorted(set(self._record_names) | self._met)
 
     def attachment_of(self, network: str) -> CacheEntry | None:
         """A usable entry or record of ``network`` (its cached configuration), or ``None``.
@@ -287,10 +295,11 @@ class GCScan:
             record = self._record(cid, name, None)
             if record is not None and record.network_name == network:
                 return record
+        dfd = self._results_fd()
         for name in sorted(self._by_network.get(network, ())):
-            if name not in self._names:
+            if dfd is None or name not in self._names:
                 continue
-            got = self._read(name, None)
+            got = self._read(dfd, name, None)
             if got.state == "ok" and _names_held(got.obj)[0] == network:
                 entry = self.cache._usable_entry(got.obj, name, self._entry_path(name))
                 if entry is not None:
@@ -324,10 +333,11 @@ class GCScan:
         valid_pairs = set(valid)
         valid_names = {f"{prefix}{cid}-{ifname}" for cid, ifname in valid_pairs}
         found: dict[tuple[str, str], None] = {}  # the valid attachments met, in order
-        networks = {network, *self._known, *self._by_network_met(), *self._record_names}
+        networks = {network, *self._known, *self._met, *self._record_names}
         unnamed: list[tuple[str, CacheError | None]] = []  # (name, I/O error or None)
         broken: list[str] = []
         guarded: set[str] = set()  # may be a valid container's: never removed
+        dfd = self._results_fd()
         for name in sorted(set(self._by_network.get(network, ())) & self._names):
             if name in valid_names:
                 continue
@@ -339,7 +349,7 @@ class GCScan:
                     continue
                 if theirs:
                     guarded.add(name)
-            got = self._read(name, network)
+            got = self._read(dfd, name, network) if dfd is not None else _MISSING
             if got.state == "missing":
                 continue
             if got.state != "ok":
@@ -383,22 +393,12 @@ class GCScan:
         work.valid = list(found)
         return work
 
-    def _by_network_met(self) -> set[str]:
-        """The networks named inside the entries read so far."""
-        out = set()
-        for got in self._read_entries.values():
-            if got.state == "ok":
-                held = _names_held(got.obj)[0]
-                if held:
-                    out.add(held)
-        return out
-
     def _recorded(self, name: str, theirs: list[tuple[str, str]]) -> bool:
         """Whether a valid container among ``theirs`` has a record of that file name (which
         then names it alone): the entry is that container's, not another's."""
-        return any(
-            name in self._containers.get(cid, ()) and not _shared_name(name, cid)
-            for cid, _ in theirs
+        containers = self._containers
+        return bool(containers) and any(
+            name in containers.get(cid, ()) and not _shared_name(name, cid) for cid, _ in theirs
         )
 
     def _collect_records(
@@ -482,16 +482,16 @@ class GCScan:
     # -- reading ---------------------------------------------------------------
 
     def _entry_path(self, name: str) -> str:
-        return os.path.join(self.cache.results_dir, name)
+        return f"{self.cache.results_dir}/{name}"
 
-    def _read(self, name: str, network: str | None) -> _Read:
-        """The entry file ``name``, read once: read again only if the file changed since
-        (it was read outside this network's lock)."""
+    def _results_fd(self) -> int | None:
         cache = self.cache
+        return cache._dir(cache.results_dir, create=False, action="read the cache entries")
+
+    def _read(self, dfd: int, name: str, network: str | None) -> _Read:
+        """The entry file ``name`` of ``results/`` (``dfd``), read once: read again only if
+        the file changed since it was read outside this network's lock."""
         path = self._entry_path(name)
-        dfd = cache._dir(cache.results_dir, create=False, action=f"read cache entry {path}")
-        if dfd is None:
-            return _MISSING
         got = self._read_entries.get(name)
         if got is not None:
             if got.under is not None and got.under == network:
@@ -510,6 +510,9 @@ class GCScan:
         else:
             try:
                 got = _Read("ok", loads(data, path), ident, under=network)
+                held = _names_held(got.obj)[0]
+                if held:
+                    self._met.add(held)
             except CorruptEntryError:
                 got = _Read("corrupt", ident=ident, under=network)
         self._read_entries[name] = got

@@ -140,10 +140,14 @@ def _names_held(obj: Any) -> tuple[str, str, str]:
     Only a ``cniCacheV1`` object holds names (a legacy bare result holds
     none); a wrongly typed name counts as none.
     """
-    if not isinstance(obj, dict) or obj.get("kind") != CNI_CACHE_V1:
+    if type(obj) is not dict or obj.get("kind") != CNI_CACHE_V1:
         return "", "", ""
-    names = (obj.get("networkName"), obj.get("containerId"), obj.get("ifName"))
-    return tuple(n if isinstance(n, str) else "" for n in names)  # type: ignore[return-value]
+    network, cid, ifname = obj.get("networkName"), obj.get("containerId"), obj.get("ifName")
+    return (
+        network if type(network) is str else "",
+        cid if type(cid) is str else "",
+        ifname if type(ifname) is str else "",
+    )
 
 
 def _held_by_other(obj: Any, network: str, container_id: str, ifname: str) -> bool:
