@@ -330,16 +330,15 @@ class DirFds:
 
     def _forget_in_child(self) -> None:
         self._lock = threading.Lock()  # a thread of the parent may have held it
-        self._held.clear()
-        self._replaced.clear()
+        self.close()
 
 
 _ALL: weakref.WeakSet[DirFds] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    # The child's copies stay open (it may use them no more): the parent's numbers could
-    # be closed and reused by whatever the child opens.
+    # The child opens them anew at its first use: it may close the numbers it inherited
+    # (a daemon does) and reuse them for other files.
     for fds in list(_ALL):
         fds._forget_in_child()
 
