@@ -267,7 +267,11 @@ def test_one_gc_lists_the_cache_once_and_reads_only_what_each_network_needs(
         expected |= {(cid, "eth0") for cid in go_valid} if n == "b" else set()
         assert got == expected, n
         assert gcs[n]["cni.dev/attachments"] == gcs[n]["cni.dev/valid-attachments"]
-    dels = [(r["stdin"]["name"], r["env"]["CNI_CONTAINERID"]) for r in env.runs() if r["command"] == "DEL"]
+    dels = [
+        (r["stdin"]["name"], r["env"]["CNI_CONTAINERID"])
+        for r in env.runs()
+        if r["command"] == "DEL"
+    ]
     assert sorted(dels) == [("a", "dead-1"), ("c", "dead2")]
     assert not (env.cache / "records" / "dead-1").exists()
 
@@ -288,7 +292,9 @@ def test_gc_reads_an_entry_once_across_networks_and_after_the_cache_changed(
         env.manager(loopback=False).gc(["y-1", "1-a"])
     assert all(n == 1 for n in seen["reads"].values()), seen["reads"]
     dels = sorted(
-        (r["stdin"]["name"], r["env"]["CNI_CONTAINERID"]) for r in env.runs() if r["command"] == "DEL"
+        (r["stdin"]["name"], r["env"]["CNI_CONTAINERID"])
+        for r in env.runs()
+        if r["command"] == "DEL"
     )
     assert dels == [("x", "y-2"), ("x-y", "3")]
     assert env.cached() == ["x-y-1-a-eth0", "x-y-1-eth0"]
@@ -333,8 +339,13 @@ def _del_fails_once(env: Env, network: str) -> bytes:
     counter = env.root / f"counter-{network}"
     plugin = {
         "type": "testplugin",
-        "test": {"DEL": {"error": {"code": 999, "msg": "Chain does not exist"}, "times": 1,
-                         "counter": str(counter)}},
+        "test": {
+            "DEL": {
+                "error": {"code": 999, "msg": "Chain does not exist"},
+                "times": 1,
+                "counter": str(counter),
+            }
+        },
     }
     return json.dumps({"cniVersion": "1.0.0", "name": network, "plugins": [plugin]}).encode()
 
