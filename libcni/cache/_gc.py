@@ -81,7 +81,7 @@ def prefixes(name: str) -> list[str]:
 class _Read:
     """What reading one file found: its decoded content, or why there is none."""
 
-    __slots__ = ("error", "ident", "obj", "state", "under")
+    __slots__ = ("error", "held", "ident", "obj", "state", "under")
 
     def __init__(
         self,
@@ -96,6 +96,7 @@ class _Read:
         self.ident = ident
         self.error = error
         self.under = under  # the network whose GC lock was held when it was read
+        self.held = _names_held(obj) if state == "ok" else ("", "", "")  # the names inside
 
 
 _MISSING = _Read("missing")
@@ -181,7 +182,7 @@ class GCScan:
             if dfd is None or any(p in known for p in prefixes(name)):
                 continue  # (a network learned meanwhile)
             got = self._read(dfd, name, None)
-            held = _names_held(got.obj)[0] if got.state == "ok" else ""
+            held = got.held[0]
             if held:
                 known.add(held)
 
@@ -287,7 +288,7 @@ class GCScan:
         check_name(network, "network name")
         for name in sorted(self._by_network.get(network, ())):
             got = self._read_entries.get(name)
-            if got is not None and got.state == "ok" and _names_held(got.obj)[0] == network:
+            if got is not None and got.state == "ok" and got.held[0] == network:
                 entry = self.cache._usable_entry(got.obj, name, self._entry_path(name))
                 if entry is not None:
                     return entry
@@ -300,7 +301,7 @@ class GCScan:
             if dfd is None or name not in self._names:
                 continue
             got = self._read(dfd, name, None)
-            if got.state == "ok" and _names_held(got.obj)[0] == network:
+            if got.state == "ok" and got.held[0] == network:
                 entry = self.cache._usable_entry(got.obj, name, self._entry_path(name))
                 if entry is not None:
                     return entry
@@ -356,7 +357,7 @@ class GCScan:
                 unnamed.append((name, got.error))
                 continue
             obj = got.obj
-            held = _names_held(obj)
+            held = got.held
             if held[0] not in ("", network):
                 continue  # another network's
             if not held[0]:
@@ -510,9 +511,8 @@ class GCScan:
         else:
             try:
                 got = _Read("ok", loads(data, path), ident, under=network)
-                held = _names_held(got.obj)[0]
-                if held:
-                    self._met.add(held)
+                if got.held[0]:
+                    self._met.add(got.held[0])
             except CorruptEntryError:
                 got = _Read("corrupt", ident=ident, under=network)
         self._read_entries[name] = got
