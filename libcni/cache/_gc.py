@@ -33,6 +33,7 @@ from ._store import (
     KnownEntry,
     ResultCache,
     _ident,
+    _listed,
     _names_held,
     _only_of,
     _shared_name,
@@ -222,13 +223,7 @@ class GCScan:
         if top is None:
             return
         try:
-            try:
-                containers = os.listdir(top)
-            except OSError as e:
-                raise CacheError(
-                    f"cannot {action}: cannot list {cache.records_dir}", _strerror(e)
-                ) from None
-            for cid in sorted(containers):
+            for cid in sorted(_listed(top, cache.records_dir, action)):
                 path = f"{cache.records_dir}/{cid}"
                 try:
                     st = os.stat(cid, dir_fd=top, follow_symlinks=False)

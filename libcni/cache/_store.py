@@ -127,6 +127,14 @@ def _read_ident_at(dfd: int, name: str, path: str) -> tuple[bytes, FileIdent]:
         os.close(fd)
 
 
+def _listed(dfd: int, path: str, action: str) -> list[str]:
+    """The names in the directory ``dfd`` (``path``); ``CacheError`` if it cannot be listed."""
+    try:
+        return os.listdir(dfd)
+    except OSError as e:
+        raise CacheError(f"cannot {action}: cannot list {path}", _strerror(e)) from None
+
+
 def _too_large(path: str, size: int) -> CorruptEntryError:
     return CorruptEntryError(
         f"cache entry {path} is larger than {MAX_ENTRY_SIZE >> 20} MiB; not reading it",
@@ -649,6 +657,21 @@ class ResultCache:
                 records.append(record)
         return known, records
 
+    def _container_checked(self, top: int, container_id: str, action: str) -> bool:
+        """Whether ``records/<containerID>`` exists, checked with one ``lstat`` through
+        ``top`` (``records/``): a directory, owned by the euid, writable by no one else, no
+        symlink; anything else raises ``CacheError``."""
+        try:
+            st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CacheError(f"cannot {action}", _strerror(e)) from None
+        problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+        if problem is not None:
+            raise problem
+        return True
+
     def _container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
         """The descriptor of ``records/`` and the sorted record names of the container's
         directory, or ``None`` when it has none (no directory, or nothing in it).
@@ -659,18 +682,9 @@ class ResultCache:
         ``records/``, so nothing can be swapped in between.
         """
         top = self._dir(self.records_dir, create=False, action=action)
-        if top is None:
+        if top is None or not self._container_checked(top, container_id, action):
             return None
         path = f"{self.records_dir}/{container_id}"
-        try:
-            st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise CacheError(f"cannot {action}: cannot stat {path}", _strerror(e)) from None
-        problem = untrusted(st, path, action)
-        if problem is not None:
-            raise problem
         try:
             names = os.listdir(path)
         except FileNotFoundError:
@@ -1076,25 +1090,9 @@ class ResultCache:
         if not _shared_name(name, container_id):
             # DEL's hot path (4 system calls): the file names this attachment alone.
             top = self._dir(self.records_dir, create=False, action=action)
-            if top is None:
+            if top is None or not self._container_checked(top, container_id, action):
                 return False
-            try:
-                st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
-            except FileNotFoundError:
-                return False
-            except OSError as e:
-                raise CacheError(f"cannot {action}", _strerror(e)) from None
-            problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
-            if problem is not None:
-                raise problem
-            try:
-                os.unlink(f"{container_id}/{name}", dir_fd=top)
-            except FileNotFoundError:
-                return False
-            except OSError as e:
-                raise CacheError(f"cannot {action}", _strerror(e)) from None
-            self._rmdir_quietly(top, container_id)
-            return True
+            return self._unlink_record(top, f"{container_id}/{name}", top, container_id, action)
         with self._container_dir(container_id, create=False, action=action) as dirs:
             if dirs is None:
                 return False
@@ -1110,14 +1108,19 @@ class ResultCache:
                 raise CacheError(
                     f"cannot {action}: cannot read it to check whose it is", e.details
                 ) from None
-            try:
-                os.unlink(name, dir_fd=dfd)
-            except FileNotFoundError:
-                return False
-            except OSError as e:
-                raise CacheError(f"cannot {action}", _strerror(e)) from None
-            self._rmdir_quietly(top, container_id)
-            return True
+            return self._unlink_record(dfd, name, top, container_id, action)
+
+    def _unlink_record(self, dfd: int, name: str, top: int, container_id: str, action: str) -> bool:
+        """Unlink the record ``name`` of ``dfd``, then the container's directory (in ``top``)
+        if it is empty; whether the record was there."""
+        try:
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CacheError(f"cannot {action}", _strerror(e)) from None
+        self._rmdir_quietly(top, container_id)
+        return True
 
     @staticmethod
     def _rmdir_quietly(dfd: int, name: str) -> None:
@@ -1170,12 +1173,7 @@ class ResultCache:
             with _opened(self.records_dir, action=action) as top:
                 if top is None:
                     return out
-                try:
-                    containers = os.listdir(top)
-                except OSError as e:
-                    raise CacheError(
-                        f"cannot {action}: cannot list {self.records_dir}", _strerror(e)
-                    ) from None
+                containers = _listed(top, self.records_dir, action)
         for cid in sorted(containers):
             try:
                 with self._container_dir(cid, create=False, action=action) as dirs:
@@ -1249,13 +1247,11 @@ class ResultCache:
                 try:
                     if _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) != ident:
                         return False
-                    os.unlink(name, dir_fd=dfd)
                 except FileNotFoundError:
                     return False
                 except OSError as e:
                     raise CacheError(f"cannot {action}", _strerror(e)) from None
-                self._rmdir_quietly(top, container_id)
-                return True
+                return self._unlink_record(dfd, name, top, container_id, action)
         finally:
             lk.release()
 
