@@ -30,7 +30,6 @@ from ._fs import check_name, open_dir, untrusted
 from ._store import (
     TEMP_PREFIX,
     FileIdent,
-    KnownEntry,
     ResultCache,
     _ident,
     _listed,
@@ -109,8 +108,9 @@ class GCWork:
     __slots__ = ("errors", "in_progress", "removed", "stale", "unusable_records", "valid")
 
     def __init__(self) -> None:
-        self.stale: list[KnownEntry] = []
-        """The usable entries of the network that are not valid (to DEL), by file name."""
+        self.stale: list[CacheEntry] = []
+        """The usable entries of the network that are not valid (to DEL), by file name; each
+        kept for its DEL (``ResultCache._recent``), which then does not read it again."""
         self.in_progress: list[CacheEntry] = []
         """Its usable records without an entry that are not valid (to DEL), by file name."""
         self.valid: list[tuple[str, str]] = []
@@ -374,7 +374,8 @@ class GCScan:
                 broken.append(name)
             elif entry.ifname:
                 assert got.ident is not None
-                work.stale.append(KnownEntry(entry, got.ident))
+                work.stale.append(entry)
+                self.cache._recent.keep(name, entry, got.ident)
         for name, err in unnamed:
             if not _only_of(name, network, networks):
                 continue

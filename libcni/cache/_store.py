@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .._deadline import lock_timeout
 from ..errors import CacheError, LockTimeoutError
 from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, loads
 from ._fs import (
@@ -25,8 +26,9 @@ from ._fs import (
     untrusted,
 )
 from ._lock import CacheLock, acquire
+from ._recent import Recent
 
-__all__ = ["KnownEntry", "ResultCache"]
+__all__ = ["ResultCache"]
 
 FILE_MODE = 0o600
 TEMP_PREFIX = "."  # no entry name starts with a dot (see check_name)
@@ -73,6 +75,21 @@ FileIdent = tuple[int, int, int, int, int]
 
 def _ident(st: os.stat_result) -> FileIdent:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _still(
+    recent: tuple[CacheEntry, FileIdent], dfd: int, name: str, names: tuple[str, str, str]
+) -> bool:
+    """Whether ``recent`` (an entry just read, and its file's identity) is the entry of
+    ``names`` (network, container ID, interface) and its file ``name`` in ``dfd`` is still
+    the one read, unchanged (one ``lstat``)."""
+    entry, ident = recent
+    if (entry.network_name, entry.container_id, entry.ifname) != names:
+        return False
+    try:
+        return _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
+    except OSError:
+        return False
 
 
 def _read_at(dfd: int, name: str, path: str) -> bytes:
@@ -248,21 +265,6 @@ def _usable_record(data: bytes, path: str, container_id: str, name: str) -> Cach
     return record
 
 
-class KnownEntry:
-    """An entry as ``ResultCache._entries`` read it, and the identity of its file.
-
-    Internal, for the network manager's teardown, which lists a container's
-    entries and then DELs each: the DEL reuses ``entry`` while the file at
-    its path is still the one read (``ResultCache._read_known``).
-    """
-
-    __slots__ = ("entry", "ident")
-
-    def __init__(self, entry: CacheEntry, ident: FileIdent) -> None:
-        self.entry = entry
-        self.ident = ident
-
-
 class ResultCache:
     """The cache of attachments under ``dir`` (the Go library's cache layout).
 
@@ -294,6 +296,8 @@ class ResultCache:
         # results/ and records/ stay open between operations, checked by one lstat each use.
         self._fds = DirFds()
         weakref.finalize(self, self._fds.close)
+        # Entries read for a DEL or CHECK to come (the manager's teardown and check, GC).
+        self._recent = Recent()
 
     def _dir(self, path: str, *, create: bool, action: str) -> int | None:
         """The kept descriptor of ``results_dir`` or ``records_dir`` (:class:`DirFds`)."""
@@ -443,13 +447,19 @@ class ResultCache:
         """:meth:`read`, and the identity of the file read (``None`` when it gives ``None``).
 
         For :meth:`remove_read`: DEL reads the entry before its plugins run
-        and removes it after, without reading it twice.
+        and removes it after, without reading it twice. An entry this cache
+        just read for it (``_recent``: a container's entries listed by
+        :meth:`_container`, GC's stale ones) is not read again while one
+        ``lstat`` says its file is unchanged.
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
         dfd = self._dir(self.results_dir, create=False, action=f"read cache entry {path}")
         if dfd is None:
             return None, None
+        recent = self._recent.take(name)
+        if recent is not None and _still(recent, dfd, name, (network, container_id, ifname)):
+            return recent
         try:
             data, ident = _read_ident_at(dfd, name, path)
         except FileNotFoundError:
@@ -494,34 +504,6 @@ class ResultCache:
             except OSError as e:
                 raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return self.remove(network, container_id, ifname)
-
-    def _read_known(
-        self, network: str, container_id: str, ifname: str, known: KnownEntry
-    ) -> tuple[CacheEntry | None, FileIdent | None]:
-        """:meth:`read_ident`, without reading again an entry that is already known.
-
-        ``known`` comes from :meth:`_entries` (the network manager's teardown,
-        which lists the container's entries and then DELs each). When it
-        names this attachment and the file at its path is still the one it
-        was read from (same device, inode, size, modification and change
-        times), its entry is what :meth:`read` would decode, and is returned
-        as it is. Anything else (another attachment's entry, a file
-        rewritten, replaced, removed or unreadable meanwhile) is what
-        :meth:`read_ident` gives.
-        """
-        entry = known.entry
-        if (entry.network_name, entry.container_id, entry.ifname) == (
-            network,
-            container_id,
-            ifname,
-        ):
-            path = os.path.join(self.results_dir, attachment_name(network, container_id, ifname))
-            try:
-                if _ident(os.lstat(path)) == known.ident:
-                    return entry, known.ident
-            except OSError:
-                pass
-        return self.read_ident(network, container_id, ifname)
 
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
         """Remove the entry of one attachment; return whether a file was removed.
@@ -569,12 +551,11 @@ class ResultCache:
         A missing results directory gives ``[]``; one that cannot be listed
         raises ``CacheError``.
         """
-        return self._entries(container_id, None)
+        return self._entries(container_id)
 
-    def _entries(self, container_id: str, known: list[KnownEntry] | None) -> list[CacheEntry]:
-        """:meth:`entries`; ``known`` (the network manager's teardown) receives a
-        ``KnownEntry`` of each entry returned, in the same order, for
-        :meth:`_read_known`."""
+    def _entries(self, container_id: str, remember: bool = False) -> list[CacheEntry]:
+        """:meth:`entries`; ``remember``: each entry returned is kept for the DEL to come
+        (``_recent``, :meth:`read_ident`)."""
         if container_id:
             # The shortest file name that could hold it must fit, as in every method.
             fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
@@ -603,13 +584,16 @@ class ResultCache:
                 if container_id and entry.container_id != container_id:
                     continue
                 out.append(entry)
-                if known is not None:
-                    known.append(KnownEntry(entry, ident))
+                if remember:
+                    self._recent.keep(name, entry, ident)
             return out
 
-    def _container(self, container_id: str) -> tuple[list[KnownEntry], list[CacheEntry]]:
-        """What the cache holds of one container: its complete entries (with the identity of
-        each file read) and its records without an entry (in progress), each by file name.
+    def _container(
+        self, container_id: str, remember: bool = False
+    ) -> tuple[list[CacheEntry], list[CacheEntry]]:
+        """What the cache holds of one container: its complete entries and its records
+        without an entry (in progress), each by file name. ``remember``: the entries are kept
+        for the DELs (or CHECKs) to come (``_recent``, :meth:`read_ident`).
 
         The container's records directory is its index: an ADD records every
         attachment there before its first plugin runs, and the record stays
@@ -625,23 +609,24 @@ class ResultCache:
         action = f"list the attachments of container {container_id!r}"
         listed = self._container_names(container_id, action)
         if not listed:
-            known: list[KnownEntry] = []
-            self._entries(container_id, known)
-            complete = {(k.entry.network_name, k.entry.ifname) for k in known}
-            return known, [
+            entries = self._entries(container_id, remember)
+            complete = {(e.network_name, e.ifname) for e in entries}
+            return entries, [
                 r for r in self.records(container_id) if (r.network_name, r.ifname) not in complete
             ]
         top, names = listed
         rdfd = self._dir(self.results_dir, create=False, action=action)
-        known = []
+        entries = []
         for name in names:
             if rdfd is None:
                 break
             loaded = self._load_listed(rdfd, name)
             if loaded is not None and loaded[0].container_id == container_id:
-                known.append(KnownEntry(*loaded))
-        complete = {(k.entry.network_name, k.entry.ifname) for k in known}
-        done = {f"{k.entry.network_name}-{container_id}-{k.entry.ifname}" for k in known}
+                entries.append(loaded[0])
+                if remember:
+                    self._recent.keep(name, *loaded)
+        complete = {(e.network_name, e.ifname) for e in entries}
+        done = {f"{e.network_name}-{container_id}-{e.ifname}" for e in entries}
         base = f"{self.records_dir}/{container_id}"
         records: list[CacheEntry] = []
         for name in names:
@@ -655,7 +640,7 @@ class ResultCache:
             record = _usable_record(data, path, container_id, name)
             if record is not None and (record.network_name, record.ifname) not in complete:
                 records.append(record)
-        return known, records
+        return entries, records
 
     def _container_checked(self, top: int, container_id: str, action: str) -> bool:
         """Whether ``records/<containerID>`` exists, checked with one ``lstat`` through
@@ -1494,8 +1479,4 @@ class ResultCache:
 
 
 def _timed_out(timeout: float | None, what: str, path: str) -> LockTimeoutError:
-    return LockTimeoutError(
-        f"timed out after {timeout or 0:.3g}s waiting for the cache lock of {what}; "
-        "another operation holds it",
-        path,
-    )
+    return lock_timeout(what, path, timeout)
