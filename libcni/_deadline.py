@@ -60,7 +60,9 @@ def check_timeout(timeout: float | None) -> float | None:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
+        raise TypeError(
+            f"timeout must be a number of seconds or None, not {type(timeout).__name__}"
+        )
     if math.isnan(timeout) or timeout < 0:
         raise ValueError(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
     return timeout
@@ -153,4 +155,3 @@ def lock_timeout(what: str, path: str, limit: float | None, command: str = "") -
         + "; another operation holds it",
         path,
     )
-

@@ -44,9 +44,9 @@ import attrs
 
 from . import _log as logging
 from ._drive import adrive
+from ._env import Environment
 from ._ops import RunPlugin, in_context
 from .errors import CNIError, PluginError
-from .invoke._env import Environment
 from .values import RuntimeConf
 
 __all__ = ["Event", "Observer", "Watch"]

@@ -75,11 +75,12 @@ class CNICalls:
         if self._observed is None:
             return self._cni._gc_keeping(net, keep, timeout=timeout, scan=scan)
         call = self._cni._gc_keeping
-        return self._observed(call, self._cni, rq.GC, (net, keep), {"timeout": timeout, "scan": scan})
+        return self._observed(
+            call, self._cni, rq.GC, (net, keep), {"timeout": timeout, "scan": scan}
+        )
 
     def gc_scan(self, keep: frozenset[str], networks: Sequence[str]) -> Any:
         return self._cni._gc_scan(keep, networks)
 
     def gc_finish(self, scan: GCScan) -> Any:
         return self._cni._gc_finish(scan)
-
