@@ -44,11 +44,6 @@ RESULT = {
 }
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    return Env(tmp_path)
-
-
 # -- ADD -----------------------------------------------------------------------
 
 

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,11 +38,7 @@ ARGS = (("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web"))
 CAPS = {"mac": "0a:58:0a:01:02:03"}
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    e = Env(tmp_path)
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
+pytestmark = pytest.mark.env(cls=Env)
 
 
 def conf(name: str, *plugins: dict[str, Any]) -> bytes:

@@ -39,11 +39,6 @@ ARGS = (("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web"))
 CAPS = {"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]}
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    return Env(tmp_path)
-
-
 def rt(cid: str = "ctr1", ifname: str = "eth0", netns: str = "") -> RuntimeConf:
     return RuntimeConf(
         cid, netns or f"/var/run/netns/{cid}", ifname, args=ARGS, capability_args=CAPS

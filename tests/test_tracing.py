@@ -29,40 +29,30 @@ from opentelemetry.trace import (
     TraceState,
 )
 
-from libcni import AsyncNetworkManager, NetworkManager, PluginError, SetupError
+from libcni import PluginError, SetupError
 from libcni.tracing import OpenTelemetryObserver
 
 
-class Env(harness.Env):
-    """The test plugin as ``testplugin``, ``loopback``, ``p1``, ``p2``; networks ``a`` and ``b``."""
+class Env(harness.ManagerEnv):
+    """The test plugin as ``testplugin``, ``loopback``, ``p1``, ``p2``; networks ``a`` and ``b``;
+    no trace context of the test's own process in ``os.environ``."""
 
     def __init__(self, root: Path) -> None:
-        super().__init__(root, ("testplugin", "loopback", "p1", "p2"), link=True, conf=True)
+        super().__init__(root, ("testplugin", "loopback", "p1", "p2"))
         self.write("10-a.conflist", "a", {"type": "testplugin", "record": str(self.record)})
         self.write("20-b.conflist", "b", {"type": "testplugin", "record": str(self.record)})
 
-    def manager(self, observer: Any, cls: Any = NetworkManager, **kw: Any) -> Any:
-        return cls(
-            self.conf,
-            [self.plugins],
-            cache_dir=self.cache,
-            max_networks=0,
-            observers=[observer],
-            **kw,
-        )
+    def wire(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().wire(monkeypatch)
+        monkeypatch.delenv("TRACEPARENT", raising=False)
+        monkeypatch.delenv("TRACESTATE", raising=False)
 
     def runs(self) -> list[dict[str, Any]]:
+        """Every plugin run recorded, VERSION probes included."""
         return [r for r in self.records() if "command" in r]
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    monkeypatch.delenv("TRACEPARENT", raising=False)
-    monkeypatch.delenv("TRACESTATE", raising=False)
-    e = Env(tmp_path)
-    # The loopback network's configuration is libcni's own: its runs record through the env.
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
+pytestmark = pytest.mark.env(cls=Env)
 
 
 @pytest.fixture
@@ -107,7 +97,7 @@ def check_runs_got_their_own_span(env: Env, spans: Sequence[ReadableSpan]) -> No
 def test_setup_spans_operation_network_plugin_under_the_callers_span(
     env: Env, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    m = env.manager(OpenTelemetryObserver(provider))
+    m = env.manager(observers=[OpenTelemetryObserver(provider)])
     with provider.get_tracer("runtime").start_as_current_span("RunPodSandbox") as caller:
         m.setup("c1", "/var/run/netns/c1")
     spans = exporter.get_finished_spans()
@@ -180,7 +170,7 @@ def test_failures_have_the_error_status_and_the_cni_code(
         "b",
         {"type": "testplugin", "test": {"ADD": {"error": {"code": 11, "msg": "try later"}}}},
     )
-    m = env.manager(OpenTelemetryObserver(provider))
+    m = env.manager(observers=[OpenTelemetryObserver(provider)])
     with pytest.raises(SetupError) as raised:
         m.setup("c1", "/var/run/netns/c1")
     spans = {s.name: s for s in exporter.get_finished_spans() if "DEL" not in s.name}
@@ -305,7 +295,7 @@ def test_without_a_valid_span_context_the_environment_passes_through(
 def test_parallel_setups_in_threads_each_under_its_own_span(
     env: Env, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    m = env.manager(OpenTelemetryObserver(provider))
+    m = env.manager(observers=[OpenTelemetryObserver(provider)])
     tracer = provider.get_tracer("runtime")
     callers: dict[str, int] = {}
     errors: list[BaseException] = []
@@ -356,7 +346,7 @@ def check_tree(spans: Sequence[ReadableSpan], callers: dict[str, int]) -> None:
 def test_parallel_setups_in_tasks_each_under_its_own_span(
     env: Env, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    m = env.manager(OpenTelemetryObserver(provider), cls=AsyncNetworkManager)
+    m = env.amanager(observers=[OpenTelemetryObserver(provider)])
     tracer = provider.get_tracer("runtime")
     callers: dict[str, int] = {}
 

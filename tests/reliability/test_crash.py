@@ -24,11 +24,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from harness import python_env, wait_gone
+
 import libcni
 from libcni import CNIConfig, RuntimeConf
 
 from . import crash_worker
-from .conftest import HERE, Env, python_env, wait_gone
+from .conftest import HERE, Env
+
+pytestmark = pytest.mark.env(cls=Env)
 
 WORKER = str(HERE / "crash_worker.py")
 NETWORK = "crashnet"

@@ -26,6 +26,8 @@ from libcni.aio import AsyncCNIConfig
 
 from .conftest import Env
 
+pytestmark = pytest.mark.env(cls=Env)
+
 
 def _conf_dir(env: Env, *, inline: bool = False) -> Path:
     """``dn.conflist`` (no plugins, or one inline) and ``dn/10-a.conf``, ``dn/20-b.conf``."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ThreadOnlyExec
+from harness import ThreadOnlyExec, python_env, wait_gone
 
 import libcni
 from libcni import ConfigError, PluginError, PluginTimeoutError, RuntimeConf
@@ -30,7 +30,9 @@ from libcni import request as rq
 from libcni.aio import AsyncCNIConfig
 from libcni.invoke import RawExec
 
-from .conftest import Env, python_env, wait_gone
+from .conftest import Env
+
+pytestmark = pytest.mark.env(cls=Env)
 
 MiB = 1 << 20
 

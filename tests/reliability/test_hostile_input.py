@@ -49,6 +49,8 @@ from libcni.version import ALL as VERSIONS
 
 from .conftest import Env
 
+pytestmark = pytest.mark.env(cls=Env)
+
 try:
     from libcni import cli
 except ImportError:  # pragma: no cover - the command line is another engineer's work
