@@ -763,7 +763,7 @@ def test_runtime_conf_cache_dir_is_used_when_cniconfig_has_none(env: Env, tmp_pa
 # -- concurrency ---------------------------------------------------------------
 
 
-def _parallel(n: int, fn: Callable[[int], None]) -> None:
+def _parallel(n: int, fn: Callable[[int], object]) -> None:
     errors: list[BaseException] = []
 
     def run(i: int) -> None:

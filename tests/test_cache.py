@@ -209,7 +209,8 @@ def test_legacy_entry_is_written_back_as_v1(cache: ResultCache) -> None:
 
 
 def test_cni_args_are_converted_to_tuples() -> None:
-    e = CacheEntry("c", "n", "eth0", b"", cni_args=[["A", "1"], ("B", "2")])
+    # Lists, as JSON decodes pairs: outside the annotation, converted at run time.
+    e = CacheEntry("c", "n", "eth0", b"", cni_args=[["A", "1"], ("B", "2")])  # type: ignore[arg-type]
     assert e.cni_args == (("A", "1"), ("B", "2"))
 
 

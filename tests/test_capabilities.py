@@ -200,7 +200,7 @@ def test_runtime_config_checks_its_members() -> None:
         IPRange("10.0.0.0/8"),
     )
     refused(lambda: RuntimeConfig(ip_ranges=[[]]), "RuntimeConfig.ip_ranges[0]", [])
-    refused(lambda: RuntimeConfig(ips="10.0.0.1"), "RuntimeConfig.ips", "10.0.0.1")  # type: ignore[arg-type]
+    refused(lambda: RuntimeConfig(ips="10.0.0.1"), "RuntimeConfig.ips", "10.0.0.1")
     refused(lambda: RuntimeConfig(ips=["172.16"]), "RuntimeConfig.ips[0]", "172.16")
     refused(lambda: RuntimeConfig(mac="f0:a6"), "RuntimeConfig.mac", "f0:a6")
     refused(

@@ -158,7 +158,7 @@ def readme_try_block() -> str:
     """The README's shell block that tries the command line after the demo."""
     text = README.read_text()
     blocks = re.findall(r"^```sh\n(.*?)^```", text, re.M | re.S)
-    tries = [b for b in blocks if "ip netns add try-host" in b]
+    tries: list[str] = [b for b in blocks if "ip netns add try-host" in b]
     assert len(tries) == 1, blocks
     return tries[0]
 

@@ -145,8 +145,10 @@ def test_unchanged_configuration_is_not_reloaded(env: Env, watch_mode: str, monk
     m = env.manager()
     first = m.networks()
     # Checked long after anything was modified: the same object comes back.
-    m._core.watcher._state = m._core.watcher._state.__class__(  # type: ignore[union-attr]
-        m._core.watcher._state.signature,  # type: ignore[union-attr]
+    state = m._core.watcher._state
+    assert state is not None
+    m._core.watcher._state = state.__class__(
+        state.signature,
         time.time_ns(),
         first,
         (),
@@ -623,7 +625,8 @@ def _teardown_while_b_dels(env: Env, cid: str, meanwhile: Any) -> dict[str, Any]
     t.join(30)
     assert done == [None]
     assert [(r["command"], r["stdin"]["name"]) for r in env.runs()] == [("DEL", "b"), ("DEL", "a")]
-    return env.runs()[1]["stdin"]
+    stdin: dict[str, Any] = env.runs()[1]["stdin"]
+    return stdin
 
 
 def test_teardown_del_reads_an_entry_rewritten_after_the_listing(env: Env) -> None:

@@ -463,7 +463,7 @@ def test_help_names_only_public_types(cls: type) -> None:
     written, strings): each name in them must be a public one (not the private ``IP``)."""
     import pydoc
 
-    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    text = pydoc.plain(pydoc.render_doc(cls))
     annotations = [str(f.type) for f in attrs.fields(cls)]
     for member in vars(cls).values():
         annotations += [str(a) for a in getattr(member, "__annotations__", {}).values()]

@@ -492,7 +492,7 @@ CNIConfig([plugins], cache_dir=cache).add_network_list(net, rt)
 
 @pytest.mark.parametrize("killed_in", ["p1", "p2"])
 def test_a_runtime_killed_during_add_is_collected_by_the_next_gc(env: Env, killed_in: str) -> None:
-    tests = [{}, {}]
+    tests: list[dict[str, Any]] = [{}, {}]
     tests[int(killed_in[1]) - 1] = {"ADD": {"sleep": 30, "passthrough": True}}
     caps = {"capabilities": {"portMappings": True}}
     net = env.conflist(
@@ -561,7 +561,7 @@ def test_gc_reads_each_entry_and_record_at_most_once(
     assert sorted(a.container_id for a in env.cni.get_cached_attachments()) == ["a", "b"]
 
 
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | _text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),

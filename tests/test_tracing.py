@@ -68,9 +68,15 @@ def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
     p.shutdown()
 
 
-def traceparent(span: ReadableSpan | SpanContext) -> str:
-    ctx = span if isinstance(span, SpanContext) else span.get_span_context()
+def context_of(span: ReadableSpan) -> SpanContext:
+    """The span's own context (typed ``Optional`` by the SDK; always set on a recorded span)."""
+    ctx: SpanContext | None = span.get_span_context()
     assert ctx is not None
+    return ctx
+
+
+def traceparent(span: ReadableSpan | SpanContext) -> str:
+    ctx = span if isinstance(span, SpanContext) else context_of(span)
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
 
@@ -114,11 +120,11 @@ def test_setup_spans_operation_network_plugin_under_the_callers_span(
     ]
     setup = spans[6]
     assert parent_of(setup) == caller.get_span_context().span_id
-    assert {s.context.trace_id for s in spans if s.context} == {caller.get_span_context().trace_id}
+    assert {context_of(s).trace_id for s in spans if s.context} == {caller.get_span_context().trace_id}
     assert setup.attributes == {"cni.operation": "setup", "cni.container_id": "c1"}
     for net, run in ((spans[1], spans[0]), (spans[3], spans[2]), (spans[5], spans[4])):
-        assert parent_of(net) == setup.context.span_id  # type: ignore[union-attr]
-        assert parent_of(run) == net.context.span_id  # type: ignore[union-attr]
+        assert parent_of(net) == context_of(setup).span_id
+        assert parent_of(run) == context_of(net).span_id
     assert spans[3].attributes == {
         "cni.operation": "ADD",
         "cni.container_id": "c1",
@@ -157,8 +163,8 @@ def test_cni_config_operations_are_root_spans_without_a_caller_span(
     ]
     add, delete = spans[2], spans[5]
     assert add.parent is None and delete.parent is None
-    assert add.context.trace_id != delete.context.trace_id  # type: ignore[union-attr]
-    assert [parent_of(s) for s in spans[:2]] == [add.context.span_id] * 2  # type: ignore[union-attr]
+    assert context_of(add).trace_id != context_of(delete).trace_id
+    assert [parent_of(s) for s in spans[:2]] == [context_of(add).span_id] * 2
     check_runs_got_their_own_span(env, spans)
 
 
@@ -198,7 +204,7 @@ def test_failures_have_the_error_status_and_the_cni_code(
     # The rollback is in the trace: a DEL of each network tried, under the setup.
     dels = [s for s in exporter.get_finished_spans() if s.name.startswith("CNI DEL network")]
     assert [s.attributes["cni.network"] for s in dels if s.attributes] == ["b", "a", "cni-loopback"]
-    assert {parent_of(s) for s in dels} == {setup.context.span_id}  # type: ignore[union-attr]
+    assert {parent_of(s) for s in dels} == {context_of(setup).span_id}
 
 
 def test_check_failure_on_a_plain_cni_config(
@@ -255,7 +261,7 @@ def test_tracestate_is_passed_and_an_inherited_one_is_replaced(
         cni.get_version_info("testplugin")
     run_span = exporter.get_finished_spans()[0]
     assert run_span.context is not None
-    assert run_span.context.trace_id == caller.trace_id
+    assert context_of(run_span).trace_id == caller.trace_id
     (run,) = env.runs()
     assert run["trace"] == {
         "TRACEPARENT": traceparent(run_span),
@@ -320,14 +326,14 @@ def test_parallel_setups_in_threads_each_under_its_own_span(
 
 def check_tree(spans: Sequence[ReadableSpan], callers: dict[str, int]) -> None:
     """Each setup under its caller's span, its networks under it, their runs under them."""
-    ids = {s.context.span_id: s for s in spans if s.context}
+    ids = {context_of(s).span_id: s for s in spans if s.context}
     setups = [s for s in spans if s.name == "CNI setup"]
     assert len(setups) == len(callers)
     for setup in setups:
         assert setup.attributes is not None
         cid = str(setup.attributes["cni.container_id"])
         assert parent_of(setup) == callers[cid]
-        nets = [s for s in spans if " network " in s.name and parent_of(s) == setup.context.span_id]  # type: ignore[union-attr]
+        nets = [s for s in spans if " network " in s.name and parent_of(s) == context_of(setup).span_id]
         assert sorted(str(n.attributes["cni.network"]) for n in nets if n.attributes) == [
             "a",
             "b",
@@ -335,8 +341,8 @@ def check_tree(spans: Sequence[ReadableSpan], callers: dict[str, int]) -> None:
         ]
         for net in nets:
             (run,) = [
-                s for s in spans if " plugin " in s.name and parent_of(s) == net.context.span_id
-            ]  # type: ignore[union-attr]
+                s for s in spans if " plugin " in s.name and parent_of(s) == context_of(net).span_id
+            ]
             assert run.attributes is not None and net.attributes is not None
             assert run.attributes["cni.container_id"] == cid
             assert run.attributes["cni.network"] == net.attributes["cni.network"]

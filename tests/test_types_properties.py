@@ -63,11 +63,11 @@ def cidr(version: int | None = None) -> st.SearchStrategy[str]:
 def address(version: int | None = None) -> st.SearchStrategy[str]:
     if version is None:
         return st.ip_addresses().map(str)
-    return st.ip_addresses(v=version).map(str)
+    return st.ip_addresses(v=6 if version == 6 else 4).map(str)
 
 
 @st.composite
-def optional_fields(draw: st.DrawFn, required: dict[str, Any], **optional: Any) -> dict[str, Any]:
+def optional_fields(draw: st.DrawFn, /, required: dict[str, Any], **optional: Any) -> dict[str, Any]:
     """``required`` plus, each maybe, the ``optional`` fields, plus unknown ones."""
     out = dict(draw(extras))
     out.update(required)

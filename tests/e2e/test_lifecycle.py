@@ -87,7 +87,10 @@ def test_many_containers_attach_and_detach_at_once(e2e: E2E, api: str) -> None:
 
     def add(ctr_cid: Any) -> dict[str, Any]:
         ctr, cid = ctr_cid
-        return e2e.driver.ok("add", conf, container=ctr, container_id=cid, api=api)["result"]
+        result: dict[str, Any] = e2e.driver.ok(
+            "add", conf, container=ctr, container_id=cid, api=api
+        )["result"]
+        return result
 
     with ThreadPoolExecutor(n) as pool:
         results = list(pool.map(add, ctrs))

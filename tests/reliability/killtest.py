@@ -803,8 +803,9 @@ class Runner:
         if kill_at == "masq-chain":
             world.wrappers.mkdir(exist_ok=True)
             wrapper = world.wrappers / "iptables"
-            real = shutil.which("iptables")
-            wrapper.write_text(_IPTABLES_WRAPPER.format(real=real))
+            iptables = shutil.which("iptables")
+            assert iptables is not None, "the masq-chain kill needs iptables on PATH"
+            wrapper.write_text(_IPTABLES_WRAPPER.format(real=iptables))
             wrapper.chmod(0o755)
             env["PATH"] = f"{world.wrappers}{os.pathsep}{env.get('PATH', '')}"
         world.events.unlink(missing_ok=True)

@@ -364,9 +364,9 @@ def test_fuzz_version_replies(reply: bytes, version: str) -> None:
 @example(stdout=b"[" * DEEP)
 @example(stdout=b'{"code":' * DEEP)
 def test_fuzz_plugin_error_objects(stdout: bytes) -> None:
-    from libcni.invoke import _raw
+    from libcni.invoke._errobj import decode_error_object
 
-    decoded = _raw._decode_error_object(stdout)
+    decoded = decode_error_object(stdout)
     if not isinstance(decoded, str):
         code, msg, details = decoded
         assert type(code) is int and isinstance(msg, str) and isinstance(details, str)
