@@ -32,8 +32,10 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -215,6 +217,30 @@ class Env:
             await asyncio.sleep(0.005)
         return found
 
+    def kill_runtime_during(
+        self, program: str, argv: Sequence[str], match: Callable[[dict[str, Any]], bool]
+    ) -> None:
+        """Run the Python ``program`` (a runtime) with ``argv``; once the plugin call
+        ``match`` accepts has started, SIGKILL the runtime and that plugin (in its own
+        process group, the runtime's death does not reach it) and wait until both are
+        gone. Nothing is left running when this fails."""
+        proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(program), *argv], env=python_env()
+        )
+        pids: list[int] = []
+        try:
+            [running] = self.wait_for_call(match)
+            pids.append(running["pid"])
+            proc.kill()
+            proc.wait()
+            os.kill(running["pid"], signal.SIGKILL)
+            assert wait_gone(pids) == []
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            kill_quietly(pids)
+
     def results_dir(self) -> Path:
         return self.cache / "results"
 
@@ -373,6 +399,20 @@ def kill_quietly(pids: Iterable[int]) -> None:
         if not process_gone(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, 9)
+
+
+#: The keys of a Go libcni cache file, in the order Go writes them.
+GO_CACHE_KEYS = [
+    "kind",
+    "containerId",
+    "config",
+    "ifName",
+    "networkName",
+    "netns",
+    "cniArgs",
+    "capabilityArgs",
+    "result",
+]
 
 
 # -- another user ---------------------------------------------------------------------
