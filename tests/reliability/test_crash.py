@@ -138,7 +138,7 @@ def _wait_ready(proc: subprocess.Popen[str]) -> None:
         raise AssertionError(f"worker did not start: {line!r}")
 
 
-# Slow by nature (about 8 s): thirty real runtimes, each killed at a random moment
+# Slow by nature (10-15 s on a busy CI machine): thirty real runtimes, each killed at a random moment
 # of its run, and every entry checked after each kill.
 def test_sigkill_at_random_moments_leaves_old_or_new_entries_and_all_can_be_deleted(
     env: Env,
