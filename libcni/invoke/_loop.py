@@ -43,7 +43,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PluginTimeoutError
-from ._raw import _deadline, _Launch, _remaining, _Retry, _Run, _terminating, _timed_out
+from ._raw import (
+    _deadline,
+    _first_wait,
+    _Launch,
+    _remaining,
+    _Retry,
+    _Run,
+    _terminating,
+    _timed_out,
+)
 
 if TYPE_CHECKING:
     from ._raw import RawExec
@@ -57,9 +66,10 @@ AGE = 0.02
 #: Steps of operations (to their next plugin start, lock, local read) run per turn of the
 #: loop when more are ready: a turn stays short however many operations are in flight.
 STEPS = 8
-#: Threads that wait for the children's ``exec`` instead of the event loop.
+#: Threads that wait for the children's ``exec`` instead of the event loop. Two keep
+#: the loop free while one child is slow to ``exec``; more only add GIL hand-offs
+#: (each start in a thread costs the loop two of them: see docs/performance.md).
 SPAWN_THREADS = 2
-_INLINE = bool(os.environ.get("X_INLINE_SPAWN"))
 
 #: The position of the running operation in the order of starts (0: none yet).
 ORDER: contextvars.ContextVar[int] = contextvars.ContextVar("libcni_order", default=0)
@@ -285,7 +295,7 @@ class _Hub:
     def ready(self) -> None:
         """The loop saw the epoll instance readable: serve every run that is ready."""
         runs = self.runs
-        for fd, _ in self.ep.poll(0):
+        for fd, events in self.ep.poll(0):
             run = runs.get(fd)
             if run is None:
                 continue
@@ -294,7 +304,7 @@ class _Hub:
                 self.ep.unregister(fd)
                 run.finished()
             else:
-                run.ready(fd)
+                run.ready(fd, events)
 
     async def off_loop(self, loop: asyncio.AbstractEventLoop, launch: _Launch) -> None:
         """``launch.spawn()`` in a ``libcni-spawn`` thread.
@@ -319,12 +329,23 @@ class _Hub:
         if job.error is not None:
             raise job.error
 
-    def watch(self, run: _Run) -> None:
+    def watch(self, run: _Run, pipes: bool) -> None:
+        """Watch ``run``'s pidfd and pending stdin; its output pipes too with ``pipes``."""
         register, runs = self.ep.register, self.runs
+        skip = () if pipes else run.pipes()
         for fd, write in run.watched():
-            register(fd, select.EPOLLOUT if write else select.EPOLLIN)
-            runs[fd] = run
+            if fd not in skip:
+                register(fd, select.EPOLLOUT if write else select.EPOLLIN)
+                runs[fd] = run
         run.unwatch = self.unwatch
+
+    def watch_pipes(self, run: _Run) -> None:
+        """Watch ``run``'s output pipes as well (it did not exit within its first wait)."""
+        register, runs = self.ep.register, self.runs
+        for fd in run.pipes():
+            if fd not in runs:
+                register(fd, select.EPOLLIN)
+                runs[fd] = run
 
     def unwatch(self, fd: int) -> None:
         """Before ``fd`` is closed (so that no stale registration outlives it)."""
@@ -481,7 +502,7 @@ async def _start(
         try:
             launch = _Launch(path, env)
             try:
-                if hub.users <= 1 or _INLINE:
+                if hub.users <= 1:
                     launch.spawn()
                 else:
                     await hub.off_loop(loop, launch)
@@ -535,18 +556,26 @@ async def aexec(
         slot = await _admitted(loop, hub, path, deadline, timeout)
         try:
             run = await _start(loop, hub, path, env, stdin, deadline, timeout)
+            # The leader's exit alone is watched first (_raw._first_wait): a plugin
+            # that exits soon costs one wakeup of the loop, not one per pipe event.
+            first = _first_wait(run, deadline)
+            hub.watch(run, pipes=first <= 0)
+            pipes = None if first <= 0 else loop.call_later(first, hub.watch_pipes, run)
             try:
-                hub.watch(run)
                 try:
                     exited = await _await(loop, run, deadline)
                 except asyncio.CancelledError:
+                    hub.watch_pipes(run)
                     await _terminate(loop, run, exec_.grace)
                     raise
                 if not exited:
+                    hub.watch_pipes(run)
                     await _terminate(loop, run, exec_.grace)
                     raise run.timeout_error(timeout)
                 return run.result()
             finally:
+                if pipes is not None:
+                    pipes.cancel()
                 run.close()
         finally:
             hub.release(loop, slot)
