@@ -43,16 +43,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PluginTimeoutError
-from ._raw import (
-    _deadline,
-    _first_wait,
-    _Launch,
-    _remaining,
-    _Retry,
-    _Run,
-    _terminating,
-    _timed_out,
-)
+from ._raw import _deadline, _Launch, _remaining, _Retry, _Run, _terminating, _timed_out
 
 if TYPE_CHECKING:
     from ._raw import RawExec
@@ -329,23 +320,12 @@ class _Hub:
         if job.error is not None:
             raise job.error
 
-    def watch(self, run: _Run, pipes: bool) -> None:
-        """Watch ``run``'s pidfd and pending stdin; its output pipes too with ``pipes``."""
+    def watch(self, run: _Run) -> None:
         register, runs = self.ep.register, self.runs
-        skip = () if pipes else run.pipes()
         for fd, write in run.watched():
-            if fd not in skip:
-                register(fd, select.EPOLLOUT if write else select.EPOLLIN)
-                runs[fd] = run
+            register(fd, select.EPOLLOUT if write else select.EPOLLIN)
+            runs[fd] = run
         run.unwatch = self.unwatch
-
-    def watch_pipes(self, run: _Run) -> None:
-        """Watch ``run``'s output pipes as well (it did not exit within its first wait)."""
-        register, runs = self.ep.register, self.runs
-        for fd in run.pipes():
-            if fd not in runs:
-                register(fd, select.EPOLLIN)
-                runs[fd] = run
 
     def unwatch(self, fd: int) -> None:
         """Before ``fd`` is closed (so that no stale registration outlives it)."""
@@ -556,26 +536,18 @@ async def aexec(
         slot = await _admitted(loop, hub, path, deadline, timeout)
         try:
             run = await _start(loop, hub, path, env, stdin, deadline, timeout)
-            # The leader's exit alone is watched first (_raw._first_wait): a plugin
-            # that exits soon costs one wakeup of the loop, not one per pipe event.
-            first = _first_wait(run, deadline)
-            hub.watch(run, pipes=first <= 0)
-            pipes = None if first <= 0 else loop.call_later(first, hub.watch_pipes, run)
             try:
+                hub.watch(run)
                 try:
                     exited = await _await(loop, run, deadline)
                 except asyncio.CancelledError:
-                    hub.watch_pipes(run)
                     await _terminate(loop, run, exec_.grace)
                     raise
                 if not exited:
-                    hub.watch_pipes(run)
                     await _terminate(loop, run, exec_.grace)
                     raise run.timeout_error(timeout)
                 return run.result()
             finally:
-                if pipes is not None:
-                    pipes.cancel()
                 run.close()
         finally:
             hub.release(loop, slot)

@@ -2,7 +2,7 @@
 
 One call is one :class:`_Run`: a small state machine over the child's three
 pipes and its pidfd. It does no waiting of its own; the synchronous driver
-(``select.poll``) and the asynchronous one (``loop.add_reader``) only tell it
+(``select.poll``) and the asynchronous one (``_loop``: an epoll per event loop) only tell it
 which descriptor is ready, so both share every rule: how output is collected,
 how the process group is killed and reaped, and how the outcome is decoded.
 """
@@ -38,11 +38,6 @@ _STDERR_TAIL = 4096  # stderr attached to errors
 _EXCERPT = 1024  # invalid error output quoted in errors
 _DRAIN_READS = 16  # reads per stream once the leader exited (more than a pipe holds)
 _HUP = select.POLLHUP  # the same bit for poll and epoll
-#: How long a run waits for its leader's exit alone (its pidfd) before it watches its
-#: output pipes too (at most half its time left). A plugin's output is at its end and
-#: fits in the pipes (64 KiB each), so a plugin that exits within that time costs one
-#: wakeup instead of one per readiness; one that writes more is read from then on.
-_FIRST_WAIT = 0.02
 _BUSY_BUDGET = 5.0  # seconds of retrying ETXTBSY
 _BUSY_FIRST_DELAY = 0.005
 _BUSY_MAX_DELAY = 0.5
@@ -671,7 +666,7 @@ def _starting(
     """Start the plugin, yielding how long to sleep before each retry (the one retry loop).
 
     Driven by the synchronous path (``time.sleep``); the asynchronous one is
-    :func:`_astart` (which starts off the event loop); :class:`_Retry` decides.
+    ``_loop._start`` (which starts off the event loop); :class:`_Retry` decides.
     """
     retry = None
     while True:
@@ -710,30 +705,6 @@ def _deadline(timeout: float | None) -> float | None:
     if not timeout >= 0:  # NaN too
         raise ValueError(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
     return None if timeout > _NO_LIMIT else time.monotonic() + timeout
-
-
-def _first_wait(run: _Run, deadline: float | None) -> float:
-    """How long ``run`` waits for its leader's exit alone (0: not at all, its stdin is pending)."""
-    if run.stdin_fd is not None:
-        return 0.0
-    left = _remaining(deadline)
-    return _FIRST_WAIT if left is None else min(_FIRST_WAIT, left / 2)
-
-
-def _exit_alone(run: _Run, deadline: float | None) -> bool:
-    """Wait up to :data:`_FIRST_WAIT` for the leader's exit (its pidfd) alone; whether it exited.
-
-    A plugin writes its output at its end and exits: its pipes hold what it
-    wrote, so this costs one wakeup instead of one per readiness of each pipe.
-    """
-    wait = _first_wait(run, deadline)
-    if wait <= 0 or run.pidfd is None:
-        return False
-    poller = select.poll()
-    poller.register(run.pidfd, select.POLLIN)
-    if poller.poll(max(1, int(wait * 1000))):
-        run.ready(run.pidfd)
-    return run.exited
 
 
 class RawExec:
@@ -792,7 +763,7 @@ class RawExec:
                 break
         try:
             try:
-                exited = _exit_alone(run, deadline) or self._wait(run, deadline)
+                exited = self._wait(run, deadline)
             except (KeyboardInterrupt, SystemExit):  # a signal handler raised: end it as a timeout does
                 self._terminate(run)
                 raise
