@@ -27,12 +27,22 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_decoder: Any = None  # one json.JSONDecoder, made at the first use
+
+
 def strict_loads(data: bytes | bytearray | str) -> Any:
     """``json.loads`` without NaN, Infinity or overflowing numbers.
 
     Raises ``ValueError`` (``json.JSONDecodeError`` and ``UnicodeDecodeError``
     are ones) or ``RecursionError`` for input nested too deeply.
     """
+    global _decoder
     import json
 
-    return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+    if not isinstance(data, str):
+        # As json.loads: the encoding from the first bytes (UTF-8, -16 or -32).
+        data = data.decode(json.detect_encoding(data), "surrogatepass")
+    if _decoder is None:
+        # json.loads with hooks builds a decoder at every call: one serves every call.
+        _decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+    return _decoder.decode(data)

@@ -18,7 +18,15 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -61,6 +69,7 @@ from .version import (
 
 if TYPE_CHECKING:
     from ._events import Observer, Watch
+    from .cache._gc import GCScan, GCWork
     from .cache._store import FileIdent, KnownEntry
 
 log = logging.getLogger("libcni")
@@ -561,7 +570,7 @@ class Operations:
         deadline: _Deadline,
         rt: RuntimeConf | None = None,
         prev: dict[str, Any] | None = None,
-        valid: Sequence[tuple[str, str]] = (),
+        valid: Iterable[tuple[str, str]] = (),
     ) -> RunPlugin:
         """The effect of one plugin call: its stdin (``rq.plugin_stdin``), the environment, the time left."""
         command = env["CNI_COMMAND"]
@@ -723,13 +732,18 @@ class Operations:
         timeout: float | None,
         *,
         keep_containers: Collection[str] = (),
+        scan: GCScan | None = None,
     ) -> Op[None]:
         """GC: DEL every cached attachment of the network that is not valid, then GC every plugin.
 
         ``keep_containers`` (the network manager's): every attachment of these
         containers cached when GC holds the network's lock is valid too. It is
         read under that lock, so an ADD of such a container that finished just
-        before GC began is never taken for stale.
+        before GC began is never taken for stale. ``scan``: the listing of the
+        cache shared by every network of the manager's GC run (it lists
+        ``results/`` again under this lock if it changed since); without it,
+        the cache is listed under this network's lock, and the temporary and
+        lock files that killed writers left are cleaned up too.
         """
         check_timeout(timeout)
         chain = _Chain.of(net)
@@ -743,78 +757,50 @@ class Operations:
         errors: list[CNIError] = []
         release_net = yield deadline.lock(cache, chain.name, rq.GC, exclusive=True)
         try:
-            # Entries whose content is unusable are treated as absent and removed,
-            # and so are the temporary files of writers killed mid-write; entries
-            # that cannot be read are kept, and the errors collected.
-            # It also hands over the usable entries of the network it read (each read once).
-            mine: list[KnownEntry] = []
-            removed, failures = yield CacheIO(
-                cache._remove_unreadable, (chain.name, valid_set, 30.0, mine)
-            )
-            for name in removed:
+            own = scan is None
+            if scan is None:
+                from .cache._gc import GCScan
+
+                scan = GCScan(cache, keep_containers or None)
+                yield CacheIO(scan.survey, ((chain.name,), False, True))  # fresh: under the lock
+            # Only what this network needs is read, each file at most once in the run.
+            # Entries whose content is unusable are treated as absent and removed (those
+            # that cannot be read are kept, and the errors collected).
+            work: GCWork = yield CacheIO(scan.collect, (chain.name, valid_set))
+            for name in work.removed:
                 log.warning("GC removed unreadable cache entry %s", name)
-            errors.extend(failures)
-            for name in (yield CacheIO(cache.remove_stale_temporaries, ())):
-                log.warning("GC removed stale temporary cache file %s", name)
-            for path in (yield CacheIO(cache.sweep_records, ())):
-                log.warning("GC removed a temporary record file a killed ADD left: %s", path)
-            # In-progress records: a record whose attachment has no entry is an ADD
-            # that failed or whose runtime died; under this lock no ADD of the network runs.
-            # (One whose entry is there but could not be read is not: remove_unreadable
-            # reported it, and a DEL could not read it either.)
-            unusable: list[tuple[str, str, FileIdent]] = []
-            complete = {(k.entry.container_id, k.entry.ifname) for k in mine}
-            in_progress = [
-                r
-                for r, _ in cache._records("", unusable)
-                if r.network_name == chain.name
-                and (r.container_id, r.ifname) not in complete
-                and not os.path.lexists(cache.entry_path(r.network_name, r.container_id, r.ifname))
-            ]
-            for att in [*(k.entry for k in mine), *in_progress]:
-                key = (att.container_id, att.ifname)
-                if att.container_id in keep_containers and key not in valid_set:
+            errors.extend(work.errors)
+            if own:
+                yield from self._gc_clean_up(scan, locks=False)
+            # Valid too: the attachments (complete or in progress) of the valid containers.
+            for key in work.valid:
+                if key not in valid_set:
                     valid.append(key)
                     valid_set.add(key)
             errors.extend((yield from self._remove_unusable_records(
-                cache, chain.name, unusable, valid_set, keep_containers
+                cache, chain.name, work.unusable_records, valid_set, keep_containers
             )))
+            # Stale: the entries, then the attachments in progress (a record and no entry:
+            # an ADD that failed, or whose runtime died; under this lock no ADD of the
+            # network runs), DELeted with what they cached or recorded.
             stale_atts: list[tuple[CacheEntry, KnownEntry | None]] = [
-                *((k.entry, k) for k in mine), *((r, None) for r in in_progress)
+                *((k.entry, k) for k in work.stale), *((r, None) for r in work.in_progress)
             ]
             for att, entry_known in stale_atts:
-                if (att.container_id, att.ifname) in valid_set:
-                    continue
-                stale = RuntimeConf(
-                    container_id=att.container_id,
-                    netns=att.netns,
-                    ifname=att.ifname,
-                    args=att.cni_args,
-                    capability_args=att.capability_args,
-                    cache_dir=cache.dir,
-                )
-                try:
-                    yield from self._delete(
-                        net, stale, None, network_locked=True, deadline=deadline, known=entry_known
-                    )
-                except CNIError as e:
-                    log.warning(
-                        "GC of stale %sattachment %s/%s failed: %s",
-                        "" if entry_known is not None else "in-progress ",
-                        att.container_id,
-                        att.ifname,
-                        e,
-                    )
-                    errors.append(e)
-            # Lock files no one holds that have no entry.
-            yield CacheIO(cache.remove_orphan_locks, ())
+                error = yield from self._gc_del(net, att, entry_known, cache, deadline)
+                if error is not None:
+                    errors.append(error)
+            if own:
+                # Lock files no one holds that have no entry.
+                yield from self._gc_clean_up(scan, temporaries=False)
             if parse_version(chain.cni_version) >= _V110:
                 env = self._env(rq.GC)
+                encoded = rq.EncodedAttachments(valid)  # their JSON made once for every plugin
                 for plugin in chain.plugins:
                     try:
                         yield from _run(
                             self._call(
-                                chain, plugin, self._find(plugin.type), env, deadline, valid=valid
+                                chain, plugin, self._find(plugin.type), env, deadline, valid=encoded
                             )
                         )
                     except CNIError as e:
@@ -823,6 +809,87 @@ class Operations:
             release_net()
         if errors:
             raise GCError(errors)
+        return None
+
+    def _gc_del(
+        self,
+        net: NetworkConfigList,
+        att: CacheEntry,
+        known: KnownEntry | None,
+        cache: ResultCache,
+        deadline: _Deadline,
+    ) -> Generator[Effect, Any, CNIError | None]:
+        """GC's DEL of one stale attachment (``known``: its entry; ``None``: in progress);
+        the error, if it failed.
+
+        The DEL of an attachment in progress that fails is tried once more: a
+        plugin killed half-way through its ADD can trip over what it left
+        (the reference ``bridge`` plugin's first DEL fails when its ADD died
+        before creating its masquerading chain, the second succeeds). A
+        complete entry's failed DEL is a failure at once.
+        """
+        stale = RuntimeConf(
+            container_id=att.container_id,
+            netns=att.netns,
+            ifname=att.ifname,
+            args=att.cni_args,
+            capability_args=att.capability_args,
+            cache_dir=cache.dir,
+        )
+        what = "" if known is not None else "in-progress "
+        retried = known is not None
+        while True:
+            try:
+                yield from self._delete(
+                    net, stale, None, network_locked=True, deadline=deadline, known=known
+                )
+                return None
+            except PluginError as e:
+                if retried or isinstance(e, PluginTimeoutError):
+                    error: CNIError = e
+                else:
+                    retried = True
+                    log.warning(
+                        "GC of stale %sattachment %s/%s failed, trying its DEL once more: %s",
+                        what,
+                        att.container_id,
+                        att.ifname,
+                        e,
+                    )
+                    continue
+            except CNIError as e:
+                error = e
+            log.warning(
+                "GC of stale %sattachment %s/%s failed: %s",
+                what,
+                att.container_id,
+                att.ifname,
+                error,
+            )
+            return error
+
+    def _gc_survey(self, keep: Collection[str], networks: Sequence[str]) -> Op[GCScan]:
+        """The listing of the cache for a GC of many networks (the network manager's), made
+        once: every network is collected from it (:meth:`_gc` with ``scan``)."""
+        from .cache._gc import GCScan
+
+        scan = GCScan(self._cache(), keep)
+        yield CacheIO(scan.survey, (tuple(networks), True))  # discover the cache's networks
+        return scan
+
+    def _gc_clean_up(
+        self, scan: GCScan, *, temporaries: bool = True, locks: bool = True
+    ) -> Op[None]:
+        """What killed writers left (temporary entries and records), then the lock files no one
+        holds; once per GC run, from its listing."""
+        if temporaries:
+            removed, records = yield CacheIO(scan.clean_up, (False,))
+            for name in removed:
+                log.warning("GC removed stale temporary cache file %s", name)
+            for path in records:
+                log.warning("GC removed a temporary record file a killed ADD left: %s", path)
+        if locks:
+            yield CacheIO(scan.cache.remove_orphan_locks, (scan.names(),))
         return None
 
     @staticmethod

@@ -40,6 +40,9 @@ from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .cache._gc import GCScan
     from .cache._store import KnownEntry
 
 _R = TypeVar("_R")
@@ -302,10 +305,28 @@ class AsyncCNIConfig(Operations):
         await self._drive(self._delete(net, rt, timeout, known=known), rq.DEL, net, rt)
 
     async def _gc_keeping(
-        self, net: NetworkConfigList, containers: frozenset[str], *, timeout: float | None = None
+        self,
+        net: NetworkConfigList,
+        containers: frozenset[str],
+        *,
+        timeout: float | None = None,
+        scan: GCScan | None = None,
     ) -> None:
-        """GC keeping every attachment of ``containers`` cached when it starts (the manager's)."""
-        await self._drive(self._gc(net, None, timeout, keep_containers=containers), rq.GC, net)
+        """GC keeping every attachment of ``containers`` cached when it starts (the manager's;
+        ``scan``: the listing of its whole GC run, :meth:`_gc_scan`)."""
+        await self._drive(
+            self._gc(net, None, timeout, keep_containers=containers, scan=scan), rq.GC, net
+        )
+
+    async def _gc_scan(self, containers: frozenset[str], networks: Sequence[str]) -> GCScan:
+        """The listing of the cache for the manager's GC of many networks, made once (in a
+        worker thread)."""
+        scan: GCScan = await adrive(self._gc_survey(containers, networks), self._perform)
+        return scan
+
+    async def _gc_finish(self, scan: GCScan) -> None:
+        """The clean-up of the manager's GC run (temporary and lock files), once."""
+        await adrive(self._gc_clean_up(scan), self._perform)
 
     async def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None

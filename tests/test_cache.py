@@ -983,3 +983,65 @@ def test_an_entry_without_names_is_named_by_its_file(tmp_path: Path) -> None:
     assert cache.remove_unreadable("net") == ([], [])  # usable: a read names it after the file
     entry = cache.read("net", "c1", "eth0")
     assert entry is not None and entry.container_id == "c1"
+
+
+# -- the directories kept open between operations ------------------------------------
+
+
+def test_kept_directories_are_checked_at_every_use(tmp_path: Path) -> None:
+    # results/ and records/ stay open from one operation to the next (one lstat checks
+    # them): a directory replaced, planted or removed at the path is seen at the next use.
+    cache = ResultCache(tmp_path)
+    cache.write(CacheEntry("c1", "net", "eth0", b"{}"))
+    cache.write_record(CacheEntry("c1", "net", "eth0", b"{}", kind=libcni.cache.RECORD_V1))
+    results = tmp_path / "results"
+    results.rename(tmp_path / "results.old")  # moved away, and a new one made by another
+    ResultCache(tmp_path).write(CacheEntry("c2", "net", "eth0", b"{}"))
+    assert cache.read("net", "c1", "eth0") is None
+    assert cache.read("net", "c2", "eth0") is not None
+    cache.remove("net", "c2", "eth0")
+    assert not (results / "net-c2-eth0").exists()
+    # Planted: a symlink, a directory others can write.
+    shutil.rmtree(results)
+    results.symlink_to(tmp_path / "results.old")
+    with pytest.raises(CacheError, match="symbolic link"):
+        cache.read("net", "c1", "eth0")
+    with pytest.raises(CacheError, match="symbolic link"):
+        cache.write(CacheEntry("c3", "net", "eth0", b"{}"))
+    assert sorted(os.listdir(tmp_path / "results.old")) == ["net-c1-eth0"]
+    results.unlink()
+    results.mkdir(mode=0o777)
+    results.chmod(0o777)
+    with pytest.raises(CacheError, match="writable by group or others"):
+        cache.read("net", "c1", "eth0")
+    results.rmdir()
+    assert cache.read("net", "c1", "eth0") is None  # gone: nothing cached
+    # records/ alike: removed, then written anew through a new descriptor.
+    shutil.rmtree(tmp_path / "records")
+    assert cache.read_record("net", "c1", "eth0") is None
+    cache.write_record(CacheEntry("c1", "net", "eth1", b"{}", kind=libcni.cache.RECORD_V1))
+    assert os.listdir(tmp_path / "records" / "c1") == ["net-c1-eth1"]
+
+
+def test_a_forked_child_opens_the_kept_directories_anew(tmp_path: Path) -> None:
+    # A child forked without exec that closes every descriptor it inherited (as a daemon
+    # does) and reuses their numbers must not read through a descriptor that is no longer
+    # the cache's directory.
+    cache = ResultCache(tmp_path)
+    cache.write(CacheEntry("c1", "net", "eth0", b"{}"))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "net-c1-eth0").write_text("not the entry")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.closerange(3, 1024)
+            for _ in range(8):  # the lowest numbers again, on another directory
+                os.open(other, os.O_RDONLY | os.O_DIRECTORY)
+            entry = cache.read("net", "c1", "eth0")
+            code = 0 if entry is not None and entry.container_id == "c1" else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

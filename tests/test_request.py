@@ -90,6 +90,36 @@ def test_gc_request_carries_valid_attachments_under_both_keys() -> None:
     assert out["runtimeConfig"] == {"from": "file"}  # passes through; nothing injected
 
 
+_json_scalar = st.none() | st.booleans() | st.integers() | st.text()
+_conf_values = st.recursive(
+    _json_scalar,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@given(
+    conf=st.dictionaries(
+        st.sampled_from(["type", "name", "cniVersion", "cni.dev/attachments", "x", "\ud800"])
+        | st.text(),
+        _conf_values,
+        max_size=4,
+    ),
+    pairs=st.lists(st.tuples(st.text(), st.text()), max_size=4),
+)
+def test_gc_request_with_attachments_encoded_once_is_the_same_bytes(
+    conf: dict[str, Any], pairs: list[tuple[str, str]]
+) -> None:
+    # A GC encodes its valid attachments once for all its plugins (EncodedAttachments):
+    # every request is byte for byte the one made from the pairs themselves, lone
+    # surrogates and configurations that hold the keys already included.
+    encoded = rq.EncodedAttachments(pairs)
+    for _ in range(2):  # the text made at the first use serves the next
+        assert rq.gc_request(
+            conf, name="n", cni_version="1.1.0", valid_attachments=encoded
+        ) == rq.gc_request(conf, name="n", cni_version="1.1.0", valid_attachments=pairs)
+
+
 def test_status_request_sets_name_and_version_only() -> None:
     out = json.loads(rq.status_request(CONF, name="n", cni_version="1.1.0"))
     assert {k: out[k] for k in ("name", "cniVersion")} == {"name": "n", "cniVersion": "1.1.0"}

@@ -6,6 +6,8 @@ import contextlib
 import errno
 import os
 import stat
+import threading
+import weakref
 from typing import Literal, overload
 
 from ..errors import (
@@ -18,6 +20,7 @@ from ..errors import (
 
 __all__ = [
     "NAME_MAX",
+    "DirFds",
     "attachment_name",
     "check_name",
     "fit_name",
@@ -30,6 +33,7 @@ NAME_MAX = 255  # bytes in one file name (Linux NAME_MAX)
 DIR_MODE = 0o700
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_OR_WRITABLE = stat.S_IFMT(0o177777) | 0o022  # the file type and the group/other write bits
 
 _CODES = {
     "network name": CODE_INVALID_CONFIG,
@@ -167,6 +171,13 @@ def _trusted(fd: int, path: str, action: str) -> int:
     another user planted (in a cache directory others can write) or may
     write into could hold entries or lock files of theirs.
     """
+    _checked(fd, path, action)
+    return fd
+
+
+def _checked(fd: int, path: str, action: str) -> os.stat_result:
+    """The status of the directory ``fd`` if it is trusted (:func:`_trusted`); else it is
+    closed and ``CacheError`` raised."""
     try:
         st = os.fstat(fd)
     except OSError as e:  # pragma: no cover - fstat of an open descriptor
@@ -176,7 +187,7 @@ def _trusted(fd: int, path: str, action: str) -> int:
     if problem is not None:
         os.close(fd)
         raise problem
-    return fd
+    return st
 
 
 def untrusted(st: os.stat_result, path: str, action: str) -> CacheError | None:
@@ -185,6 +196,8 @@ def untrusted(st: os.stat_result, path: str, action: str) -> CacheError | None:
     It must be a directory (not a symlink to one) owned by the euid and
     writable by no one else; the error names ``path`` and ``action``.
     """
+    if st.st_mode & _DIR_OR_WRITABLE == stat.S_IFDIR and st.st_uid == os.geteuid():
+        return None  # the usual case, at once
     if not stat.S_ISDIR(st.st_mode):
         if stat.S_ISLNK(st.st_mode):
             return CacheError(
@@ -213,9 +226,15 @@ def open_dir(path: str, *, create: bool, action: str) -> int | None:
     a directory not owned by the euid or writable by group or others, or any
     other failure, raises ``CacheError`` saying what ``action`` failed.
     """
+    opened = _open_checked(path, create=create, action=action)
+    return None if opened is None else opened[0]
+
+
+def _open_checked(path: str, *, create: bool, action: str) -> tuple[int, os.stat_result] | None:
+    """:func:`open_dir`, with the status of the directory opened."""
     for _ in range(2):
         try:
-            return _trusted(os.open(path, _DIR_FLAGS), path, action)
+            fd = os.open(path, _DIR_FLAGS)
         except FileNotFoundError:
             if not create:
                 return None
@@ -223,6 +242,8 @@ def open_dir(path: str, *, create: bool, action: str) -> int | None:
             if e.errno in (errno.ENOTDIR, errno.ELOOP):
                 raise _not_dir_error(path, action) from None
             raise CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e)) from None
+        else:
+            return fd, _checked(fd, path, action)
         try:
             _mkdirs(path)
         except OSError as e:
@@ -230,6 +251,99 @@ def open_dir(path: str, *, create: bool, action: str) -> int | None:
                 f"cannot {action}: cannot create directory {path}", e.strerror or str(e)
             ) from None
     raise CacheError(f"cannot {action}: {path} vanished while being created")
+
+
+class DirFds:
+    """Descriptors of a cache's directories, kept open from one operation to the next.
+
+    Opening a directory and checking it (``open``, ``fstat``, ``close``) at
+    every use of it is most of what a record or an entry costs on fast
+    storage. :meth:`fd` checks instead, with one ``lstat``, that the path is
+    still the directory opened earlier (same device and inode) and still
+    trusted (owned by the euid, writable by no one else, no symlink); only
+    then is the kept descriptor used, so a directory replaced, removed or
+    planted at the path is noticed at the next use, as when it was opened
+    each time. Operations go *through* the descriptor (``dir_fd``): a
+    directory swapped in after the check is never written into.
+
+    Never list a directory through these descriptors (``os.listdir`` of a
+    descriptor shares its offset with every thread using it): open it anew.
+    A descriptor that was replaced is kept open (another thread may be using
+    it) until the cache object goes; a forked child drops its copies.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[int, int, int]] = {}  # path -> (fd, st_dev, st_ino)
+        self._replaced: list[int] = []
+        self._lock = threading.Lock()
+        _ALL.add(self)
+
+    def fd(self, path: str, *, create: bool, action: str) -> int | None:
+        """The checked descriptor of the directory ``path`` (``open_dir``'s rules).
+
+        ``None`` when it is missing and not ``create``; ``CacheError`` for a
+        path that is not a trusted directory.
+        """
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        except OSError as e:
+            if e.errno == errno.ENOTDIR:
+                raise _not_dir_error(path, action) from None
+            raise CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e)) from None
+        if st is not None:
+            held = self._held.get(path)
+            if (
+                held is not None
+                and held[2] == st.st_ino
+                and held[1] == st.st_dev
+                and st.st_mode & _DIR_OR_WRITABLE == stat.S_IFDIR
+                and st.st_uid == os.geteuid()
+            ):
+                return held[0]  # the directory opened earlier, still trusted
+            problem = untrusted(st, path, action)
+            if problem is not None:
+                raise problem
+        elif not create:
+            return None
+        opened = _open_checked(path, create=create, action=action)
+        if opened is None:
+            return None
+        fd, fst = opened
+        with self._lock:
+            old = self._held.get(path)
+            self._held[path] = (fd, fst.st_dev, fst.st_ino)
+            if old is not None:
+                self._replaced.append(old[0])
+        return fd
+
+    def close(self) -> None:
+        """Close every descriptor (the cache object is going)."""
+        with self._lock:
+            fds = [held[0] for held in self._held.values()] + self._replaced
+            self._held.clear()
+            self._replaced.clear()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _forget_in_child(self) -> None:
+        self._lock = threading.Lock()  # a thread of the parent may have held it
+        self.close()
+
+
+_ALL: weakref.WeakSet[DirFds] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # The child opens them anew at its first use: it may close the numbers it inherited
+    # (a daemon does) and reuse them for other files.
+    for fds in list(_ALL):
+        fds._forget_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @overload

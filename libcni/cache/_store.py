@@ -7,6 +7,7 @@ import errno
 import os
 import stat
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, load
 from ._fs import (
     DIR_MODE,
     NAME_MAX,
+    DirFds,
     attachment_name,
     check_name,
     fit_name,
@@ -101,16 +103,19 @@ def _read_ident_at(dfd: int, name: str, path: str) -> tuple[bytes, FileIdent]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise CorruptEntryError(f"cache entry {path} is not a regular file")
-        if st.st_size > MAX_ENTRY_SIZE:
-            raise _too_large(path, st.st_size)
-        chunks: list[bytes] = []
-        total = 0
-        size = max(st.st_size + 1, 4096)
-        while True:
-            # Bounded even if the file grows meanwhile.
-            chunk = os.read(fd, min(size, MAX_ENTRY_SIZE + 1 - total))
-            if not chunk:
-                break
+        size = st.st_size
+        if size > MAX_ENTRY_SIZE:
+            raise _too_large(path, size)
+        # One read asks for one byte more than the file holds: the size it holds is the
+        # whole file, read without a second read to see its end.
+        data = os.read(fd, size + 1)
+        if len(data) == size:
+            return data, _ident(st)
+        chunks = [data]
+        total = len(data)
+        while data:
+            # Shorter, or longer (it grew meanwhile): read on to the end, bounded.
+            data = chunk = os.read(fd, min(max(size, 4096), MAX_ENTRY_SIZE + 1 - total))
             chunks.append(chunk)
             total += len(chunk)
             if total > MAX_ENTRY_SIZE:
@@ -120,6 +125,14 @@ def _read_ident_at(dfd: int, name: str, path: str) -> tuple[bytes, FileIdent]:
         raise CacheError(f"cannot read cache entry {path}", _strerror(e)) from None
     finally:
         os.close(fd)
+
+
+def _listed(dfd: int, path: str, action: str) -> list[str]:
+    """The names in the directory ``dfd`` (``path``); ``CacheError`` if it cannot be listed."""
+    try:
+        return os.listdir(dfd)
+    except OSError as e:
+        raise CacheError(f"cannot {action}: cannot list {path}", _strerror(e)) from None
 
 
 def _too_large(path: str, size: int) -> CorruptEntryError:
@@ -135,10 +148,14 @@ def _names_held(obj: Any) -> tuple[str, str, str]:
     Only a ``cniCacheV1`` object holds names (a legacy bare result holds
     none); a wrongly typed name counts as none.
     """
-    if not isinstance(obj, dict) or obj.get("kind") != CNI_CACHE_V1:
+    if type(obj) is not dict or obj.get("kind") != CNI_CACHE_V1:
         return "", "", ""
-    names = (obj.get("networkName"), obj.get("containerId"), obj.get("ifName"))
-    return tuple(n if isinstance(n, str) else "" for n in names)  # type: ignore[return-value]
+    network, cid, ifname = obj.get("networkName"), obj.get("containerId"), obj.get("ifName")
+    return (
+        network if type(network) is str else "",
+        cid if type(cid) is str else "",
+        ifname if type(ifname) is str else "",
+    )
 
 
 def _held_by_other(obj: Any, network: str, container_id: str, ifname: str) -> bool:
@@ -211,6 +228,26 @@ def _shared_name(name: str, container_id: str) -> bool:
     return first >= 0 and name.find(part, first + 1) >= 0
 
 
+def _usable_record(data: bytes, path: str, container_id: str, name: str) -> CacheEntry | None:
+    """The record ``data`` of the file ``name`` of ``records/<container_id>/``, if usable.
+
+    It must decode as a ``libcniRecordV1`` object holding this container and
+    a network and interface name that make up its file name.
+    """
+    try:
+        record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
+    except CorruptEntryError:
+        return None
+    if (
+        record.container_id != container_id
+        or not record.network_name
+        or not record.ifname
+        or not _named_as(record, name)
+    ):
+        return None
+    return record
+
+
 class KnownEntry:
     """An entry as ``ResultCache._entries`` read it, and the identity of its file.
 
@@ -254,6 +291,13 @@ class ResultCache:
         """The directory of the lock files."""
         self.records_dir: str = os.path.join(self.dir, "records")
         """The directory of the write-ahead records, one directory per container."""
+        # results/ and records/ stay open between operations, checked by one lstat each use.
+        self._fds = DirFds()
+        weakref.finalize(self, self._fds.close)
+
+    def _dir(self, path: str, *, create: bool, action: str) -> int | None:
+        """The kept descriptor of ``results_dir`` or ``records_dir`` (:class:`DirFds`)."""
+        return self._fds.fd(path, create=create, action=action)
 
     def __repr__(self) -> str:
         return f"ResultCache({self.dir!r})"
@@ -287,23 +331,22 @@ class ResultCache:
         if data is None:
             data = entry.to_json()
         path = os.path.join(self.results_dir, name)
-        with _created(self.results_dir, action=f"write cache entry {path}") as dfd:
-            self._check_owner_at(
-                dfd, name, path, entry.network_name, entry.container_id, entry.ifname
-            )
-            tmp = self._write_temp(dfd, data, path)
-            try:
-                os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            except OSError as e:
-                self._unlink_quietly(dfd, tmp)
-                raise CacheError(f"cannot write cache entry {path}", _strerror(e)) from None
-            try:
-                os.fsync(dfd)
-            except OSError as e:
-                raise CacheError(
-                    f"cache entry {path} was written but its directory could not be synced",
-                    _strerror(e),
-                ) from None
+        dfd = self._dir(self.results_dir, create=True, action=f"write cache entry {path}")
+        assert dfd is not None  # created, or CacheError
+        self._check_owner_at(dfd, name, path, entry.network_name, entry.container_id, entry.ifname)
+        tmp = self._write_temp(dfd, data, path)
+        try:
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError as e:
+            self._unlink_quietly(dfd, tmp)
+            raise CacheError(f"cannot write cache entry {path}", _strerror(e)) from None
+        try:
+            os.fsync(dfd)
+        except OSError as e:
+            raise CacheError(
+                f"cache entry {path} was written but its directory could not be synced",
+                _strerror(e),
+            ) from None
 
     @staticmethod
     def _unlink_quietly(dfd: int, name: str) -> None:
@@ -354,9 +397,8 @@ class ResultCache:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        with _opened(self.results_dir, action=f"write cache entry {path}") as dfd:
-            if dfd is None:
-                return
+        dfd = self._dir(self.results_dir, create=False, action=f"write cache entry {path}")
+        if dfd is not None:
             self._check_owner_at(dfd, name, path, network, container_id, ifname)
 
     @staticmethod
@@ -405,13 +447,13 @@ class ResultCache:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        with _opened(self.results_dir, action=f"read cache entry {path}") as dfd:
-            if dfd is None:
-                return None, None
-            try:
-                data, ident = _read_ident_at(dfd, name, path)
-            except FileNotFoundError:
-                return None, None
+        dfd = self._dir(self.results_dir, create=False, action=f"read cache entry {path}")
+        if dfd is None:
+            return None, None
+        try:
+            data, ident = _read_ident_at(dfd, name, path)
+        except FileNotFoundError:
+            return None, None
         obj: Any = loads(data, path)
         if _held_by_other(obj, network, container_id, ifname):
             return None, None
@@ -440,17 +482,17 @@ class ResultCache:
             return self.remove(network, container_id, ifname)
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        with _opened(self.results_dir, action=f"remove cache entry {path}") as dfd:
-            if dfd is not None:
-                try:
-                    unchanged = _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
-                    if unchanged:
-                        os.unlink(name, dir_fd=dfd)
-                        return True
-                except FileNotFoundError:
-                    return False
-                except OSError as e:
-                    raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
+        dfd = self._dir(self.results_dir, create=False, action=f"remove cache entry {path}")
+        if dfd is not None:
+            try:
+                unchanged = _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
+                if unchanged:
+                    os.unlink(name, dir_fd=dfd)
+                    return True
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return self.remove(network, container_id, ifname)
 
     def _read_known(
@@ -492,28 +534,28 @@ class ResultCache:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        with _opened(self.results_dir, action=f"remove cache entry {path}") as dfd:
-            if dfd is None:
-                return False
+        dfd = self._dir(self.results_dir, create=False, action=f"remove cache entry {path}")
+        if dfd is None:
+            return False
+        try:
             try:
-                try:
-                    obj: Any = loads(_read_at(dfd, name, path), path)
-                    if _held_by_other(obj, network, container_id, ifname):
-                        return False
-                except FileNotFoundError:
+                obj: Any = loads(_read_at(dfd, name, path), path)
+                if _held_by_other(obj, network, container_id, ifname):
                     return False
-                except CorruptEntryError:
-                    pass
-                except CacheError as e:
-                    raise CacheError(
-                        f"cannot remove cache entry {path}: cannot read it to check whose it is",
-                        e.details,
-                    ) from None
-                os.unlink(name, dir_fd=dfd)
             except FileNotFoundError:
                 return False
-            except OSError as e:
-                raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
+            except CorruptEntryError:
+                pass
+            except CacheError as e:
+                raise CacheError(
+                    f"cannot remove cache entry {path}: cannot read it to check whose it is",
+                    e.details,
+                ) from None
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return True
 
     def entries(self, container_id: str = "") -> list[CacheEntry]:
@@ -565,7 +607,94 @@ class ResultCache:
                     known.append(KnownEntry(entry, ident))
             return out
 
-    def remove_stale_temporaries(self) -> list[str]:
+    def _container(self, container_id: str) -> tuple[list[KnownEntry], list[CacheEntry]]:
+        """What the cache holds of one container: its complete entries (with the identity of
+        each file read) and its records without an entry (in progress), each by file name.
+
+        The container's records directory is its index: an ADD records every
+        attachment there before its first plugin runs, and the record stays
+        until the attachment is DELeted. So only ``records/<containerID>/`` is
+        listed, and each attachment's entry is read by its name: the cost does
+        not depend on what else is cached. A container without that directory
+        (or with nothing in it) was set up by the Go library or an older
+        libcni: it is found as :meth:`entries` finds it, by a listing of
+        ``results/``. A records directory that is refused (another owner,
+        writable by others, a symlink) raises ``CacheError``.
+        """
+        fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
+        action = f"list the attachments of container {container_id!r}"
+        listed = self._container_names(container_id, action)
+        if not listed:
+            known: list[KnownEntry] = []
+            self._entries(container_id, known)
+            complete = {(k.entry.network_name, k.entry.ifname) for k in known}
+            return known, [
+                r for r in self.records(container_id) if (r.network_name, r.ifname) not in complete
+            ]
+        top, names = listed
+        rdfd = self._dir(self.results_dir, create=False, action=action)
+        known = []
+        for name in names:
+            if rdfd is None:
+                break
+            loaded = self._load_listed(rdfd, name)
+            if loaded is not None and loaded[0].container_id == container_id:
+                known.append(KnownEntry(*loaded))
+        complete = {(k.entry.network_name, k.entry.ifname) for k in known}
+        done = {f"{k.entry.network_name}-{container_id}-{k.entry.ifname}" for k in known}
+        base = f"{self.records_dir}/{container_id}"
+        records: list[CacheEntry] = []
+        for name in names:
+            if name in done and not _shared_name(name, container_id):
+                continue  # complete: its record is not needed
+            path = f"{base}/{name}"
+            try:
+                data, _ = _read_ident_at(top, f"{container_id}/{name}", path)
+            except (FileNotFoundError, CacheError):
+                continue  # gone, or unusable or unreadable now: as records() skips it
+            record = _usable_record(data, path, container_id, name)
+            if record is not None and (record.network_name, record.ifname) not in complete:
+                records.append(record)
+        return known, records
+
+    def _container_checked(self, top: int, container_id: str, action: str) -> bool:
+        """Whether ``records/<containerID>`` exists, checked with one ``lstat`` through
+        ``top`` (``records/``): a directory, owned by the euid, writable by no one else, no
+        symlink; anything else raises ``CacheError``."""
+        try:
+            st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CacheError(f"cannot {action}", _strerror(e)) from None
+        problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+        if problem is not None:
+            raise problem
+        return True
+
+    def _container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
+        """The descriptor of ``records/`` and the sorted record names of the container's
+        directory, or ``None`` when it has none (no directory, or nothing in it).
+
+        The directory is checked with one ``lstat`` through ``records/`` (a
+        directory, owned by the euid, writable by no one else, no symlink) and
+        listed by its path: only this user and root can make anything in
+        ``records/``, so nothing can be swapped in between.
+        """
+        top = self._dir(self.records_dir, create=False, action=action)
+        if top is None or not self._container_checked(top, container_id, action):
+            return None
+        path = f"{self.records_dir}/{container_id}"
+        try:
+            names = os.listdir(path)
+        except FileNotFoundError:
+            return None  # its last record was DELeted meanwhile
+        except OSError as e:
+            raise CacheError(f"cannot {action}: cannot list {path}", _strerror(e)) from None
+        names = sorted(n for n in names if not n.startswith(TEMP_PREFIX))
+        return (top, names) if names else None
+
+    def remove_stale_temporaries(self, names: Iterable[str] | None = None) -> list[str]:
         """Remove the temporary files that writers killed mid-write left; return their names.
 
         Only regular ``.tmp-*`` files last modified more than
@@ -573,7 +702,8 @@ class ResultCache:
         file that long. libcni never reads them, but a reader that lists the
         directory naively (the Go library does) would take a complete one for
         an attachment. Best effort: failures (a read-only cache, a file gone
-        meanwhile) are ignored.
+        meanwhile) are ignored. ``names``: the directory's names as GC listed
+        them (else it is listed).
         """
         with _opened(self.results_dir, action="remove stale temporary files") as dfd:
             if dfd is None:
@@ -582,7 +712,7 @@ class ResultCache:
             try:
                 prefix = f"{TEMP_PREFIX}tmp-"
                 stale_before = time.time() - TEMP_STALE_AFTER
-                for name in os.listdir(dfd):
+                for name in os.listdir(dfd) if names is None else names:
                     if not name.startswith(prefix):
                         continue
                     with contextlib.suppress(OSError):
@@ -624,107 +754,12 @@ class ResultCache:
         - a file whose attachment lock is held (the lock of every attachment
           with that file name): an operation may be writing it right now.
         """
-        return self._remove_unreadable(network, valid, older_than, None)
+        from ._gc import GCScan  # (it builds on this module)
 
-    def _remove_unreadable(
-        self,
-        network: str,
-        valid: Iterable[tuple[str, str]],
-        older_than: float,
-        usable: list[KnownEntry] | None,
-    ) -> tuple[list[str], list[CacheError]]:
-        """:meth:`remove_unreadable`; ``usable`` receives, in file name order, a
-        ``KnownEntry`` of every usable entry of the network not in ``valid``
-        (what :meth:`entries` lists of it): GC reads each entry once."""
-        prefix = f"{check_name(network, 'network name')}-"
-        action = f"clean up unreadable entries of network {network}"
-        valid_pairs = set(valid)
-        valid_names = {f"{prefix}{cid}-{ifname}" for cid, ifname in valid_pairs}
-        with _opened(self.results_dir, action=action) as dfd:
-            if dfd is None:
-                return [], []
-            removed: list[str] = []
-            errors: list[CacheError] = []
-            try:
-                names = sorted(os.listdir(dfd))
-            except OSError as e:
-                errors.append(
-                    CacheError(f"cannot {action}: cannot list {self.results_dir}", _strerror(e))
-                )
-                return removed, errors
-            # First the verdict on each file of the network, and the networks met.
-            networks = {network}
-            unnamed: list[tuple[str, CacheError | None]] = []  # (name, I/O error or None)
-            broken: list[str] = []
-            for name in names:
-                if not name.startswith(prefix) or name in valid_names:
-                    continue
-                path = os.path.join(self.results_dir, name)
-                try:
-                    data, ident = _read_ident_at(dfd, name, path)
-                    obj: Any = loads(data, path)
-                except FileNotFoundError:
-                    continue
-                except CorruptEntryError:
-                    unnamed.append((name, None))
-                    continue
-                except CacheError as e:
-                    unnamed.append((name, e))
-                    continue
-                held = _names_held(obj)
-                if held[0]:
-                    networks.add(held[0])
-                if held[0] not in ("", network) or (held[1], held[2]) in valid_pairs:
-                    continue
-                if not held[0]:
-                    if isinstance(obj, dict) and obj.get("kind") != CNI_CACHE_V1:
-                        continue  # a legacy bare result: usable
-                    if not isinstance(obj, dict) or not self._usable(obj, name, path):
-                        unnamed.append((name, None))
-                    continue
-                entry = self._usable_entry(obj, name, path)
-                if entry is None:
-                    broken.append(name)
-                elif usable is not None and entry.ifname:
-                    usable.append(KnownEntry(entry, ident))
-            for name, err in unnamed:
-                if not _only_of(name, network, networks):
-                    continue
-                if err is not None:
-                    errors.append(err)
-                else:
-                    broken.append(name)
-            cutoff = time.time() - older_than
-            for name in sorted(broken):
-                try:
-                    # An ADD of another network sharing the file name may be writing it:
-                    # every attachment of this file name takes this one lock.
-                    lk = self._try_lock_file(network, name)
-                except CacheError as e:
-                    errors.append(e)
-                    continue
-                if lk is None and _splits(name[len(prefix) :]):
-                    continue  # busy: an operation works on it right now
-                try:
-                    if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
-                        continue
-                    os.unlink(name, dir_fd=dfd)
-                except FileNotFoundError:
-                    continue
-                except OSError as e:
-                    errors.append(
-                        CacheError(
-                            f"cannot {action}: cannot remove "
-                            f"{os.path.join(self.results_dir, name)}",
-                            _strerror(e),
-                        )
-                    )
-                    continue
-                finally:
-                    if lk is not None:
-                        lk.release()
-                removed.append(name)
-            return removed, errors
+        scan = GCScan(self)
+        scan.survey((network,), fresh=True)
+        work = scan.collect(network, tuple(valid), older_than, records=False)
+        return work.removed, work.errors
 
     def _try_lock_file(self, network: str, name: str) -> CacheLock | None:
         """The attachment lock of the entry file ``name`` of ``network``, without waiting.
@@ -793,21 +828,19 @@ class ResultCache:
         ``open_subdir``: owned by the euid, writable by no one else, never
         through a symlink); ``create`` makes them (mode 0700).
         """
-        top = open_dir(self.records_dir, create=create, action=action)
-        if top is None:
+        top = self._dir(self.records_dir, create=create, action=action)
+        sub = (
+            None
+            if top is None
+            else self._open_container(top, container_id, create=create, action=action)
+        )
+        if top is None or sub is None:
             yield None
             return
         try:
-            sub = self._open_container(top, container_id, create=create, action=action)
-            if sub is None:
-                yield None
-                return
-            try:
-                yield top, sub
-            finally:
-                os.close(sub)
+            yield top, sub
         finally:
-            os.close(top)
+            os.close(sub)
 
     def _open_container(
         self, top: int, container_id: str, *, create: bool, action: str
@@ -873,49 +906,47 @@ class ResultCache:
         path = f"{self.records_dir}/{container_id}/{name}"
         data = (entry if entry.is_record else entry.as_record()).to_json()
         action = f"write the record {path}"
-        # The hot path of every ADD: records/ opened and checked, the container's
-        # directory checked with one lstat (only this user and root can make
-        # anything in records/), the record created through it.
-        top = open_dir(self.records_dir, create=True, action=action)
+        # The hot path of every ADD (5 system calls): records/ checked with one lstat
+        # (its descriptor is kept), the container's directory checked with one lstat
+        # (only this user and root can make anything in records/), the record created
+        # through them.
+        top = self._dir(self.records_dir, create=True, action=action)
         assert top is not None  # created, or CacheError
-        try:
-            made = False
-            # Bounded: a DEL of the container's last record removes the directory; each
-            # turn re-creates it, and only ADDs and DELs of one container racing loop.
-            for _ in range(100):
-                if not made:  # (one this call made is this user's, mode 0700)
-                    try:
-                        st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
-                    except FileNotFoundError:
-                        made = self._mkdir_at(top, container_id, action)
-                        continue
-                    except OSError as e:
-                        raise CacheError(f"cannot {action}", _strerror(e)) from None
-                    problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
-                    if problem is not None:
-                        raise problem
-                made = False
+        made = False
+        # Bounded: a DEL of the container's last record removes the directory; each
+        # turn re-creates it, and only ADDs and DELs of one container racing loop.
+        for _ in range(100):
+            if not made:  # (one this call made is this user's, mode 0700)
                 try:
-                    fd = os.open(f"{container_id}/{name}", _TEMP_FLAGS, FILE_MODE, dir_fd=top)
+                    st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
                 except FileNotFoundError:
-                    continue  # the directory was removed meanwhile (its last record DELeted)
-                except FileExistsError:
-                    # One is there (an earlier ADD of it): replaced atomically.
-                    dfd = self._open_container(top, container_id, create=False, action=action)
-                    if dfd is None:
-                        continue
-                    try:
-                        if self._replace_existing(dfd, name, data, path, entry):
-                            return data
-                    finally:
-                        os.close(dfd)
+                    made = self._mkdir_at(top, container_id, action)
                     continue
                 except OSError as e:
                     raise CacheError(f"cannot {action}", _strerror(e)) from None
-                self._fill(fd, top, f"{container_id}/{name}", data, action)
-                return data
-        finally:
-            os.close(top)
+                problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+                if problem is not None:
+                    raise problem
+            made = False
+            try:
+                fd = os.open(f"{container_id}/{name}", _TEMP_FLAGS, FILE_MODE, dir_fd=top)
+            except FileNotFoundError:
+                continue  # the directory was removed meanwhile (its last record DELeted)
+            except FileExistsError:
+                # One is there (an earlier ADD of it): replaced atomically.
+                dfd = self._open_container(top, container_id, create=False, action=action)
+                if dfd is None:
+                    continue
+                try:
+                    if self._replace_existing(dfd, name, data, path, entry):
+                        return data
+                finally:
+                    os.close(dfd)
+                continue
+            except OSError as e:
+                raise CacheError(f"cannot {action}", _strerror(e)) from None
+            self._fill(fd, top, f"{container_id}/{name}", data, action)
+            return data
         raise CacheError(f"cannot {action}: its directory keeps being removed")
 
     @staticmethod
@@ -935,9 +966,11 @@ class ResultCache:
         failure the file is removed and ``CacheError`` raised."""
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                written = os.write(fd, data)  # all of it, in one call, almost always
+                if written < len(data):
+                    view = memoryview(data)[written:]
+                    while view:
+                        view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
         except OSError as e:
@@ -1055,30 +1088,11 @@ class ResultCache:
         path = f"{self.records_dir}/{container_id}/{name}"
         action = f"remove the record {path}"
         if not _shared_name(name, container_id):
-            # DEL's hot path: the file names this attachment alone.
-            top = open_dir(self.records_dir, create=False, action=action)
-            if top is None:
+            # DEL's hot path (4 system calls): the file names this attachment alone.
+            top = self._dir(self.records_dir, create=False, action=action)
+            if top is None or not self._container_checked(top, container_id, action):
                 return False
-            try:
-                try:
-                    st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
-                except FileNotFoundError:
-                    return False
-                except OSError as e:
-                    raise CacheError(f"cannot {action}", _strerror(e)) from None
-                problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
-                if problem is not None:
-                    raise problem
-                try:
-                    os.unlink(f"{container_id}/{name}", dir_fd=top)
-                except FileNotFoundError:
-                    return False
-                except OSError as e:
-                    raise CacheError(f"cannot {action}", _strerror(e)) from None
-                self._rmdir_quietly(top, container_id)
-                return True
-            finally:
-                os.close(top)
+            return self._unlink_record(top, f"{container_id}/{name}", top, container_id, action)
         with self._container_dir(container_id, create=False, action=action) as dirs:
             if dirs is None:
                 return False
@@ -1094,20 +1108,27 @@ class ResultCache:
                 raise CacheError(
                     f"cannot {action}: cannot read it to check whose it is", e.details
                 ) from None
-            try:
-                os.unlink(name, dir_fd=dfd)
-            except FileNotFoundError:
-                return False
-            except OSError as e:
-                raise CacheError(f"cannot {action}", _strerror(e)) from None
-            self._rmdir_quietly(top, container_id)
-            return True
+            return self._unlink_record(dfd, name, top, container_id, action)
+
+    def _unlink_record(self, dfd: int, name: str, top: int, container_id: str, action: str) -> bool:
+        """Unlink the record ``name`` of ``dfd``, then the container's directory (in ``top``)
+        if it is empty; whether the record was there."""
+        try:
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CacheError(f"cannot {action}", _strerror(e)) from None
+        self._rmdir_quietly(top, container_id)
+        return True
 
     @staticmethod
     def _rmdir_quietly(dfd: int, name: str) -> None:
         """Remove the directory ``name`` of ``dfd`` if it is empty (a writer re-creates it)."""
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - on DEL's hot path, contextlib.suppress costs as much as the call
             os.rmdir(name, dir_fd=dfd)
+        except OSError:
+            pass
 
     def forget(
         self, network: str, container_id: str, ifname: str, ident: FileIdent | None = None
@@ -1152,12 +1173,7 @@ class ResultCache:
             with _opened(self.records_dir, action=action) as top:
                 if top is None:
                     return out
-                try:
-                    containers = os.listdir(top)
-                except OSError as e:
-                    raise CacheError(
-                        f"cannot {action}: cannot list {self.records_dir}", _strerror(e)
-                    ) from None
+                containers = _listed(top, self.records_dir, action)
         for cid in sorted(containers):
             try:
                 with self._container_dir(cid, create=False, action=action) as dirs:
@@ -1200,17 +1216,8 @@ class ResultCache:
                 continue
             except CacheError:
                 continue  # cannot be read now: neither used nor removed
-            try:
-                record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
-            except CorruptEntryError:
-                record = None
-            if (
-                record is None
-                or record.container_id != container_id
-                or not record.network_name
-                or not record.ifname
-                or not _named_as(record, name)
-            ):
+            record = _usable_record(data, path, container_id, name)
+            if record is None:
                 if unusable is not None:
                     unusable.append((container_id, name, ident))
                 continue
@@ -1240,31 +1247,35 @@ class ResultCache:
                 try:
                     if _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) != ident:
                         return False
-                    os.unlink(name, dir_fd=dfd)
                 except FileNotFoundError:
                     return False
                 except OSError as e:
                     raise CacheError(f"cannot {action}", _strerror(e)) from None
-                self._rmdir_quietly(top, container_id)
-                return True
+                return self._unlink_record(dfd, name, top, container_id, action)
         finally:
             lk.release()
 
-    def sweep_records(self) -> list[str]:
+    def sweep_records(self, listed: dict[str, list[str]] | None = None) -> list[str]:
         """Remove what killed writers left among the records; return the paths removed. GC's.
 
         A temporary file ``.<name>`` goes as soon as the lock of the
         attachment ``<name>`` is free (its writer held it, so it is dead); a
         random one (``..<hex>``) once it is ``TEMP_STALE_AFTER`` seconds old;
         then a container directory left empty goes too. Never a record. Best
-        effort: failures are ignored.
+        effort: failures are ignored. ``listed``: each container's names as
+        GC listed them (else they are listed); only the directories that held
+        a temporary file or nothing are opened.
         """
         removed: list[str] = []
         try:
             with _opened(self.records_dir, action="clean up the records") as top:
                 if top is None:
                     return removed
-                for cid in sorted(os.listdir(top)):
+                containers = sorted(os.listdir(top) if listed is None else listed)
+                for cid in containers:
+                    names = None if listed is None else listed[cid]
+                    if names and not any(n.startswith(TEMP_PREFIX) for n in names):
+                        continue  # records only: nothing to sweep, and not empty
                     with contextlib.suppress(CacheError, OSError):
                         self._sweep_container(top, cid, removed)
         except (CacheError, OSError):
@@ -1414,7 +1425,7 @@ class ResultCache:
     def _container_lock_name(container_id: str) -> str:
         return fit_name(check_name(container_id, "container ID"), "container ID")
 
-    def remove_orphan_locks(self) -> list[str]:
+    def remove_orphan_locks(self, entries: Iterable[str] | None = None) -> list[str]:
         """Remove the lock files that no one holds and that have no entry; return their paths.
 
         An attachment's lock file is an orphan when ``results/`` has no file of
@@ -1425,10 +1436,15 @@ class ResultCache:
         holding its exclusive lock (taken without waiting: a held lock is
         kept), so a waiter on it retries on a new file and exclusion holds.
         Best effort: failures are ignored; a results directory that cannot be
-        listed removes nothing.
+        listed removes nothing. ``entries``: the names of ``results/`` as GC
+        listed them (else it is listed).
         """
         try:
-            entries = set(self._list_dir(self.results_dir, "clean up lock files"))
+            entries = set(
+                self._list_dir(self.results_dir, "clean up lock files")
+                if entries is None
+                else entries
+            )
             locks = self._list_dir(self.locks_dir, "clean up lock files")
             networks = self._list_dir(os.path.join(self.locks_dir, "networks"), "")
             containers = self._list_dir(os.path.join(self.locks_dir, "containers"), "")

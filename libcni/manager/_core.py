@@ -36,6 +36,7 @@ import attrs
 from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
 from ..cache import CacheEntry, ResultCache
+from ..cache._gc import GCScan
 from ..cache._store import KnownEntry
 from ..conf import NetworkConfigList, conf_from_bytes, conf_list_from_bytes, conf_list_from_conf
 from ..errors import (
@@ -764,26 +765,27 @@ class Core:
     def _cached(self, container_id: str) -> list[KnownEntry]:
         """The container's cache entries, in order, with the identity of each file read.
 
-        What ``get_cached_attachments`` lists (``ResultCache.entries``), read
-        under the container lock. Each DEL then tells with one ``lstat`` that
-        its entry is still the one read (``ResultCache._read_known``) instead
-        of reading it again.
+        Read under the container lock. Each DEL then tells with one ``lstat``
+        that its entry is still the one read (``ResultCache._read_known``)
+        instead of reading it again.
         """
-        known: list[KnownEntry] = []
-        self.cache._entries(container_id, known)
+        known = self.cache._container(container_id)[0]
         known.sort(key=lambda k: attachment_order(k.entry.ifname, k.entry.network_name))
         return known
 
     def _held(self, container_id: str) -> list[Held]:
         """Every attachment the cache holds for the container, in order: its complete
-        entries (:meth:`_cached`) and the records of attachments without one (in progress)."""
-        known = self._cached(container_id)
-        complete = {(k.entry.network_name, k.entry.ifname) for k in known}
+        entries (:meth:`_cached`) and the records of attachments without one (in progress).
+
+        Found through the container's records directory, its index
+        (``ResultCache._container``): the cost does not grow with the other
+        containers cached; a container set up by the Go library or an older
+        libcni (no records) is found by a listing of the entries.
+        """
+        known, records = self.cache._container(container_id)
         held: list[Held] = [(k.entry, k) for k in known]
-        records = self.cache.records(container_id)
-        if records:
-            held += [(r, None) for r in records if (r.network_name, r.ifname) not in complete]
-            held.sort(key=lambda h: attachment_order(h[0].ifname, h[0].network_name))
+        held += [(r, None) for r in records]
+        held.sort(key=lambda h: attachment_order(h[0].ifname, h[0].network_name))
         return held
 
     def _parse_cached(self, config: bytes) -> NetworkConfigList:
@@ -842,7 +844,7 @@ class Core:
             return current, rt
         raise ConfigError(
             f"cannot use network {network!r} of container {att.container_id!r}: {problem} "
-            f"and no configuration of that name is in {self.conf_dir}"
+            f"and no configuration of that name is {self._where()}"
         )
 
     def teardown(
@@ -1003,38 +1005,48 @@ class Core:
     # -- GC --------------------------------------------------------------
 
     def gc(self, valid_containers: Iterable[str], timeout: float | None) -> Op:
-        """GC of every configured or cached network, keeping the valid containers' attachments."""
+        """GC of every configured or cached network, keeping the valid containers' attachments.
+
+        The cache is listed once for the whole run (``_gc_scan``): each
+        network's GC reads only what it needs from that listing (the
+        entries of valid containers not at all when their file names settle
+        whose they are), and no file twice.
+        """
         if isinstance(valid_containers, str):
             valid_containers = [valid_containers]
         keep = frozenset(valid_containers)
         loaded = yield from self.current()
         timeout = self._timeout(timeout)
         errors: list[CNIError] = []
-        everything: list[NetworkAttachment] = yield Call("get_cached_attachments", ("",))
         names = list(loaded.networks)
-        names += [
-            n for n in dict.fromkeys(a.network for a in everything) if n not in loaded.networks
-        ]
         if self._plugin_loopback and LOOPBACK_NETWORK not in names:
             # Setups attach it first: a setup killed while writing its first record left
             # an unusable record of it, which only its GC removes.
             names.append(LOOPBACK_NETWORK)
-        for name in names:
+        scan: GCScan = yield Call("_gc_scan", (keep, tuple(names)))
+        cached = [n for n in scan.networks() if n not in names]
+        for name in [*names, *cached]:
             try:
                 net = loaded.networks.get(name)
                 if net is None:
-                    mine = [a for a in everything if a.network == name]
-                    net = self._cache_only_net(mine[0], loaded) if mine else self.loopback_net
+                    att = yield Blocking(scan.attachment_of, (name,))
+                    if att is None and name != LOOPBACK_NETWORK:
+                        continue  # nothing usable of it: nothing to DEL, no configuration
+                    net = self._cache_only_net(att, loaded) if att else self.loopback_net
                 # Which attachments belong to the valid containers is decided under the
                 # network's GC lock, so an ADD that finished meanwhile is kept.
-                yield Call("_gc_keeping", (net, keep), {"timeout": timeout})
+                yield Call("_gc_keeping", (net, keep), {"timeout": timeout, "scan": scan})
             except GCError as e:
                 errors.extend(e.errors)
             except CNIError as e:
                 errors.append(e)
+        try:
+            yield Call("_gc_finish", (scan,))
+        except CNIError as e:
+            errors.append(e)
         if errors:
             raise GCError(errors)
         return None
 
-    def _cache_only_net(self, att: NetworkAttachment, loaded: LoadedNetworks) -> NetworkConfigList:
+    def _cache_only_net(self, att: CacheEntry, loaded: LoadedNetworks) -> NetworkConfigList:
         return self._cached_net(att, att.netns, loaded)[0]

@@ -171,10 +171,12 @@ while True:
         break
 attempts = []
 # One more free descriptor at each attempt: some attempt fails exactly at reading the entry.
+# (A client of its own at each attempt: the cache directories it keeps open would otherwise
+# leave the entry's read needing fewer descriptors than the locks taken before it.)
 while fillers:
     os.close(fillers.pop())
     try:
-        cni.del_network_list(net, rt)
+        CNIConfig([plugins], cache_dir=cache).del_network_list(net, rt)
         outcome = ["ok", ""]
     except Exception as e:
         outcome = [type(e).__name__, str(e)]
