@@ -629,7 +629,7 @@ class _Retry:
         self.name = os.path.basename(path)
         self.deadline = deadline
         self.timeout = timeout
-        self.busy_until = time.monotonic() + _BUSY_BUDGET
+        self.busy_until = _deadline(_BUSY_BUDGET)
         self.delay = _BUSY_FIRST_DELAY
 
     def after(self, err: Exception) -> float:
@@ -643,14 +643,14 @@ class _Retry:
         code = err.errno or 0
         desc = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
         if code == errno.ETXTBSY:
-            now = time.monotonic()
-            if self.deadline is not None and now + self.delay >= self.deadline:
+            left, busy = _remaining(self.deadline), _remaining(self.busy_until)
+            if left is not None and self.delay >= left:
                 raise PluginTimeoutError(
                     _timed_out(self.name, self.timeout),
                     f"{self.path} stayed busy: {desc}",
                     plugin=self.name,
                 ) from err
-            if now + self.delay < self.busy_until:
+            if busy is not None and self.delay < busy:
                 delay = self.delay
                 self.delay = min(self.delay * 2, _BUSY_MAX_DELAY)
                 return delay
