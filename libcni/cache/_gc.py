@@ -24,23 +24,13 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from ..errors import CacheError
-from . import _store
+from . import _files
 from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
+from ._files import TEMP_PREFIX, FileIdent, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
-from ._store import (
-    TEMP_PREFIX,
-    FileIdent,
-    KnownEntry,
-    ResultCache,
-    _ident,
-    _listed,
-    _names_held,
-    _only_of,
-    _shared_name,
-    _splits,
-    _strerror,
-    _usable_record,
-)
+from ._names import _names_held, _only_of, _shared_name, _splits, _usable_record
+from ._results import KnownEntry
+from ._store import ResultCache
 
 __all__ = ["GCScan", "GCWork"]
 
@@ -316,7 +306,7 @@ class GCScan:
 
         ``valid``: the valid attachments given (``(containerID, ifname)``).
         Removes the network's entries whose content is unusable (as
-        :meth:`ResultCache.remove_unreadable` does: never one that cannot be
+        :meth:`ResultCache.remove_corrupt` does: never one that cannot be
         read, nor a valid one, nor one that may be another network's, nor one
         modified less than ``older_than`` seconds ago or whose lock is held).
         """
@@ -496,7 +486,7 @@ class GCScan:
                 got.under = network
                 return got
         try:
-            data, ident = _store._read_ident_at(dfd, name, path)
+            data, ident = _files._read_ident_at(dfd, name, path)
         except FileNotFoundError:
             return _MISSING
         except CorruptEntryError:  # a symlink, a non-regular or oversized file
@@ -534,7 +524,7 @@ class GCScan:
         if got is None:
             path = f"{cache.records_dir}/{rel}"
             try:
-                data, ident = _store._read_ident_at(top, rel, path)
+                data, ident = _files._read_ident_at(top, rel, path)
             except FileNotFoundError:
                 got = _Read("missing", under=network)
             except CorruptEntryError:  # a symlink, a non-regular or oversized file
