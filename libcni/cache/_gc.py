@@ -310,61 +310,51 @@ class GCScan:
         read, nor a valid one, nor one that may be another network's, nor one
         modified less than ``older_than`` seconds ago or whose lock is held).
         """
-        prefix = f"{check_name(network, 'network name')}-"
+        check_name(network, "network name")
         self._refresh()
         work = GCWork()
         work.errors.extend(self._errors)
         self._errors = []
-        keep = self.keep
         valid_pairs = set(valid)
-        valid_names = {f"{prefix}{cid}-{ifname}" for cid, ifname in valid_pairs}
         found: dict[tuple[str, str], None] = {}  # the valid attachments met, in order
+        broken = self._collect_entries(network, valid_pairs, found, work)
+        self._remove(network, broken, older_than, work)
+        if records:
+            self._collect_records(network, valid_pairs, found, work)
+        work.valid = list(found)
+        return work
+
+    def _collect_entries(
+        self,
+        network: str,
+        valid: set[tuple[str, str]],
+        found: dict[tuple[str, str], None],
+        work: GCWork,
+    ) -> list[str]:
+        """The network's entries: the stale ones to ``work.stale``, the valid ones met to
+        ``found``, what cannot be read to ``work.errors``; returns the unusable ones that
+        may be removed (by name)."""
+        prefix = f"{network}-"
+        valid_names = {f"{prefix}{cid}-{ifname}" for cid, ifname in valid}
         networks = {network, *self._known, *self._met, *self._record_names}
         unnamed: list[tuple[str, CacheError | None]] = []  # (name, I/O error or None)
         broken: list[str] = []
         guarded: set[str] = set()  # may be a valid container's: never removed
         dfd = self._results_fd()
         for name in sorted(set(self._by_network.get(network, ())) & self._names):
-            if name in valid_names:
+            if name in valid_names or self._kept_by_name(name, prefix, found, guarded):
                 continue
-            splits = dash_splits(name[len(prefix) :])
-            if keep is not None:
-                theirs = [s for s in splits if s[0] in keep]
-                if theirs and (len(theirs) == len(splits) or self._recorded(name, theirs)):
-                    found.update(dict.fromkeys(theirs))  # a valid container's, by its name
-                    continue
-                if theirs:
-                    guarded.add(name)
             got = self._read(dfd, name, network) if dfd is not None else _MISSING
             if got.state == "missing":
                 continue
             if got.state != "ok":
                 unnamed.append((name, got.error))
                 continue
-            obj = got.obj
-            held = got.held
-            if held[0] not in ("", network):
-                continue  # another network's
-            if not held[0]:
-                if isinstance(obj, dict) and obj.get("kind") != CNI_CACHE_V1:
-                    continue  # a legacy bare result: usable
-                if not isinstance(obj, dict) or not ResultCache._usable(
-                    obj, name, self._entry_path(name)
-                ):
-                    unnamed.append((name, None))
-                continue
-            pair = (held[1], held[2])
-            if pair in valid_pairs:
-                continue
-            if keep is not None and held[1] in keep and name == f"{prefix}{held[1]}-{held[2]}":
-                found[pair] = None  # a valid container's (not decoded further)
-                continue
-            entry = ResultCache._usable_entry(obj, name, self._entry_path(name))
-            if entry is None:
+            verdict = self._judge(name, got, network, valid, found, work)
+            if verdict == "unnamed":
+                unnamed.append((name, None))
+            elif verdict == "broken":
                 broken.append(name)
-            elif entry.ifname:
-                assert got.ident is not None
-                work.stale.append(KnownEntry(entry, got.ident))
         for name, err in unnamed:
             if not _only_of(name, network, networks):
                 continue
@@ -372,12 +362,64 @@ class GCScan:
                 work.errors.append(err)
             else:
                 broken.append(name)
-        broken = [n for n in broken if n not in guarded]
-        self._remove(network, sorted(broken), older_than, work)
-        if records:
-            self._collect_records(network, valid_pairs, found, work)
-        work.valid = list(found)
-        return work
+        return sorted(n for n in broken if n not in guarded)
+
+    def _kept_by_name(
+        self, name: str, prefix: str, found: dict[tuple[str, str], None], guarded: set[str]
+    ) -> bool:
+        """Whether the file name alone says the entry ``name`` is a valid container's
+        (``keep``): its attachments go to ``found``, unread. One that only may be one is
+        added to ``guarded`` (read, never removed)."""
+        keep = self.keep
+        if keep is None:
+            return False
+        splits = dash_splits(name[len(prefix) :])
+        theirs = [s for s in splits if s[0] in keep]
+        if theirs and (len(theirs) == len(splits) or self._recorded(name, theirs)):
+            found.update(dict.fromkeys(theirs))  # a valid container's, by its name
+            return True
+        if theirs:
+            guarded.add(name)
+        return False
+
+    def _judge(
+        self,
+        name: str,
+        got: _Read,
+        network: str,
+        valid: set[tuple[str, str]],
+        found: dict[tuple[str, str], None],
+        work: GCWork,
+    ) -> str:
+        """What the entry ``name``, read (``got``), is to GC of ``network``: ``"unnamed"``
+        (unusable and naming no network), ``"broken"`` (the network's, unusable) or ``""``
+        (another network's, valid, usable; a stale one is added to ``work.stale``)."""
+        obj = got.obj
+        held = got.held
+        if held[0] not in ("", network):
+            return ""  # another network's
+        if not held[0]:
+            if isinstance(obj, dict) and obj.get("kind") != CNI_CACHE_V1:
+                return ""  # a legacy bare result: usable
+            if not isinstance(obj, dict) or not ResultCache._usable(
+                obj, name, self._entry_path(name)
+            ):
+                return "unnamed"
+            return ""
+        pair = (held[1], held[2])
+        if pair in valid:
+            return ""
+        keep = self.keep
+        if keep is not None and held[1] in keep and name == f"{network}-{held[1]}-{held[2]}":
+            found[pair] = None  # a valid container's (not decoded further)
+            return ""
+        entry = ResultCache._usable_entry(obj, name, self._entry_path(name))
+        if entry is None:
+            return "broken"
+        if entry.ifname:
+            assert got.ident is not None
+            work.stale.append(KnownEntry(entry, got.ident))
+        return ""
 
     def _recorded(self, name: str, theirs: list[tuple[str, str]]) -> bool:
         """Whether a valid container among ``theirs`` has a record of that file name (which
