@@ -142,6 +142,24 @@ def _write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view) :]
 
 
+def _fill(fd: int, dfd: int, name: str, data: bytes, error: str, *, fsync: bool = False) -> None:
+    """Write ``data`` to the new file ``fd`` (``name`` in ``dfd``), fsync it if ``fsync``,
+    and close it; on failure the file is removed and ``CacheError(error)`` raised."""
+    try:
+        try:
+            _write_all(fd, data)  # all of it, in one call, almost always
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        _unlink_quietly(dfd, name)
+        raise CacheError(error, _strerror(e)) from None
+    except BaseException:
+        _unlink_quietly(dfd, name)
+        raise
+
+
 def _unlink_quietly(dfd: int, name: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(name, dir_fd=dfd)

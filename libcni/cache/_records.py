@@ -20,13 +20,13 @@ from ._files import (
     FILE_MODE,
     TEMP_PREFIX,
     FileIdent,
+    _fill,
     _ident,
     _listed,
     _opened,
     _rmdir_quietly,
     _strerror,
     _unlink_quietly,
-    _write_all,
 )
 from ._fs import DIR_MODE, NAME_MAX, attachment_name, check_name, fit_name
 from ._layout import CacheDirs
@@ -129,7 +129,7 @@ class Records(CacheDirs):
                 os.close(dfd)
         except OSError as e:
             raise CacheError(f"cannot {action}", _strerror(e)) from None
-        self._fill(fd, top, f"{container_id}/{name}", data, action)
+        _fill(fd, top, f"{container_id}/{name}", data, f"cannot {action}")
         return True
 
     @staticmethod
@@ -144,22 +144,6 @@ class Records(CacheDirs):
                 f"cannot {action}: cannot create its directory", _strerror(e)
             ) from None
         return True
-
-    @staticmethod
-    def _fill(fd: int, dfd: int, name: str, data: bytes, action: str) -> None:
-        """Write ``data`` to the new file ``fd`` (``name`` in ``dfd``) and close it; on
-        failure the file is removed and ``CacheError`` raised."""
-        try:
-            try:
-                _write_all(fd, data)  # all of it, in one call, almost always
-            finally:
-                os.close(fd)
-        except OSError as e:
-            _unlink_quietly(dfd, name)
-            raise CacheError(f"cannot {action}", _strerror(e)) from None
-        except BaseException:
-            _unlink_quietly(dfd, name)
-            raise
 
     def _replace_existing(
         self, dfd: int, name: str, data: bytes, path: str, entry: CacheEntry
@@ -224,15 +208,13 @@ class Records(CacheDirs):
                 ) from None
         else:  # pragma: no cover - a temporary file re-created ten times meanwhile
             raise CacheError(f"cannot write the record {path}: no free temporary name")
+        error = f"cannot write the record {path}"
+        _fill(fd, dfd, tmp, data, error)
         try:
-            try:
-                _write_all(fd, data)
-            finally:
-                os.close(fd)
             os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except OSError as e:
             _unlink_quietly(dfd, tmp)
-            raise CacheError(f"cannot write the record {path}", _strerror(e)) from None
+            raise CacheError(error, _strerror(e)) from None
         except BaseException:
             _unlink_quietly(dfd, tmp)
             raise

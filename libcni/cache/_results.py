@@ -19,11 +19,11 @@ from ._files import (
     FILE_MODE,
     TEMP_PREFIX,
     FileIdent,
+    _fill,
     _ident,
     _opened,
     _strerror,
     _unlink_quietly,
-    _write_all,
 )
 from ._fs import attachment_name, check_name, fit_name
 from ._layout import CacheDirs
@@ -112,18 +112,7 @@ class Entries(CacheDirs):
                 ) from None
         else:  # pragma: no cover - 10 collisions of 64 random bits
             raise CacheError(f"cannot write cache entry {path}: no free temporary name")
-        try:
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            _unlink_quietly(dfd, tmp)
-            raise CacheError(f"cannot write cache entry {path}", _strerror(e)) from None
-        except BaseException:
-            _unlink_quietly(dfd, tmp)
-            raise
+        _fill(fd, dfd, tmp, data, f"cannot write cache entry {path}", fsync=True)
         return tmp
 
     def check_owner(self, network: str, container_id: str, ifname: str) -> None:
