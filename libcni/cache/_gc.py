@@ -340,9 +340,14 @@ class GCScan:
         unnamed: list[tuple[str, CacheError | None]] = []  # (name, I/O error or None)
         broken: list[str] = []
         guarded: set[str] = set()  # may be a valid container's: never removed
+        keep = self.keep
         dfd = self._results_fd()
         for name in sorted(set(self._by_network.get(network, ())) & self._names):
-            if name in valid_names or self._kept_by_name(name, prefix, found, guarded):
+            if name in valid_names:
+                continue
+            if keep is not None and _kept_by_name(
+                name, keep, prefix, self._containers, found, guarded
+            ):
                 continue
             got = self._read(dfd, name, network) if dfd is not None else _MISSING
             if got.state == "missing":
@@ -363,24 +368,6 @@ class GCScan:
             else:
                 broken.append(name)
         return sorted(n for n in broken if n not in guarded)
-
-    def _kept_by_name(
-        self, name: str, prefix: str, found: dict[tuple[str, str], None], guarded: set[str]
-    ) -> bool:
-        """Whether the file name alone says the entry ``name`` is a valid container's
-        (``keep``): its attachments go to ``found``, unread. One that only may be one is
-        added to ``guarded`` (read, never removed)."""
-        keep = self.keep
-        if keep is None:
-            return False
-        splits = dash_splits(name[len(prefix) :])
-        theirs = [s for s in splits if s[0] in keep]
-        if theirs and (len(theirs) == len(splits) or self._recorded(name, theirs)):
-            found.update(dict.fromkeys(theirs))  # a valid container's, by its name
-            return True
-        if theirs:
-            guarded.add(name)
-        return False
 
     def _judge(
         self,
@@ -420,14 +407,6 @@ class GCScan:
             assert got.ident is not None
             work.stale.append(KnownEntry(entry, got.ident))
         return ""
-
-    def _recorded(self, name: str, theirs: list[tuple[str, str]]) -> bool:
-        """Whether a valid container among ``theirs`` has a record of that file name (which
-        then names it alone): the entry is that container's, not another's."""
-        containers = self._containers
-        return bool(containers) and any(
-            name in containers.get(cid, ()) and not _shared_name(name, cid) for cid, _ in theirs
-        )
 
     def _collect_records(
         self,
@@ -599,6 +578,35 @@ class GCScan:
     def names(self) -> list[str]:
         """The names of ``results/`` as last listed (temporary files left out)."""
         return sorted(self._names)
+
+
+def _kept_by_name(
+    name: str,
+    keep: frozenset[str],
+    prefix: str,
+    containers: dict[str, list[str]],
+    found: dict[tuple[str, str], None],
+    guarded: set[str],
+) -> bool:
+    """Whether the file name alone says the entry ``name`` is a valid container's
+    (``keep``): its attachments go to ``found``, unread. One that only may be one is
+    added to ``guarded`` (read, never removed)."""
+    splits = dash_splits(name[len(prefix) :])
+    theirs = [s for s in splits if s[0] in keep]
+    if theirs and (len(theirs) == len(splits) or _recorded(name, theirs, containers)):
+        found.update(dict.fromkeys(theirs))  # a valid container's, by its name
+        return True
+    if theirs:
+        guarded.add(name)
+    return False
+
+
+def _recorded(name: str, theirs: list[tuple[str, str]], containers: dict[str, list[str]]) -> bool:
+    """Whether a valid container among ``theirs`` has a record of that file name (which
+    then names it alone): the entry is that container's, not another's."""
+    return bool(containers) and any(
+        name in containers.get(cid, ()) and not _shared_name(name, cid) for cid, _ in theirs
+    )
 
 
 def _stat_ident(dfd: int, name: str) -> FileIdent | None:
