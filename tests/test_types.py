@@ -32,7 +32,7 @@ from libcni.types import (
 )
 
 # --------------------------------------------------------------------------
-# Examples of the specification texts (../shared/spec)
+# Examples of the specification texts (tests/data/spec)
 
 # SPEC-v1.0.0-pre.md, section 5: the bridge plugin's result (no cniVersion).
 SPEC_100_BRIDGE = {
