@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import GO_CACHE_KEYS
 
 import libcni
 from libcni.cache import CacheEntry, CacheLock, CorruptEntryError, ResultCache, _files
@@ -28,17 +29,6 @@ GO_FILE = "podman-4f3c2a1b9d8e7f60-eth0"
 LEGACY_FILE = "legacy-0123456789ab-eth0"
 REPO_ROOT = Path(libcni.__file__).resolve().parent.parent
 
-GO_KEYS = [
-    "kind",
-    "containerId",
-    "config",
-    "ifName",
-    "networkName",
-    "netns",
-    "cniArgs",
-    "capabilityArgs",
-    "result",
-]
 
 RESULT = {
     "cniVersion": "1.0.0",
@@ -115,7 +105,7 @@ def test_go_entry_reencodes_to_the_same_json(cache: ResultCache) -> None:
     e = CacheEntry.from_dict(original)
     again = json.loads(e.to_json())
     assert again == original
-    assert list(again) == list(original) == GO_KEYS
+    assert list(again) == list(original) == GO_CACHE_KEYS
 
 
 def test_reads_legacy_bare_result(cache: ResultCache) -> None:
@@ -173,7 +163,7 @@ def test_written_file_has_go_field_names_order_and_encodings(cache: ResultCache)
     cache.write(entry)
     raw = (results(cache) / "net-c1-eth0").read_bytes()
     obj = json.loads(raw)
-    assert list(obj) == GO_KEYS
+    assert list(obj) == GO_CACHE_KEYS
     assert obj == {
         "kind": "cniCacheV1",
         "containerId": "c1",
@@ -209,7 +199,8 @@ def test_legacy_entry_is_written_back_as_v1(cache: ResultCache) -> None:
 
 
 def test_cni_args_are_converted_to_tuples() -> None:
-    e = CacheEntry("c", "n", "eth0", b"", cni_args=[["A", "1"], ("B", "2")])
+    # Lists, as JSON decodes pairs: outside the annotation, converted at run time.
+    e = CacheEntry("c", "n", "eth0", b"", cni_args=[["A", "1"], ("B", "2")])  # type: ignore[arg-type]
     assert e.cni_args == (("A", "1"), ("B", "2"))
 
 
