@@ -7,6 +7,9 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 echo "== ruff"; ruff check .
 echo "== mypy"; mypy libcni
+# The tests under the same --strict configuration (pyproject.toml): their helpers
+# and fixtures are typed seams like the library's.
+echo "== mypy tests"; mypy tests
 if [ -f docs/conf.py ]; then
     # -n: every cross-reference must resolve (Python's inventory is in docs/_intersphinx:
     # the build needs no network).

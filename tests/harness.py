@@ -11,6 +11,11 @@
   (see its docstring), which the tests read back to see what ran, in which
   order, with which request, and which processes it started.
 
+The ``env`` fixture (``tests/conftest.py``) makes one per test: a
+:class:`Env`, or the class (and options) a module names with
+``pytestmark = pytest.mark.env(cls=Class, **options)``. :class:`ManagerEnv` is
+the environment of the ``NetworkManager`` tests.
+
 The process helpers below (:func:`process_gone`, :func:`wait_gone`,
 :func:`wait_for_record`...) are the barriers the concurrency tests wait on:
 the plugin records its call *before* it sleeps, so a test that waits for the
@@ -27,16 +32,20 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import libcni
-from libcni import AsyncCNIConfig, CNIConfig, RuntimeConf
+from libcni import AsyncCNIConfig, AsyncNetworkManager, CNIConfig, NetworkManager, RuntimeConf
 from libcni.invoke import Exec, RawExec
 
 TESTS = Path(__file__).resolve().parent
@@ -88,6 +97,17 @@ class Env:
         else:
             shutil.copy2(TESTPLUGIN, path)
         return path
+
+    # -- the fixture's hooks ------------------------------------------------------------
+
+    def wire(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Set what this environment needs in ``os.environ`` (undone after the test).
+
+        The ``env`` fixture calls it once the environment is made; here: nothing.
+        """
+
+    def close(self) -> None:
+        """The ``env`` fixture's clean-up after the test (here: nothing)."""
 
     # -- clients -----------------------------------------------------------------------
 
@@ -151,8 +171,9 @@ class Env:
             return []
         return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
 
-    def calls(self) -> list[dict[str, Any]]:
-        """Every line of the record (:meth:`records`; a test's own ``Env`` may narrow it)."""
+    def calls(self) -> list[Any]:
+        """Every line of the record (:meth:`records`); a subclass may say what a call is
+        for its tests (:class:`ManagerEnv`: ``(command, network, ifname)``)."""
         return self.records()
 
     def types_called(self) -> list[tuple[str, str]]:
@@ -196,6 +217,30 @@ class Env:
             await asyncio.sleep(0.005)
         return found
 
+    def kill_runtime_during(
+        self, program: str, argv: Sequence[str], match: Callable[[dict[str, Any]], bool]
+    ) -> None:
+        """Run the Python ``program`` (a runtime) with ``argv``; once the plugin call
+        ``match`` accepts has started, SIGKILL the runtime and that plugin (in its own
+        process group, the runtime's death does not reach it) and wait until both are
+        gone. Nothing is left running when this fails."""
+        proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(program), *argv], env=python_env()
+        )
+        pids: list[int] = []
+        try:
+            [running] = self.wait_for_call(match)
+            pids.append(running["pid"])
+            proc.kill()
+            proc.wait()
+            os.kill(running["pid"], signal.SIGKILL)
+            assert wait_gone(pids) == []
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            kill_quietly(pids)
+
     def results_dir(self) -> Path:
         return self.cache / "results"
 
@@ -206,6 +251,57 @@ class Env:
         """The file names in the cache's results directory, sorted."""
         d = self.results_dir()
         return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+class ManagerEnv(Env):
+    """The environment of the ``NetworkManager`` tests: ``testplugin`` and ``loopback``
+    (links to the test plugin, so that the loopback network runs a real, recorded
+    process), and the configuration directory ``net.d/``.
+
+    Its :meth:`wire` points ``TESTPLUGIN_RECORD`` at the record: the loopback
+    network's configuration is libcni's own, without a ``record`` field.
+    :meth:`manager` and :meth:`amanager` make managers on these directories with
+    :attr:`manager_defaults` (``max_networks=0``: every network) unless told otherwise.
+    """
+
+    #: Keyword arguments of every manager this environment makes, unless given.
+    manager_defaults: Mapping[str, Any] = {"max_networks": 0}
+
+    def __init__(self, root: Path, types: Sequence[str] = ("testplugin", "loopback")) -> None:
+        super().__init__(root, types, link=True, conf=True)
+        self.bin = self.plugins
+
+    def wire(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("TESTPLUGIN_RECORD", str(self.record))
+
+    def _manager_args(self, kw: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+        kw.setdefault("cache_dir", self.cache)
+        for key, value in self.manager_defaults.items():
+            kw.setdefault(key, value)
+        return kw.pop("conf_dir", self.conf), kw
+
+    def manager(self, **kw: Any) -> NetworkManager:
+        """A ``NetworkManager`` on :attr:`conf` (or ``conf_dir``), the plugins and the cache."""
+        conf, kw = self._manager_args(kw)
+        return NetworkManager(conf, [self.plugins], **kw)
+
+    def amanager(self, **kw: Any) -> AsyncNetworkManager:
+        """:meth:`manager`'s ``AsyncNetworkManager``."""
+        conf, kw = self._manager_args(kw)
+        return AsyncNetworkManager(conf, [self.plugins], **kw)
+
+    def runs(self) -> list[dict[str, Any]]:
+        """The plugin runs recorded so far (VERSION probes left out)."""
+        return [r for r in self.records() if r.get("command") not in (None, "VERSION")]
+
+    def calls(self) -> list[tuple[str, str, str]]:
+        """(command, network, ifname) of every recorded run (VERSION probes left out)."""
+        return [self.call_of(r) for r in self.runs()]
+
+    @staticmethod
+    def call_of(run: Mapping[str, Any]) -> tuple[str, str, str]:
+        """(command, network, ifname) of one recorded run."""
+        return run["command"], run["stdin"].get("name", ""), run["env"].get("CNI_IFNAME", "")
 
 
 class ThreadOnlyExec:
@@ -303,6 +399,20 @@ def kill_quietly(pids: Iterable[int]) -> None:
         if not process_gone(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, 9)
+
+
+#: The keys of a Go libcni cache file, in the order Go writes them.
+GO_CACHE_KEYS = [
+    "kind",
+    "containerId",
+    "config",
+    "ifName",
+    "networkName",
+    "netns",
+    "cniArgs",
+    "capabilityArgs",
+    "result",
+]
 
 
 # -- another user ---------------------------------------------------------------------

@@ -44,11 +44,6 @@ RESULT = {
 }
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    return Env(tmp_path)
-
-
 # -- ADD -----------------------------------------------------------------------
 
 
@@ -768,7 +763,7 @@ def test_runtime_conf_cache_dir_is_used_when_cniconfig_has_none(env: Env, tmp_pa
 # -- concurrency ---------------------------------------------------------------
 
 
-def _parallel(n: int, fn: Callable[[int], None]) -> None:
+def _parallel(n: int, fn: Callable[[int], object]) -> None:
     errors: list[BaseException] = []
 
     def run(i: int) -> None:

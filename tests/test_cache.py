@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import GO_CACHE_KEYS
 
 import libcni
-from libcni.cache import CacheEntry, CacheLock, CorruptEntryError, ResultCache, _store
+from libcni.cache import CacheEntry, CacheLock, CorruptEntryError, ResultCache, _files
 from libcni.cache._store import KnownEntry
 from libcni.errors import CacheError, ValidationError
 
@@ -28,17 +29,6 @@ GO_FILE = "podman-4f3c2a1b9d8e7f60-eth0"
 LEGACY_FILE = "legacy-0123456789ab-eth0"
 REPO_ROOT = Path(libcni.__file__).resolve().parent.parent
 
-GO_KEYS = [
-    "kind",
-    "containerId",
-    "config",
-    "ifName",
-    "networkName",
-    "netns",
-    "cniArgs",
-    "capabilityArgs",
-    "result",
-]
 
 RESULT = {
     "cniVersion": "1.0.0",
@@ -115,7 +105,7 @@ def test_go_entry_reencodes_to_the_same_json(cache: ResultCache) -> None:
     e = CacheEntry.from_dict(original)
     again = json.loads(e.to_json())
     assert again == original
-    assert list(again) == list(original) == GO_KEYS
+    assert list(again) == list(original) == GO_CACHE_KEYS
 
 
 def test_reads_legacy_bare_result(cache: ResultCache) -> None:
@@ -173,7 +163,7 @@ def test_written_file_has_go_field_names_order_and_encodings(cache: ResultCache)
     cache.write(entry)
     raw = (results(cache) / "net-c1-eth0").read_bytes()
     obj = json.loads(raw)
-    assert list(obj) == GO_KEYS
+    assert list(obj) == GO_CACHE_KEYS
     assert obj == {
         "kind": "cniCacheV1",
         "containerId": "c1",
@@ -209,7 +199,8 @@ def test_legacy_entry_is_written_back_as_v1(cache: ResultCache) -> None:
 
 
 def test_cni_args_are_converted_to_tuples() -> None:
-    e = CacheEntry("c", "n", "eth0", b"", cni_args=[["A", "1"], ("B", "2")])
+    # Lists, as JSON decodes pairs: outside the annotation, converted at run time.
+    e = CacheEntry("c", "n", "eth0", b"", cni_args=[["A", "1"], ("B", "2")])  # type: ignore[arg-type]
     assert e.cni_args == (("A", "1"), ("B", "2"))
 
 
@@ -715,13 +706,13 @@ def test_entries_of_one_container_opens_only_candidates(
         (d / f"net{i % 7}-{cid}-eth0").write_bytes(data)
     wanted = f"{1234:064x}"
     opened: list[str] = []
-    real = _store._read_ident_at
+    real = _files._read_ident_at
 
-    def counting(dfd: int, name: str, path: str) -> tuple[bytes, _store.FileIdent]:
+    def counting(dfd: int, name: str, path: str) -> tuple[bytes, _files.FileIdent]:
         opened.append(name)
         return real(dfd, name, path)
 
-    monkeypatch.setattr(_store, "_read_ident_at", counting)
+    monkeypatch.setattr(_files, "_read_ident_at", counting)
     t0 = time.perf_counter()
     got = cache.entries(wanted)
     elapsed = time.perf_counter() - t0
@@ -924,7 +915,7 @@ def _age(path: Path, seconds: float) -> None:
     os.utime(path, (old, old))
 
 
-def test_remove_unreadable_removes_only_old_broken_entries_of_the_network(tmp_path: Path) -> None:
+def test_remove_corrupt_removes_only_old_broken_entries_of_the_network(tmp_path: Path) -> None:
     cache = ResultCache(tmp_path)
     cache.write(CacheEntry("good", "net", "eth0", b"{}", result={"cniVersion": "1.0.0"}))
     results = tmp_path / "results"
@@ -943,17 +934,28 @@ def test_remove_unreadable_removes_only_old_broken_entries_of_the_network(tmp_pa
     (results / "other-old-eth0").write_bytes(b"")
     _age(results / "other-old-eth0", 120)
 
-    assert cache.remove_unreadable("net") == (sorted(broken), [])
+    assert cache.remove_corrupt("net") == (sorted(broken), [])
     left = sorted(p.name for p in results.iterdir())
     assert left == ["net-fresh-eth0", "net-good-eth0", "net-legacy-eth0", "other-old-eth0"]
-    assert cache.remove_unreadable("net", older_than=0) == (["net-fresh-eth0"], [])
+    assert cache.remove_corrupt("net", older_than=0) == (["net-fresh-eth0"], [])
 
 
-def test_remove_unreadable_without_results_dir_and_with_hostile_names(tmp_path: Path) -> None:
+def test_remove_corrupt_without_results_dir_and_with_hostile_names(tmp_path: Path) -> None:
     cache = ResultCache(tmp_path)
-    assert cache.remove_unreadable("net") == ([], [])
+    assert cache.remove_corrupt("net") == ([], [])
     with pytest.raises(ValidationError):
-        cache.remove_unreadable("../x")
+        cache.remove_corrupt("../x")
+
+
+def test_remove_unreadable_is_the_former_name_of_remove_corrupt(tmp_path: Path) -> None:
+    # Callers of the old name keep working: a corrupt entry goes, an unreadable one stays.
+    cache = ResultCache(tmp_path)
+    results = tmp_path / "results"
+    results.mkdir(mode=0o700)
+    (results / "net-c1-eth0").write_bytes(b"{nope")
+    _age(results / "net-c1-eth0", 120)
+    assert cache.remove_unreadable("net") == (["net-c1-eth0"], [])
+    assert list(results.iterdir()) == []
 
 
 def test_an_entry_under_another_entrys_file_name_is_not_listed_and_gc_removes_it(
@@ -968,7 +970,7 @@ def test_an_entry_under_another_entrys_file_name_is_not_listed_and_gc_removes_it
     assert [e.container_id for e in cache.entries()] == ["c2"]
     assert cache.entries("c1") == []
     _age(results / "net-c1-eth0", 120)
-    assert cache.remove_unreadable("net") == (["net-c1-eth0"], [])
+    assert cache.remove_corrupt("net") == (["net-c1-eth0"], [])
     assert sorted(p.name for p in results.iterdir()) == ["net-c2-eth0"]
 
 
@@ -980,7 +982,7 @@ def test_an_entry_without_names_is_named_by_its_file(tmp_path: Path) -> None:
     del obj["containerId"]
     (results / "net-c1-eth0").write_text(json.dumps(obj))
     _age(results / "net-c1-eth0", 120)
-    assert cache.remove_unreadable("net") == ([], [])  # usable: a read names it after the file
+    assert cache.remove_corrupt("net") == ([], [])  # usable: a read names it after the file
     entry = cache.read("net", "c1", "eth0")
     assert entry is not None and entry.container_id == "c1"
 

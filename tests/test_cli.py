@@ -34,12 +34,22 @@ def hand_container_id(netns: str) -> str:
 class Env(harness.Env):
     """The tests' environment (``tests/harness.py``), with a network of ``testplugin`` itself.
 
-    The fixture wires its directories into ``os.environ``; plugins are found
-    in ``tests/plugins`` (``CNI_PATH``), so none is installed.
+    Its directories are wired into ``os.environ`` (``cnitool`` reads them there);
+    plugins are found in ``tests/plugins`` (``CNI_PATH``), so none is installed.
     """
 
     def __init__(self, root: Path) -> None:
         super().__init__(root, types=(), conf=True)
+        self.network()
+
+    def wire(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("NETCONFPATH", str(self.conf))
+        monkeypatch.setenv("CNI_PATH", str(harness.TESTS / "plugins"))
+        # Never the machine's /var/lib/cni, even for the tests that run as root.
+        monkeypatch.setenv("CNI_CACHE_DIR", str(self.cache))
+        for var in ("CNI_ARGS", "CAP_ARGS", "CNI_IFNAME", "TESTPLUGIN_RECORD"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.chdir(self.root)
 
     def network(self, name: str = "tnet", version: str = "1.0.0", **extra: Any) -> str:
         plugin: dict[str, Any] = {
@@ -52,18 +62,7 @@ class Env(harness.Env):
         return name
 
 
-@pytest.fixture
-def env(tmp_path: Path, testplugin_dir: str, monkeypatch: pytest.MonkeyPatch) -> Env:
-    e = Env(tmp_path)
-    monkeypatch.setenv("NETCONFPATH", str(e.conf))
-    monkeypatch.setenv("CNI_PATH", testplugin_dir)
-    # Never the machine's /var/lib/cni, even for the tests that run as root.
-    monkeypatch.setenv("CNI_CACHE_DIR", str(e.cache))
-    for var in ("CNI_ARGS", "CAP_ARGS", "CNI_IFNAME", "TESTPLUGIN_RECORD"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
-    e.network()
-    return e
+pytestmark = pytest.mark.env(cls=Env)
 
 
 def run(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from libcni.cache import CacheEntry, CorruptEntryError
 from libcni.errors import DecodeError, VersionError
-from libcni.invoke import _raw
+from libcni.invoke._errobj import decode_error_object
 from libcni.request import VERSION_REQUEST
 from libcni.types import result_from_dict
 from libcni.version import CURRENT, plugin_info_from_bytes
@@ -121,7 +121,7 @@ def test_version_request_is_the_current_version() -> None:
     ],
 )
 def test_error_object_goes_through_the_strict_json_decoder(stdout: bytes) -> None:
-    assert isinstance(_raw._decode_error_object(stdout), str)
+    assert isinstance(decode_error_object(stdout), str)
 
 
 @pytest.mark.parametrize(
@@ -134,11 +134,11 @@ def test_error_object_goes_through_the_strict_json_decoder(stdout: bytes) -> Non
     ],
 )
 def test_error_object_fields_are_strict(stdout: bytes, reason: str) -> None:
-    assert _raw._decode_error_object(stdout) == reason
+    assert decode_error_object(stdout) == reason
 
 
 def test_valid_error_object() -> None:
-    assert _raw._decode_error_object(b'{"code":11,"msg":"m","details":null}') == (11, "m", "")
+    assert decode_error_object(b'{"code":11,"msg":"m","details":null}') == (11, "m", "")
 
 
 def test_import_libcni_does_not_import_cattrs() -> None:

@@ -36,11 +36,6 @@ from libcni.cache import ResultCache
 SLOW = 0.4  # seconds a "slow" plugin call takes
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    return Env(tmp_path)
-
-
 def is_del(record: dict[str, Any]) -> bool:
     return record.get("command") == "DEL"
 

@@ -19,6 +19,11 @@ from libcni.conf import (
 from libcni.errors import ConfigError
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The tests of generated objects (parsed to check, valid ones round-tripped): 150
+# examples, as their fields are few presence choices around values kept verbatim,
+# and tests/reliability/test_hostile_input.py fuzzes the same parsers with hostile
+# plugin and list objects (250 examples each). Cheap inputs (bytes, text) keep 300.
+OBJECTS = settings(SETTINGS, max_examples=150)
 
 json_scalars = (
     st.none()
@@ -33,13 +38,22 @@ json_values = st.recursive(
     | st.dictionaries(st.text(max_size=10), children, max_size=5),
     max_leaves=25,
 )
+# The values around the keys a parser reads (extra keys, IPAM settings, values of
+# well-known keys): the parsers keep them as they are, so their shape matters, not
+# their size; small ones keep the examples quick to draw.
+small_values = st.recursive(
+    json_scalars,
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    max_leaves=6,
+)
 well_known = st.sampled_from(
     ["type", "name", "cniVersion", "cniVersions", "capabilities", "ipam", "dns", "plugins",
      "disableCheck", "disableGC", "loadOnlyInlinedPlugins"]
 )
 # Objects whose keys are mostly the well-known ones, with arbitrary values.
 tricky_objects = st.recursive(
-    st.dictionaries(well_known, json_values, max_size=6),
+    st.dictionaries(well_known, small_values, max_size=6),
     lambda children: st.dictionaries(
         well_known | st.text(max_size=5), children | st.lists(children, max_size=3), max_size=6
     ),
@@ -95,7 +109,7 @@ def test_any_json_value(value: Any) -> None:
     _parse_list(data, value, decoded=True)
 
 
-@SETTINGS
+@OBJECTS
 @given(tricky_objects)
 def test_objects_with_well_known_keys(value: Any) -> None:
     data = _encode(value)
@@ -141,27 +155,35 @@ extra_keys = st.dictionaries(
     st.text(max_size=10).filter(
         lambda k: k not in {"type", "name", "cniVersion", "capabilities", "ipam", "dns"}
     ),
-    json_values,
+    small_values,
     max_size=4,
 )
+
+
+# The strategies the composites draw from, built once (building and validating a
+# strategy per example cost more than the parsing under test).
+plugin_types = st.text(min_size=1, max_size=10)
+short_names = st.text(max_size=10)
+capability_maps = st.dictionaries(st.text(max_size=8), st.booleans(), max_size=3)
+# Any keys but "type", which is drawn (as a string) or left out.
+ipam_objects = st.dictionaries(st.text(max_size=5).filter(lambda k: k != "type"), small_values, max_size=3)
+ipam_types = st.text(max_size=8)
 
 
 @st.composite
 def plugin_objects(draw: st.DrawFn) -> dict[str, Any]:
     obj: dict[str, Any] = draw(extra_keys)
-    obj["type"] = draw(st.text(min_size=1, max_size=10))
+    obj["type"] = draw(plugin_types)
     if draw(st.booleans()):
-        obj["name"] = draw(st.text(max_size=10))
+        obj["name"] = draw(short_names)
     if draw(st.booleans()):
         obj["cniVersion"] = draw(versions)
     if draw(st.booleans()):
-        obj["capabilities"] = draw(st.dictionaries(st.text(max_size=8), st.booleans(), max_size=3))
+        obj["capabilities"] = draw(capability_maps)
     if draw(st.booleans()):
-        # Any keys but "type", which is drawn (as a string) or left out just below.
-        ipam_keys = st.text(max_size=5).filter(lambda k: k != "type")
-        ipam = draw(st.dictionaries(ipam_keys, json_values, max_size=3))
+        ipam = draw(ipam_objects)
         if draw(st.booleans()):
-            ipam["type"] = draw(st.text(max_size=8))
+            ipam["type"] = draw(ipam_types)
         obj["ipam"] = ipam
     if draw(st.booleans()):
         obj["dns"] = draw(dns_objects)
@@ -169,24 +191,26 @@ def plugin_objects(draw: st.DrawFn) -> dict[str, Any]:
 
 
 flag_values = st.sampled_from([True, False, "true", "false", "TRUE", "False"])
+plugin_lists = st.lists(plugin_objects(), min_size=1, max_size=4)
+version_lists = st.lists(versions | st.sampled_from(["2.0.0", "1.2"]))
 
 
 @st.composite
 def list_objects(draw: st.DrawFn) -> dict[str, Any]:
-    obj: dict[str, Any] = {"name": draw(st.text(max_size=10))}
-    obj["plugins"] = draw(st.lists(plugin_objects(), min_size=1, max_size=4))
+    obj: dict[str, Any] = {"name": draw(short_names)}
+    obj["plugins"] = draw(plugin_lists)
     if draw(st.booleans()):
         obj["cniVersion"] = draw(versions)
     if draw(st.booleans()):
-        obj["cniVersions"] = draw(st.lists(versions | st.sampled_from(["2.0.0", "1.2"])))
+        obj["cniVersions"] = draw(version_lists)
     for key in ("disableCheck", "disableGC", "loadOnlyInlinedPlugins"):
         if draw(st.booleans()):
             obj[key] = draw(flag_values)
-    obj["x-extra"] = draw(json_values)
+    obj["x-extra"] = draw(small_values)
     return obj
 
 
-@SETTINGS
+@OBJECTS
 @given(plugin_objects(), st.booleans())
 def test_valid_plugin_round_trips(obj: dict[str, Any], as_text: bool) -> None:
     text = json.dumps(obj, ensure_ascii=False)
@@ -210,7 +234,7 @@ def test_valid_plugin_round_trips(obj: dict[str, Any], as_text: bool) -> None:
     assert conf_list_from_bytes(lst.bytes).plugins[0].raw == obj
 
 
-@SETTINGS
+@OBJECTS
 @given(list_objects())
 def test_valid_list_round_trips(obj: dict[str, Any]) -> None:
     data = json.dumps(obj).encode()
@@ -234,8 +258,8 @@ def test_valid_list_round_trips(obj: dict[str, Any]) -> None:
         assert lst.cni_version not in ("2.0.0", "1.2")
 
 
-@SETTINGS
-@given(plugin_objects(), st.dictionaries(st.text(min_size=1, max_size=8), json_values, max_size=4))
+@OBJECTS
+@given(plugin_objects(), st.dictionaries(st.text(min_size=1, max_size=8), small_values, max_size=4))
 def test_inject_conf_sets_keys(obj: dict[str, Any], values: dict[str, Any]) -> None:
     conf = conf_from_bytes(json.dumps(obj))
     try:

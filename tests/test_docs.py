@@ -226,6 +226,8 @@ def test_index_shows_the_conflist_the_examples_use() -> None:
     assert json.loads(m.group(1)) == MYNET_CONFLIST
 
 
+# Slow by nature (about 10 s): a whole Sphinx build, nitpicky and warnings as errors,
+# so that a plain pytest run catches a reference that no longer resolves.
 def test_docs_build(tmp_path: Path) -> None:
     pytest.importorskip("sphinx")
     pytest.importorskip("myst_parser")

@@ -11,7 +11,6 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import harness
@@ -19,10 +18,8 @@ import pytest
 
 import libcni
 from libcni import (
-    AsyncNetworkManager,
     Event,
     GCArgs,
-    NetworkManager,
     PluginError,
     PluginNotFoundError,
     RuntimeConf,
@@ -84,11 +81,6 @@ def run(mode: str, call: Callable[[], Any]) -> Any:
 
         return asyncio.run(main())
     return call()
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> harness.Env:
-    return harness.Env(tmp_path)
 
 
 def client(env: harness.Env, mode: str, *observers: Any) -> Any:
@@ -343,24 +335,17 @@ def test_observers_argument_takes_callables_only(env: harness.Env) -> None:
 # -- the network manager ----------------------------------------------------------------
 
 
-class ManagerEnv(harness.Env):
-    """``testplugin`` and ``loopback`` (both the test plugin), a configuration directory."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root, ("testplugin", "loopback"), link=True, conf=True)
-
-    def manager(self, mode: str, *observers: Any, **kw: Any) -> Any:
-        cls = AsyncNetworkManager if mode == "async" else NetworkManager
-        kw.setdefault("max_networks", 0)
-        return cls(self.conf, [self.plugins], cache_dir=self.cache, observers=list(observers), **kw)
+class ManagerEnv(harness.ManagerEnv):
+    def observed(self, mode: str, *observers: Any) -> Any:
+        """A manager (``AsyncNetworkManager`` for ``mode`` "async") with ``observers``."""
+        make = self.amanager if mode == "async" else self.manager
+        return make(observers=list(observers))
 
     def network(self, file: str, name: str, version: str = "1.0.0", **test: Any) -> None:
         self.write(file, name, self.plugin("testplugin", **test), version=version)
 
 
-@pytest.fixture
-def menv(tmp_path: Path) -> ManagerEnv:
-    return ManagerEnv(tmp_path)
+manager_env = pytest.mark.env(cls=ManagerEnv)
 
 
 def tree(rec: Recorder) -> list[tuple[str, str, list[tuple[str, str, list[tuple[str, str]]]]]]:
@@ -376,14 +361,15 @@ def tree(rec: Recorder) -> list[tuple[str, str, list[tuple[str, str, list[tuple[
     return out
 
 
+@manager_env
 @pytest.mark.parametrize("mode", MODES)
 def test_manager_operations_have_network_events_not_nested_operations(
-    menv: ManagerEnv, mode: str
+    env: ManagerEnv, mode: str
 ) -> None:
-    menv.network("10-a.conflist", "a", version="1.1.0")
-    menv.network("20-b.conflist", "b", version="1.1.0")
+    env.network("10-a.conflist", "a", version="1.1.0")
+    env.network("20-b.conflist", "b", version="1.1.0")
     rec = Recorder()
-    m = menv.manager(mode, rec)
+    m = env.observed(mode, rec)
     run(mode, lambda: m.setup("c1", "/var/run/netns/c1"))
     run(mode, lambda: m.check("c1", "/var/run/netns/c1"))
     run(mode, lambda: m.status())
@@ -412,12 +398,13 @@ def test_manager_operations_have_network_events_not_nested_operations(
     assert [e.container_id for e in rec.starts("network")][:3] == ["c1"] * 3
 
 
+@manager_env
 @pytest.mark.parametrize("mode", MODES)
-def test_parallel_setup_pairs_each_network_with_its_own_runs(menv: ManagerEnv, mode: str) -> None:
+def test_parallel_setup_pairs_each_network_with_its_own_runs(env: ManagerEnv, mode: str) -> None:
     for i in range(4):
-        menv.network(f"{i}.conflist", f"n{i}", ADD={"sleep": 0.2, "passthrough": True})
+        env.network(f"{i}.conflist", f"n{i}", ADD={"sleep": 0.2, "passthrough": True})
     rec = Recorder()
-    m = menv.manager(mode, rec)
+    m = env.observed(mode, rec)
     run(mode, lambda: m.setup("c1", "/var/run/netns/c1", parallel=True))
     check_pairs(rec.events)
     (op,) = rec.starts("operation")
@@ -436,12 +423,13 @@ def test_parallel_setup_pairs_each_network_with_its_own_runs(menv: ManagerEnv, m
     assert all(rec.events.index(n) < first_end for n in nets)
 
 
+@manager_env
 @pytest.mark.parametrize("mode", MODES)
-def test_failed_setup_tells_the_failure_and_the_rollback(menv: ManagerEnv, mode: str) -> None:
-    menv.network("10-a.conflist", "a")
-    menv.network("20-b.conflist", "b", ADD={"error": {"code": 7, "msg": "bad config"}})
+def test_failed_setup_tells_the_failure_and_the_rollback(env: ManagerEnv, mode: str) -> None:
+    env.network("10-a.conflist", "a")
+    env.network("20-b.conflist", "b", ADD={"error": {"code": 7, "msg": "bad config"}})
     rec = Recorder()
-    m = menv.manager(mode, rec)
+    m = env.observed(mode, rec)
     with pytest.raises(SetupError) as raised:
         run(mode, lambda: m.setup("c1", "/var/run/netns/c1"))
     check_pairs(rec.events)
@@ -463,10 +451,11 @@ def test_failed_setup_tells_the_failure_and_the_rollback(menv: ManagerEnv, mode:
     assert rec.events[-1].error is raised.value
 
 
-def test_threads_share_one_observer_and_keep_their_own_ids(menv: ManagerEnv) -> None:
-    menv.network("10-a.conflist", "a")
+@manager_env
+def test_threads_share_one_observer_and_keep_their_own_ids(env: ManagerEnv) -> None:
+    env.network("10-a.conflist", "a")
     rec = Recorder()
-    m = menv.manager("sync", rec)
+    m = env.observed("sync", rec)
     errors: list[BaseException] = []
 
     def one(cid: str) -> None:

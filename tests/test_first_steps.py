@@ -22,7 +22,6 @@ import pytest
 from _require import unavailable
 from harness import run_cli
 from test_manager import Env
-from test_manager_cli import env as env_fixture
 from test_manager_cli import run
 
 import libcni.cli as cli
@@ -35,7 +34,7 @@ EXAMPLES = REPO / "examples" / "net.d"
 
 # The manager's environment (testplugin and loopback linked) and the command line run
 # on it (NETCONFPATH, CNI_PATH, CNI_CACHE_DIR wired), as tests/test_manager_cli.py has them.
-env = env_fixture
+pytestmark = pytest.mark.env(cls=Env)
 
 
 # -- defaults and errors of the command line ---------------------------------------------
@@ -159,7 +158,7 @@ def readme_try_block() -> str:
     """The README's shell block that tries the command line after the demo."""
     text = README.read_text()
     blocks = re.findall(r"^```sh\n(.*?)^```", text, re.M | re.S)
-    tries = [b for b in blocks if "ip netns add try-host" in b]
+    tries: list[str] = [b for b in blocks if "ip netns add try-host" in b]
     assert len(tries) == 1, blocks
     return tries[0]
 

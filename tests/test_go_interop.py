@@ -21,7 +21,6 @@ are at 1.0.0.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,14 +28,12 @@ from typing import Any
 
 import pytest
 from _require import unavailable
+from golibcni import go_available, go_build
 from harness import Env
 
 import libcni
 from libcni import RuntimeConf
 
-GO_SRC = Path(__file__).resolve().parent / "go"
-GOPATH = "/usr/share/gocode"  # where Debian's golang-*-dev packages put Go sources
-GO_LIBCNI = Path(GOPATH) / "src/github.com/containernetworking/cni/libcni"
 RESULT = {
     "cniVersion": "1.0.0",
     "interfaces": [{"name": "eth0", "mac": "0a:58:0a:01:02:03", "sandbox": "/run/netns/c"}],
@@ -51,26 +48,11 @@ CAP_ARGS = {"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol":
 @pytest.fixture(scope="module")
 def interop() -> str:
     """The Go program, built once per run (``unavailable`` without Go and its libcni)."""
-    go = shutil.which("go")
-    if go is None or not GO_LIBCNI.is_dir():
+    if not go_available():
         unavailable(
             "needs Go and its libcni: apt-get install golang-go golang-github-appc-cni-dev"
         )
-    build = GO_SRC / "build"
-    build.mkdir(exist_ok=True)
-    env = {
-        **os.environ,
-        "GO111MODULE": "off",
-        "GOPATH": GOPATH,
-        "GOFLAGS": "",
-        "GOCACHE": str(build / "gocache"),
-    }
-    out = build / "interop"
-    subprocess.run(
-        [go, "build", "-o", str(out), "./interop"],
-        cwd=GO_SRC, env=env, check=True, capture_output=True, timeout=600,
-    )
-    return str(out)
+    return go_build("interop")
 
 
 def _go(interop: str, *args: str) -> Any:

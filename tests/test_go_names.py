@@ -74,7 +74,8 @@ def test_code_names_every_well_known_code() -> None:
         "PLUGIN_LIMITED_CONNECTIVITY": 51,
         "INTERNAL": 999,
     }
-    assert libcni.errors.CODE_INVALID_NETNS == Code.INVALID_NETNS == 8
+    assert libcni.errors.CODE_INVALID_NETNS == Code.INVALID_NETNS
+    assert int(Code.INVALID_NETNS) == 8
     assert libcni.LockTimeoutError("x").code == Code.TRY_AGAIN_LATER
     assert libcni.errors.Code is Code
 

@@ -120,7 +120,7 @@ def run(path: str, stdin: bytes = b"{}", timeout: float | None = 10, **env: str)
 
 def failure(path: str, stdin: bytes = b"{}", **env: str) -> PluginError:
     with pytest.raises(PluginError) as info:
-        run(path, stdin, **env)
+        run(path, stdin, timeout=10, **env)
     return info.value
 
 

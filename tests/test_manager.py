@@ -11,7 +11,6 @@ import json
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -23,7 +22,6 @@ from libcni import (
     AlreadyAttachedError,
     ConfigError,
     GCError,
-    NetworkManager,
     NetworkRequest,
     NotReadyError,
     SetupError,
@@ -33,37 +31,8 @@ from libcni import (
 from libcni.cache import CacheEntry, ResultCache
 
 PLUGIN = harness.TESTPLUGIN
-
-
-class Env(harness.Env):
-    """The tests' environment (``tests/harness.py``): ``testplugin`` and ``loopback`` linked."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root, ("testplugin", "loopback"), link=True, conf=True)
-        self.bin = self.plugins
-
-    def manager(self, **kw: Any) -> NetworkManager:
-        kw.setdefault("cache_dir", self.cache)
-        kw.setdefault("max_networks", 0)
-        return NetworkManager(self.conf, [self.bin], **kw)
-
-    def runs(self) -> list[dict[str, Any]]:
-        """The plugin runs recorded so far (VERSION probes left out)."""
-        return [r for r in self.records() if "command" in r and r["command"] != "VERSION"]
-
-    def calls(self) -> list[tuple[str, str, str]]:  # type: ignore[override]
-        """(command, network, ifname) of every recorded run."""
-        return [
-            (r["command"], r["stdin"].get("name", ""), r["env"].get("CNI_IFNAME", ""))
-            for r in self.runs()
-        ]
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    e = Env(tmp_path)
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
+Env = harness.ManagerEnv
+pytestmark = pytest.mark.env(cls=Env)
 
 
 @pytest.fixture(params=["notify", "scan"])
@@ -176,8 +145,10 @@ def test_unchanged_configuration_is_not_reloaded(env: Env, watch_mode: str, monk
     m = env.manager()
     first = m.networks()
     # Checked long after anything was modified: the same object comes back.
-    m._core.watcher._state = m._core.watcher._state.__class__(  # type: ignore[union-attr]
-        m._core.watcher._state.signature,  # type: ignore[union-attr]
+    state = m._core.watcher._state
+    assert state is not None
+    m._core.watcher._state = state.__class__(
+        state.signature,
         time.time_ns(),
         first,
         (),
@@ -654,7 +625,8 @@ def _teardown_while_b_dels(env: Env, cid: str, meanwhile: Any) -> dict[str, Any]
     t.join(30)
     assert done == [None]
     assert [(r["command"], r["stdin"]["name"]) for r in env.runs()] == [("DEL", "b"), ("DEL", "a")]
-    return env.runs()[1]["stdin"]
+    stdin: dict[str, Any] = env.runs()[1]["stdin"]
+    return stdin
 
 
 def test_teardown_del_reads_an_entry_rewritten_after_the_listing(env: Env) -> None:

@@ -37,33 +37,8 @@ from libcni import (
 from libcni.invoke import RawExec
 from libcni.testing import MockExec
 
-
-class Env(harness.Env):
-    """``testplugin`` and ``loopback`` (links to the test plugin) in ``bin/``; ``net.d/``."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root, ("testplugin", "loopback"), link=True, conf=True)
-
-    def manager(self, **kw: Any) -> NetworkManager:
-        kw.setdefault("cache_dir", self.cache)
-        kw.setdefault("max_networks", 0)
-        conf = kw.pop("conf_dir", self.conf)
-        return NetworkManager(conf, [self.plugins], **kw)
-
-    def runs(self) -> list[tuple[str, str, str]]:
-        """(command, network, ifname) of every plugin run but VERSION."""
-        return [
-            (r["command"], r["stdin"].get("name", ""), r["env"].get("CNI_IFNAME", ""))
-            for r in self.records()
-            if r.get("command") not in (None, "VERSION")
-        ]
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    e = Env(tmp_path)
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
+Env = harness.ManagerEnv
+pytestmark = pytest.mark.env(cls=Env)
 
 
 def code_net(name: str, *plugins: dict[str, Any]) -> libcni.NetworkConfigList:
@@ -141,7 +116,7 @@ def test_networks_in_code_without_a_conf_dir_work_end_to_end(env: Env) -> None:
     assert m.inspect("c1").ips == view.ips
     m.check("c1", "/var/run/netns/c1")
     m.teardown("c1", "/var/run/netns/c1")
-    assert env.runs() == [
+    assert env.calls() == [
         ("ADD", "cni-loopback", "lo"),
         ("ADD", "incode", "eth0"),
         ("CHECK", "cni-loopback", "lo"),
@@ -199,7 +174,7 @@ def test_a_configuration_that_arrives_before_its_binary_is_used_once_it_appears(
         m.status()
     with pytest.raises(ConfigError, match="not configured"):
         m.setup("c1", "ns", networks=["late"])
-    assert env.runs() == []
+    assert env.calls() == []
     env.install("late", link=True)  # the binary arrives; conf_dir is not touched
     m.status()
     view = m.setup("c1", "ns", networks=["late"])
@@ -263,7 +238,7 @@ def test_capability_args_without_json_form_fail_before_anything_runs(
     assert "rollback" not in str(info.value) and "capability" in str(info.value)
     with pytest.raises(ConfigError):
         m.setup("c2", "ns", networks=[NetworkRequest("a", capability_args=caps)])
-    assert env.runs() == [] and env.cached() == []
+    assert env.calls() == [] and env.cached() == []
 
 
 def test_a_capability_no_plugin_declares_is_logged_once_per_network_and_name(
@@ -284,7 +259,7 @@ def test_a_capability_no_plugin_declares_is_logged_once_per_network_and_name(
         "declares it (a misspelling?)"
         for n in ("a", "b", "c")
     ]
-    assert env.runs().count(("ADD", "a", "eth0")) == 2  # the setups ran
+    assert env.calls().count(("ADD", "a", "eth0")) == 2  # the setups ran
 
 
 def test_a_capability_one_network_of_the_setup_uses_is_not_logged(
@@ -329,7 +304,7 @@ def test_add_failing_with_code_11_is_deleted_and_retried(env: Env, parallel: boo
     env.write("20-b.conflist", "b", flaky(env, 2))
     view = env.manager(retry_attempts=2).setup("c1", "ns", parallel=parallel)
     assert [a.network for a in view.attachments] == ["cni-loopback", "a", "b"]
-    assert [r for r in env.runs() if r[1] == "b"] == [
+    assert [r for r in env.calls() if r[1] == "b"] == [
         ("ADD", "b", "eth1"),
         ("DEL", "b", "eth1"),
         ("ADD", "b", "eth1"),
@@ -348,7 +323,7 @@ def test_async_setup_retries_too(env: Env) -> None:
 
     view = asyncio.run(main())
     assert [a.network for a in view.attachments] == ["cni-loopback", "b"]
-    assert [r[0] for r in env.runs() if r[1] == "b"] == ["ADD", "DEL", "ADD"]
+    assert [r[0] for r in env.calls() if r[1] == "b"] == ["ADD", "DEL", "ADD"]
 
 
 def test_retries_run_out_and_the_setup_rolls_back(env: Env) -> None:
@@ -356,7 +331,7 @@ def test_retries_run_out_and_the_setup_rolls_back(env: Env) -> None:
     with pytest.raises(SetupError) as info:
         env.manager(retry_attempts=2).setup("c1", "ns")
     assert info.value.cause.code == 11
-    assert [r[0] for r in env.runs() if r[1] == "b"] == ["ADD", "DEL", "ADD", "DEL", "ADD", "DEL"]
+    assert [r[0] for r in env.calls() if r[1] == "b"] == ["ADD", "DEL", "ADD", "DEL", "ADD", "DEL"]
     assert env.cached() == []
 
 
@@ -368,7 +343,7 @@ def test_no_retry_by_default_nor_for_other_codes(env: Env) -> None:
     with pytest.raises(SetupError) as info:
         env.manager(retry_attempts=5).setup("c2", "ns")
     assert info.value.cause.code == 7
-    adds = [r for r in env.runs() if r[0] == "ADD" and r[1] == "b"]
+    adds = [r for r in env.calls() if r[0] == "ADD" and r[1] == "b"]
     assert len(adds) == 2  # one per setup
 
 
@@ -382,7 +357,7 @@ def test_retries_stay_within_the_setup_timeout(env: Env) -> None:
     assert info.value.cause.code == 11
     # ... and the back-off (0.1 s, doubling: 3.1 s before a 6th attempt) leaves room
     # for a few attempts, not 51.
-    adds = [r for r in env.runs() if r[0] == "ADD" and r[1] == "b"]
+    adds = [r for r in env.calls() if r[0] == "ADD" and r[1] == "b"]
     assert 1 <= len(adds) <= 6
 
 
@@ -488,7 +463,7 @@ def test_help_names_only_public_types(cls: type) -> None:
     written, strings): each name in them must be a public one (not the private ``IP``)."""
     import pydoc
 
-    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    text = pydoc.plain(pydoc.render_doc(cls))
     annotations = [str(f.type) for f in attrs.fields(cls)]
     for member in vars(cls).values():
         annotations += [str(a) for a in getattr(member, "__annotations__", {}).values()]

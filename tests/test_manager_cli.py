@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from harness import run_cli
@@ -12,12 +11,7 @@ from test_manager import Env, fail
 
 from libcni.cache import RECORD_V1, CacheEntry, ResultCache
 
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    e = Env(tmp_path)
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
+pytestmark = pytest.mark.env(cls=Env)
 
 
 def run(e: Env, *argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:

@@ -30,12 +30,7 @@ from libcni import (
 from libcni.cache import ResultCache
 from libcni.errors import AlreadyAttachedError, LockTimeoutError
 
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    e = Env(tmp_path)
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
+pytestmark = pytest.mark.env(cls=Env)
 
 
 SLOW_ADD = {"type": "testplugin", "test": {"ADD": {"sleep": 0.3, "passthrough": True}}}

@@ -33,15 +33,8 @@ import libcni
 from libcni import NetworkManager
 from libcni.manager import _config, _notify
 
-
-class Env(harness.Env):
-    def __init__(self, root: Path) -> None:
-        super().__init__(root, ("testplugin", "loopback"), link=True, conf=True)
-
-    def manager(self, **kw: Any) -> NetworkManager:
-        kw.setdefault("cache_dir", self.cache)
-        kw.setdefault("max_networks", 0)
-        return NetworkManager(self.conf, [self.plugins], **kw)
+Env = harness.ManagerEnv
+pytestmark = pytest.mark.env(cls=Env)
 
 
 @pytest.fixture(params=["notify", "scan"])
@@ -49,11 +42,6 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     """Each test once with the kernel's notification and once with the stat scan."""
     monkeypatch.setattr(_config, "NOTIFY", request.param == "notify")
     return str(request.param)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    return Env(tmp_path)
 
 
 class Counter:

@@ -13,14 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import kill_quietly, python_env, wait_gone
 from test_manager import Env, fail
 
 import libcni
@@ -39,11 +34,7 @@ ARGS = (("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web"))
 CAPS = {"mac": "0a:58:0a:01:02:03"}
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    e = Env(tmp_path)
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
+pytestmark = pytest.mark.env(cls=Env)
 
 
 def conf(name: str, *plugins: dict[str, Any]) -> bytes:
@@ -369,32 +360,11 @@ def test_a_runtime_killed_during_setup_leaves_nothing_after_one_gc(env: Env, slo
     for n in "ab":
         test = {"test": {"ADD": {"sleep": 30}}} if n == slow else {}
         env.write(f"10-{n}.conflist", n, {"type": "testplugin", **test})
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(RUNTIME),
-            str(env.conf),
-            str(env.bin),
-            str(env.cache),
-        ],
-        env=python_env(),
+    env.kill_runtime_during(
+        RUNTIME,
+        [str(env.conf), str(env.bin), str(env.cache)],
+        lambda r: r.get("command") == "ADD" and r["stdin"].get("name") == slow,
     )
-    pids: list[int] = []
-    try:
-        [running] = env.wait_for_call(
-            lambda r: r.get("command") == "ADD" and r["stdin"].get("name") == slow
-        )
-        pids.append(running["pid"])
-        proc.kill()
-        proc.wait()
-        os.kill(running["pid"], 9)
-        assert wait_gone(pids) == []
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        kill_quietly(pids)
     env.record.unlink()
     env.manager().gc(["someone-else"])  # the restarted runtime, once
     collected = sorted((r["stdin"]["name"], r["env"]["CNI_IFNAME"]) for r in dels(env))

@@ -8,30 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import urllib.request
-from pathlib import Path
-from typing import Any
 
 import harness
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
-from libcni import AsyncNetworkManager, NetworkManager, PluginError, SetupError
+from libcni import PluginError, SetupError
 from libcni.metrics import OPERATION_TYPES, PrometheusObserver
 
-
-class Env(harness.Env):
-    def __init__(self, root: Path) -> None:
-        super().__init__(root, ("testplugin", "loopback"), link=True, conf=True)
-
-    def manager(self, *observers: Any, cls: Any = NetworkManager) -> Any:
-        return cls(
-            self.conf, [self.plugins], cache_dir=self.cache, max_networks=0, observers=observers
-        )
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    return Env(tmp_path)
+Env = harness.ManagerEnv
+pytestmark = pytest.mark.env(cls=Env)
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -47,7 +33,7 @@ def test_manager_operations_are_counted_and_timed_as_containerd_names_them(env: 
         {"type": "testplugin", "test": {"CHECK": {"error": {"code": 51, "msg": "flaky"}}}},
     )
     registry = CollectorRegistry()
-    m = env.manager(PrometheusObserver(registry))
+    m = env.manager(observers=[PrometheusObserver(registry)])
     m.setup("c1", "/var/run/netns/c1")
     m.setup("c2", "/var/run/netns/c2", networks=["a"])
     with pytest.raises(PluginError):
@@ -86,7 +72,7 @@ def test_async_manager_setup_in_parallel_and_its_failure(env: Env) -> None:
         {"type": "testplugin", "test": {"ADD": {"error": {"code": 11, "msg": "later"}}}},
     )
     registry = CollectorRegistry()
-    m = env.manager(PrometheusObserver(registry, namespace="rt"), cls=AsyncNetworkManager)
+    m = env.amanager(observers=[PrometheusObserver(registry, namespace="rt")])
 
     async def main() -> None:
         await m.setup("c1", "/var/run/netns/c1", networks=["a"], parallel=True)

@@ -93,7 +93,7 @@ class Script:
                 self.events.append(("run", effect.plugin, effect.command, effect.container_id))
                 request = json.loads(effect.stdin)
                 self.requests.append(request)
-                key = (effect.plugin, effect.command, effect.container_id)
+                key: tuple[str, ...] = (effect.plugin, effect.command, effect.container_id)
                 if key not in self.plugins:
                     key = key[:2]
                 out = self.plugins.get(key, b"")

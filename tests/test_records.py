@@ -13,11 +13,8 @@ import asyncio
 import base64
 import json
 import os
-import signal
 import stat
-import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -25,7 +22,7 @@ from typing import Any
 
 import attrs
 import pytest
-from harness import Env, kill_quietly, python_env, wait_gone
+from harness import GO_CACHE_KEYS, Env
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,11 +34,6 @@ from libcni.cache._store import MAX_ENTRY_SIZE
 
 ARGS = (("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web"))
 CAPS = {"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]}
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    return Env(tmp_path)
 
 
 def rt(cid: str = "ctr1", ifname: str = "eth0", netns: str = "") -> RuntimeConf:
@@ -124,16 +116,7 @@ def test_add_records_the_attachment_before_its_first_plugin_runs(env: Env) -> No
     assert record["capabilityArgs"] == CAPS
     assert "result" not in record
     # Go's field order, the record's own kind, no result.
-    assert list(record) == [
-        "kind",
-        "containerId",
-        "config",
-        "ifName",
-        "networkName",
-        "netns",
-        "cniArgs",
-        "capabilityArgs",
-    ]
+    assert list(record) == [k for k in GO_CACHE_KEYS if k != "result"]
 
 
 def test_record_stays_after_add_and_goes_with_the_entry_at_del(env: Env) -> None:
@@ -497,38 +480,17 @@ CNIConfig([plugins], cache_dir=cache).add_network_list(net, rt)
 
 @pytest.mark.parametrize("killed_in", ["p1", "p2"])
 def test_a_runtime_killed_during_add_is_collected_by_the_next_gc(env: Env, killed_in: str) -> None:
-    tests = [{}, {}]
+    tests: list[dict[str, Any]] = [{}, {}]
     tests[int(killed_in[1]) - 1] = {"ADD": {"sleep": 30, "passthrough": True}}
     caps = {"capabilities": {"portMappings": True}}
     net = env.conflist(
         {**env.plugin("p1", **tests[0]), **caps}, env.plugin("p2", **tests[1]), name="net"
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(RUNTIME),
-            str(env.plugins),
-            str(env.cache),
-            net.bytes.decode(),
-        ],
-        env=python_env(),
+    env.kill_runtime_during(
+        RUNTIME,
+        [str(env.plugins), str(env.cache), net.bytes.decode()],
+        lambda r: r.get("command") == "ADD" and r["stdin"]["type"] == killed_in,
     )
-    pids: list[int] = []
-    try:
-        [running] = env.wait_for_call(
-            lambda r: r.get("command") == "ADD" and r["stdin"]["type"] == killed_in
-        )
-        pids.append(running["pid"])
-        proc.kill()  # the runtime dies; its plugin (in its own group) is killed too
-        proc.wait()
-        os.kill(running["pid"], signal.SIGKILL)
-        assert wait_gone(pids) == []
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        kill_quietly(pids)
     assert env.cached() == [] and record_path(env).is_file()
     env.record.unlink()
     env.cni.gc_network_list(net)  # a restarted runtime
@@ -544,7 +506,7 @@ def test_a_runtime_killed_during_add_is_collected_by_the_next_gc(env: Env, kille
 def test_gc_reads_each_entry_and_record_at_most_once(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from libcni.cache import _store
+    from libcni.cache import _files
 
     net = env.chain({}, name="net")
     for cid in ("a", "b", "c"):
@@ -552,21 +514,21 @@ def test_gc_reads_each_entry_and_record_at_most_once(
     env.cni.add_network_list(env.chain({}, name="other"), rt("a"))
     _failed_add(env)  # ctr1, in progress
     reads: list[str] = []
-    real = _store._read_ident_at
+    real = _files._read_ident_at
 
     def counting(dfd: int, name: str, path: str) -> Any:
         got = real(dfd, name, path)  # (a missing file raises: not a read)
         reads.append(path)
         return got
 
-    monkeypatch.setattr(_store, "_read_ident_at", counting)
+    monkeypatch.setattr(_files, "_read_ident_at", counting)
     env.cni.gc_network_list(net, GCArgs([GCAttachment("b", "eth0")]))
     assert reads and len(reads) == len(set(reads)), "\n".join(sorted(r.split("cache")[-1] for r in reads))
     assert not [p for p in reads if "/results/net-b-" in p]  # valid: not even read
     assert sorted(a.container_id for a in env.cni.get_cached_attachments()) == ["a", "b"]
 
 
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | _text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),

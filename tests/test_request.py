@@ -23,10 +23,10 @@ CONF = {
 }
 
 
-def req(**kw: object) -> dict[str, object]:
-    base: dict[str, object] = {"name": "net", "cni_version": "1.0.0"}
-    base.update(kw)
-    return json.loads(rq.plugin_request(CONF, **base))  # type: ignore[arg-type]
+def req(**kw: Any) -> dict[str, object]:
+    base: dict[str, Any] = {"name": "net", "cni_version": "1.0.0", **kw}
+    request: dict[str, object] = json.loads(rq.plugin_request(CONF, **base))
+    return request
 
 
 def test_name_and_version_come_from_the_list_not_the_plugin_object() -> None:

@@ -16,7 +16,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +39,17 @@ from libcni import (
 SELF_NS = "/proc/thread-self/ns/net"
 
 
-class Env(harness.Env):
-    """``testplugin`` (and ``loopback``, a link to it, with ``loopback_plugin``), networks a, b."""
+class Env(harness.ManagerEnv):
+    """``testplugin`` (and ``loopback``, a link to it, with ``loopback_plugin``), networks a, b...
+
+    Its managers attach the first network only unless told otherwise (the default).
+    """
+
+    manager_defaults: Mapping[str, Any] = {}
 
     def __init__(self, root: Path, loopback_plugin: bool = False) -> None:
         types = ("testplugin", "loopback") if loopback_plugin else ("testplugin",)
-        super().__init__(root, types, link=True, conf=True)
+        super().__init__(root, types)
         self.write("10-a.conflist", "a", {"type": "testplugin"})
         self.write("20-b.conflist", "b", {"type": "testplugin"})
         self.write(
@@ -61,33 +66,12 @@ class Env(harness.Env):
             "50-slow.conflist", "slow", {"type": "testplugin", "test": {"ADD": {"sleep": 30}}}
         )
 
-    def manager(self, **kw: Any) -> NetworkManager:
-        kw.setdefault("cache_dir", self.cache)
-        return NetworkManager(self.conf, [self.plugins], **kw)
-
-    def amanager(self, **kw: Any) -> AsyncNetworkManager:
-        kw.setdefault("cache_dir", self.cache)
-        return AsyncNetworkManager(self.conf, [self.plugins], **kw)
-
-    def runs(self) -> list[tuple[str, str, str, str]]:
+    def netns_calls(self) -> list[tuple[str, str, str, str]]:
         """(command, network, ifname, netns) of every plugin run but VERSION."""
-        return [
-            (
-                r["command"],
-                r["stdin"].get("name", ""),
-                r["env"].get("CNI_IFNAME", ""),
-                r["env"].get("CNI_NETNS", ""),
-            )
-            for r in self.records()
-            if r.get("command") not in (None, "VERSION")
-        ]
+        return [(*self.call_of(r), r["env"].get("CNI_NETNS", "")) for r in self.runs()]
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    e = Env(tmp_path)
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
+pytestmark = pytest.mark.env(cls=Env)
 
 
 @pytest.fixture
@@ -143,7 +127,7 @@ def test_loopback_setting_is_checked(tmp_path: Path, cls: type[NetworkManager]) 
         with pytest.raises(TypeError, match="loopback must be True, False or 'internal'"):
             cls(tmp_path, cache_dir=tmp_path, loopback=wrong)  # type: ignore[arg-type]
     for good in (True, False, "internal"):
-        assert cls(tmp_path, cache_dir=tmp_path, loopback=good)._core.loopback == good  # type: ignore[arg-type]
+        assert cls(tmp_path, cache_dir=tmp_path, loopback=good)._core.loopback == good
 
 
 def test_internal_loopback_status_needs_no_loopback_binary(env: Env) -> None:
@@ -159,7 +143,7 @@ def test_internal_loopback_keeps_lo_reserved(env: Env) -> None:
         env.manager(loopback="internal").setup(
             "c1", "/nowhere", networks=[NetworkRequest("a", "lo")]
         )
-    assert env.runs() == []
+    assert env.netns_calls() == []
 
 
 @pytest.mark.parametrize(
@@ -186,7 +170,7 @@ def test_internal_loopback_failing_fails_the_setup_and_runs_nothing(
     with pytest.raises(SetupError) as info:
         asyncio.run(env.amanager(loopback="internal").setup("c1", path, networks=["a"]))
     assert isinstance(info.value.cause, NamespaceError)
-    assert env.runs() == []
+    assert env.netns_calls() == []
     assert env.cached() == []
     assert m.inspect("c1").attachments == ()
 
@@ -206,7 +190,7 @@ def test_internal_loopback_brings_lo_up_and_caches_nothing(
         assert view.netns == ns.path
         assert [(a.network, a.ifname) for a in view.attachments] == [("a", "eth0"), ("b", "eth1")]
         assert env.cached() == ["a-c1-eth0", "b-c1-eth1"]  # no cni-loopback entry
-        assert sorted(env.runs()) == [("ADD", "a", "eth0", ns.path), ("ADD", "b", "eth1", ns.path)]
+        assert sorted(env.netns_calls()) == [("ADD", "a", "eth0", ns.path), ("ADD", "b", "eth1", ns.path)]
         assert [(a.network, a.ifname) for a in m.inspect("c1").attachments] == [
             ("a", "eth0"),
             ("b", "eth1"),
@@ -214,7 +198,7 @@ def test_internal_loopback_brings_lo_up_and_caches_nothing(
         m.check("c1", ns.path)
         m.teardown("c1", ns.path)
         assert env.cached() == []
-        assert [r[:3] for r in env.runs()[2:]] == [
+        assert [r[:3] for r in env.netns_calls()[2:]] == [
             ("CHECK", "a", "eth0"),
             ("CHECK", "b", "eth1"),
             ("DEL", "b", "eth1"),
@@ -257,7 +241,7 @@ def test_sandbox_creates_sets_up_tears_down_and_removes(
         else:
             assert env.cached() == ["a-c1-eth0", "cni-loopback-c1-lo"]
         assert [(a.network, a.ifname) for a in view.attachments][-1] == ("a", "eth0")
-        assert all(r[3] == path for r in env.runs())
+        assert all(r[3] == path for r in env.netns_calls())
     assert pinned.closed() and not os.path.exists(path)
     assert pinned_under(d) == []
     assert env.cached() == []
@@ -268,7 +252,7 @@ def test_sandbox_creates_sets_up_tears_down_and_removes(
             *expected,
             ("DEL", "cni-loopback", "lo", path),
         ]
-    assert env.runs() == expected
+    assert env.netns_calls() == expected
 
 
 def test_sandbox_removes_the_namespace_when_setup_fails(env: Env, d: Path) -> None:
@@ -276,7 +260,7 @@ def test_sandbox_removes_the_namespace_when_setup_fails(env: Env, d: Path) -> No
     with pytest.raises(SetupError) as info, m.sandbox("c1", networks=["a", "bad"], netns_dir=d):
         pytest.fail("the block ran")
     assert info.value.cause.code == 11
-    runs = env.runs()
+    runs = env.netns_calls()
     path = runs[0][3]
     assert os.path.dirname(path) == str(d)
     # Rolled back (in the namespace, which still existed), then removed.
@@ -295,7 +279,7 @@ def test_sandbox_removes_the_namespace_when_teardown_fails_then_raises(env: Env,
         path = view.netns
     assert not os.path.exists(path) and pinned_under(d) == []
     assert env.cached() == ["nodel-c1-eth1"]  # the DEL that failed keeps its entry
-    assert [r[:2] for r in env.runs()][-2:] == [("DEL", "nodel"), ("DEL", "a")]
+    assert [r[:2] for r in env.netns_calls()][-2:] == [("DEL", "nodel"), ("DEL", "a")]
 
 
 def test_sandbox_block_raising_still_tears_down_and_removes(env: Env, d: Path) -> None:
@@ -307,7 +291,7 @@ def test_sandbox_block_raising_still_tears_down_and_removes(env: Env, d: Path) -
         path = view.netns
         raise KeyError("inside")
     assert not os.path.exists(path) and pinned_under(d) == []
-    assert env.cached() == [] and env.runs()[-1][:2] == ("DEL", "a")
+    assert env.cached() == [] and env.netns_calls()[-1][:2] == ("DEL", "a")
 
 
 def test_sandbox_that_cannot_create_its_namespace_runs_nothing(env: Env, tmp_path: Path) -> None:
@@ -317,7 +301,7 @@ def test_sandbox_that_cannot_create_its_namespace_runs_nothing(env: Env, tmp_pat
         env.manager().sandbox("c1", networks=["a"], netns_dir=tmp_path / "file" / "netns"),
     ):
         pytest.fail("the block ran")
-    assert env.runs() == [] and env.cached() == []
+    assert env.netns_calls() == [] and env.cached() == []
 
 
 def test_async_sandbox(env: Env, d: Path) -> None:
@@ -332,7 +316,7 @@ def test_async_sandbox(env: Env, d: Path) -> None:
     path = asyncio.run(main())
     assert not os.path.exists(path) and pinned_under(d) == []
     assert env.cached() == []
-    assert sorted(r[:2] for r in env.runs()) == [
+    assert sorted(r[:2] for r in env.netns_calls()) == [
         ("ADD", "a"),
         ("ADD", "b"),
         ("DEL", "a"),
@@ -365,7 +349,7 @@ def test_async_sandbox_cancelled_during_setup_rolls_back_and_removes(env: Env, d
             await task
 
     asyncio.run(main())
-    runs = env.runs()
+    runs = env.netns_calls()
     assert [r[:2] for r in runs] == [("ADD", "a"), ("ADD", "slow"), ("DEL", "slow"), ("DEL", "a")]
     assert not os.path.exists(runs[0][3]) and pinned_under(d) == []
     assert env.cached() == []
@@ -401,4 +385,4 @@ def test_async_sandbox_cancelled_while_its_namespace_is_made_removes_it(
     asyncio.run(main())
     assert len(made) == 1 and made[0].closed()
     assert pinned_under(d) == []
-    assert env.runs() == [] and env.cached() == []
+    assert env.netns_calls() == [] and env.cached() == []

@@ -29,40 +29,30 @@ from opentelemetry.trace import (
     TraceState,
 )
 
-from libcni import AsyncNetworkManager, NetworkManager, PluginError, SetupError
+from libcni import PluginError, SetupError
 from libcni.tracing import OpenTelemetryObserver
 
 
-class Env(harness.Env):
-    """The test plugin as ``testplugin``, ``loopback``, ``p1``, ``p2``; networks ``a`` and ``b``."""
+class Env(harness.ManagerEnv):
+    """The test plugin as ``testplugin``, ``loopback``, ``p1``, ``p2``; networks ``a`` and ``b``;
+    no trace context of the test's own process in ``os.environ``."""
 
     def __init__(self, root: Path) -> None:
-        super().__init__(root, ("testplugin", "loopback", "p1", "p2"), link=True, conf=True)
+        super().__init__(root, ("testplugin", "loopback", "p1", "p2"))
         self.write("10-a.conflist", "a", {"type": "testplugin", "record": str(self.record)})
         self.write("20-b.conflist", "b", {"type": "testplugin", "record": str(self.record)})
 
-    def manager(self, observer: Any, cls: Any = NetworkManager, **kw: Any) -> Any:
-        return cls(
-            self.conf,
-            [self.plugins],
-            cache_dir=self.cache,
-            max_networks=0,
-            observers=[observer],
-            **kw,
-        )
+    def wire(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().wire(monkeypatch)
+        monkeypatch.delenv("TRACEPARENT", raising=False)
+        monkeypatch.delenv("TRACESTATE", raising=False)
 
     def runs(self) -> list[dict[str, Any]]:
+        """Every plugin run recorded, VERSION probes included."""
         return [r for r in self.records() if "command" in r]
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    monkeypatch.delenv("TRACEPARENT", raising=False)
-    monkeypatch.delenv("TRACESTATE", raising=False)
-    e = Env(tmp_path)
-    # The loopback network's configuration is libcni's own: its runs record through the env.
-    monkeypatch.setenv("TESTPLUGIN_RECORD", str(e.record))
-    return e
+pytestmark = pytest.mark.env(cls=Env)
 
 
 @pytest.fixture
@@ -78,9 +68,15 @@ def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
     p.shutdown()
 
 
-def traceparent(span: ReadableSpan | SpanContext) -> str:
-    ctx = span if isinstance(span, SpanContext) else span.get_span_context()
+def context_of(span: ReadableSpan) -> SpanContext:
+    """The span's own context (typed ``Optional`` by the SDK; always set on a recorded span)."""
+    ctx: SpanContext | None = span.get_span_context()
     assert ctx is not None
+    return ctx
+
+
+def traceparent(span: ReadableSpan | SpanContext) -> str:
+    ctx = span if isinstance(span, SpanContext) else context_of(span)
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
 
@@ -107,7 +103,7 @@ def check_runs_got_their_own_span(env: Env, spans: Sequence[ReadableSpan]) -> No
 def test_setup_spans_operation_network_plugin_under_the_callers_span(
     env: Env, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    m = env.manager(OpenTelemetryObserver(provider))
+    m = env.manager(observers=[OpenTelemetryObserver(provider)])
     with provider.get_tracer("runtime").start_as_current_span("RunPodSandbox") as caller:
         m.setup("c1", "/var/run/netns/c1")
     spans = exporter.get_finished_spans()
@@ -124,11 +120,11 @@ def test_setup_spans_operation_network_plugin_under_the_callers_span(
     ]
     setup = spans[6]
     assert parent_of(setup) == caller.get_span_context().span_id
-    assert {s.context.trace_id for s in spans if s.context} == {caller.get_span_context().trace_id}
+    assert {context_of(s).trace_id for s in spans if s.context} == {caller.get_span_context().trace_id}
     assert setup.attributes == {"cni.operation": "setup", "cni.container_id": "c1"}
     for net, run in ((spans[1], spans[0]), (spans[3], spans[2]), (spans[5], spans[4])):
-        assert parent_of(net) == setup.context.span_id  # type: ignore[union-attr]
-        assert parent_of(run) == net.context.span_id  # type: ignore[union-attr]
+        assert parent_of(net) == context_of(setup).span_id
+        assert parent_of(run) == context_of(net).span_id
     assert spans[3].attributes == {
         "cni.operation": "ADD",
         "cni.container_id": "c1",
@@ -167,8 +163,8 @@ def test_cni_config_operations_are_root_spans_without_a_caller_span(
     ]
     add, delete = spans[2], spans[5]
     assert add.parent is None and delete.parent is None
-    assert add.context.trace_id != delete.context.trace_id  # type: ignore[union-attr]
-    assert [parent_of(s) for s in spans[:2]] == [add.context.span_id] * 2  # type: ignore[union-attr]
+    assert context_of(add).trace_id != context_of(delete).trace_id
+    assert [parent_of(s) for s in spans[:2]] == [context_of(add).span_id] * 2
     check_runs_got_their_own_span(env, spans)
 
 
@@ -180,7 +176,7 @@ def test_failures_have_the_error_status_and_the_cni_code(
         "b",
         {"type": "testplugin", "test": {"ADD": {"error": {"code": 11, "msg": "try later"}}}},
     )
-    m = env.manager(OpenTelemetryObserver(provider))
+    m = env.manager(observers=[OpenTelemetryObserver(provider)])
     with pytest.raises(SetupError) as raised:
         m.setup("c1", "/var/run/netns/c1")
     spans = {s.name: s for s in exporter.get_finished_spans() if "DEL" not in s.name}
@@ -208,7 +204,7 @@ def test_failures_have_the_error_status_and_the_cni_code(
     # The rollback is in the trace: a DEL of each network tried, under the setup.
     dels = [s for s in exporter.get_finished_spans() if s.name.startswith("CNI DEL network")]
     assert [s.attributes["cni.network"] for s in dels if s.attributes] == ["b", "a", "cni-loopback"]
-    assert {parent_of(s) for s in dels} == {setup.context.span_id}  # type: ignore[union-attr]
+    assert {parent_of(s) for s in dels} == {context_of(setup).span_id}
 
 
 def test_check_failure_on_a_plain_cni_config(
@@ -265,7 +261,7 @@ def test_tracestate_is_passed_and_an_inherited_one_is_replaced(
         cni.get_version_info("testplugin")
     run_span = exporter.get_finished_spans()[0]
     assert run_span.context is not None
-    assert run_span.context.trace_id == caller.trace_id
+    assert context_of(run_span).trace_id == caller.trace_id
     (run,) = env.runs()
     assert run["trace"] == {
         "TRACEPARENT": traceparent(run_span),
@@ -305,7 +301,7 @@ def test_without_a_valid_span_context_the_environment_passes_through(
 def test_parallel_setups_in_threads_each_under_its_own_span(
     env: Env, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    m = env.manager(OpenTelemetryObserver(provider))
+    m = env.manager(observers=[OpenTelemetryObserver(provider)])
     tracer = provider.get_tracer("runtime")
     callers: dict[str, int] = {}
     errors: list[BaseException] = []
@@ -330,14 +326,14 @@ def test_parallel_setups_in_threads_each_under_its_own_span(
 
 def check_tree(spans: Sequence[ReadableSpan], callers: dict[str, int]) -> None:
     """Each setup under its caller's span, its networks under it, their runs under them."""
-    ids = {s.context.span_id: s for s in spans if s.context}
+    ids = {context_of(s).span_id: s for s in spans if s.context}
     setups = [s for s in spans if s.name == "CNI setup"]
     assert len(setups) == len(callers)
     for setup in setups:
         assert setup.attributes is not None
         cid = str(setup.attributes["cni.container_id"])
         assert parent_of(setup) == callers[cid]
-        nets = [s for s in spans if " network " in s.name and parent_of(s) == setup.context.span_id]  # type: ignore[union-attr]
+        nets = [s for s in spans if " network " in s.name and parent_of(s) == context_of(setup).span_id]
         assert sorted(str(n.attributes["cni.network"]) for n in nets if n.attributes) == [
             "a",
             "b",
@@ -345,8 +341,8 @@ def check_tree(spans: Sequence[ReadableSpan], callers: dict[str, int]) -> None:
         ]
         for net in nets:
             (run,) = [
-                s for s in spans if " plugin " in s.name and parent_of(s) == net.context.span_id
-            ]  # type: ignore[union-attr]
+                s for s in spans if " plugin " in s.name and parent_of(s) == context_of(net).span_id
+            ]
             assert run.attributes is not None and net.attributes is not None
             assert run.attributes["cni.container_id"] == cid
             assert run.attributes["cni.network"] == net.attributes["cni.network"]
@@ -356,7 +352,7 @@ def check_tree(spans: Sequence[ReadableSpan], callers: dict[str, int]) -> None:
 def test_parallel_setups_in_tasks_each_under_its_own_span(
     env: Env, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    m = env.manager(OpenTelemetryObserver(provider), cls=AsyncNetworkManager)
+    m = env.amanager(observers=[OpenTelemetryObserver(provider)])
     tracer = provider.get_tracer("runtime")
     callers: dict[str, int] = {}
 

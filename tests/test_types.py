@@ -868,7 +868,7 @@ def test_100_to_040_version_from_family_and_interfaces_narrowed() -> None:
         }
 
 
-TO_LEGACY_SOURCE = {
+TO_LEGACY_SOURCE: dict[str, Any] = {
     "interfaces": [{"name": "eth0", "sandbox": "/n"}],
     "ips": [
         {"address": "fd00::2/64", "gateway": "fd00::1", "interface": 0},

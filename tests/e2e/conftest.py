@@ -14,11 +14,15 @@ failure.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import secrets
 import shutil
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _require import unavailable
@@ -28,6 +32,7 @@ from libcni import NamespaceError
 from .netns import (
     PLUGIN_DIR,
     PREFIX,
+    REPO_ROOT,
     REQUIRED_PLUGINS,
     REQUIRED_TOOLS,
     CommandError,
@@ -134,6 +139,50 @@ class E2E:
         self.containers.clear()
         for name in self.bridges:
             self.host.ip("link", "del", name, check=False)
+
+
+class HostRuntime:
+    """A runtime in the host namespace: the ``libcni`` command line or a short Python
+    program, reading the networks of its own configuration directory (``conf``), the
+    reference plugins and the test's cache."""
+
+    def __init__(self, e2e: E2E) -> None:
+        self.e2e = e2e
+        self.conf = e2e.tmp_path / "net.d"
+        self.conf.mkdir()
+
+    def write(self, file: str, name: str, plugins: list[dict[str, Any]]) -> None:
+        """A network configuration list ``file`` in ``conf``."""
+        conf = {"cniVersion": "1.0.0", "name": name, "plugins": plugins}
+        (self.conf / file).write_text(json.dumps(conf))
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The runtime's environment: none of the test process's CNI_ARGS, CAP_ARGS or
+        CNI_IFNAME (the command line would read them), then ``extra``."""
+        env = dict(os.environ)
+        env.update(
+            PYTHONPATH=str(REPO_ROOT),
+            NETCONFPATH=str(self.conf),
+            CNI_PATH=PLUGIN_DIR,
+            CNI_CACHE_DIR=str(self.e2e.cache_dir),
+        )
+        for var in ("CAP_ARGS", "CNI_ARGS", "CNI_IFNAME"):
+            env.pop(var, None)
+        env.update(extra)
+        return env
+
+    def cli(self, *argv: str, **extra: str) -> Any:
+        """``python -m libcni ARGV`` (its exit status unchecked)."""
+        return self.host_exec([sys.executable, "-m", "libcni", *argv], 120, **extra)
+
+    def python(self, code: str, *argv: str) -> Any:
+        """The program ``code``, which must succeed."""
+        proc = self.host_exec([sys.executable, "-c", textwrap.dedent(code), *argv], 180)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    def host_exec(self, argv: list[str], timeout: float, **extra: str) -> Any:
+        return self.e2e.host.exec(argv, check=False, env=self.env(**extra), timeout=timeout)
 
 
 @pytest.fixture

@@ -56,16 +56,16 @@ def describe(e: BaseException) -> dict[str, Any]:
 def perform(req: dict[str, Any]) -> Any:
     import libcni
 
-    options = {"cache_dir": req.get("cache_dir") or None}
+    cache_dir = req.get("cache_dir") or None
     call: Callable[..., Any]
     if req.get("api") == "async":
-        acni = libcni.AsyncCNIConfig(req.get("path") or [], **options)
+        acni = libcni.AsyncCNIConfig(req.get("path") or [], cache_dir=cache_dir)
 
         def call(method: str, *args: Any) -> Any:
             return asyncio.run(getattr(acni, method)(*args))
 
     else:
-        cni = libcni.CNIConfig(req.get("path") or [], **options)
+        cni = libcni.CNIConfig(req.get("path") or [], cache_dir=cache_dir)
 
         def call(method: str, *args: Any) -> Any:
             return getattr(cni, method)(*args)

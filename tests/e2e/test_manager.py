@@ -9,27 +9,21 @@ portmap, so that iptables rules exist) and a ptp network.
 from __future__ import annotations
 
 import json
-import os
-import sys
-import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from .conftest import E2E
-from .netns import PLUGIN_DIR, REPO_ROOT, Netns, allocated, bridge, host_local
+from .conftest import E2E, HostRuntime
+from .netns import PLUGIN_DIR, Netns, allocated, bridge, host_local
 
 pytestmark = [pytest.mark.netns, pytest.mark.refplugins]
 
 
-class World:
+class World(HostRuntime):
     """A configuration directory with a bridge network, a ptp network and a failing one."""
 
     def __init__(self, e2e: E2E) -> None:
-        self.e2e = e2e
-        self.conf = e2e.tmp_path / "net.d"
-        self.conf.mkdir()
+        super().__init__(e2e)
         self.br = f"{e2e.network}-br"
         self.ptp = f"{e2e.network}-ptp"
         self.bad = f"{e2e.network}-bad"
@@ -55,39 +49,6 @@ class World:
                 {"type": "tuning", "mac": "not-a-mac", "dataDir": str(e2e.tuning_dir)},
             ],
         )
-
-    def write(self, file: str, name: str, plugins: list[dict[str, Any]]) -> None:
-        conf = {"cniVersion": "1.0.0", "name": name, "plugins": plugins}
-        (self.conf / file).write_text(json.dumps(conf))
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            PYTHONPATH=str(REPO_ROOT),
-            NETCONFPATH=str(self.conf),
-            CNI_PATH=PLUGIN_DIR,
-            CNI_CACHE_DIR=str(self.e2e.cache_dir),
-        )
-        env.update(extra)
-        return env
-
-    def cli(self, *argv: str, **extra: str) -> Any:
-        return self.e2e.host.exec(
-            [sys.executable, "-m", "libcni", *argv],
-            check=False,
-            env=self.env(**extra),
-            timeout=120,
-        )
-
-    def python(self, code: str, *argv: str) -> Any:
-        proc = self.e2e.host.exec(
-            [sys.executable, "-c", textwrap.dedent(code), *argv],
-            check=False,
-            env=self.env(),
-            timeout=180,
-        )
-        assert proc.returncode == 0, proc.stderr
-        return proc
 
     def leases(self) -> set[str]:
         out: set[str] = set()

@@ -22,60 +22,30 @@ import pytest
 
 from libcni.cli import container_id_for_netns
 
-from .conftest import E2E
-from .netns import PLUGIN_DIR, REPO_ROOT, allocated, bridge
+from .conftest import E2E, HostRuntime
+from .netns import PLUGIN_DIR, allocated, bridge
 
 pytestmark = [pytest.mark.netns, pytest.mark.refplugins]
 
 PORTS = {"portMappings": [{"hostPort": 18089, "containerPort": 80, "protocol": "tcp"}]}
 
 
-class World:
+class World(HostRuntime):
     """One bridge network with portmap, its configuration directory and its bridge name."""
 
     def __init__(self, e2e: E2E) -> None:
-        self.e2e = e2e
-        self.conf = e2e.tmp_path / "net.d"
-        self.conf.mkdir()
+        super().__init__(e2e)
         self.bridge = e2e.bridge_name()
         self.net = f"{e2e.network}-br"
         plugins = [
             bridge(self.bridge, e2e.subnet(), e2e.data_dir),
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ]
-        conf = {"cniVersion": "1.0.0", "name": self.net, "plugins": plugins}
-        (self.conf / "10-br.conflist").write_text(json.dumps(conf))
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            PYTHONPATH=str(REPO_ROOT),
-            NETCONFPATH=str(self.conf),
-            CNI_PATH=PLUGIN_DIR,
-            CNI_CACHE_DIR=str(self.e2e.cache_dir),
-        )
-        for var in ("CAP_ARGS", "CNI_ARGS", "CNI_IFNAME"):
-            env.pop(var, None)
-        env.update(extra)
-        return env
+        self.write("10-br.conflist", self.net, plugins)
 
     def cli(self, *argv: str, **extra: str) -> Any:
-        proc = self.e2e.host.exec(
-            [sys.executable, "-m", "libcni", *argv],
-            check=False,
-            env=self.env(**extra),
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr
-        return proc
-
-    def python(self, code: str, *argv: str) -> Any:
-        proc = self.e2e.host.exec(
-            [sys.executable, "-c", textwrap.dedent(code), *argv],
-            check=False,
-            env=self.env(),
-            timeout=180,
-        )
+        """``python -m libcni ARGV``, which must succeed."""
+        proc = super().cli(*argv, **extra)
         assert proc.returncode == 0, proc.stderr
         return proc
 

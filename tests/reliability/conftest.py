@@ -18,17 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import harness
-import pytest
 from _require import unavailable
-from harness import (  # noqa: F401  (the suite's modules import them from here)
-    PLUGIN_TYPES,
-    REPO,
-    TESTPLUGIN,
-    kill_quietly,
-    process_gone,
-    python_env,
-    wait_gone,
-)
+from harness import kill_quietly
 
 from libcni.invoke import RawExec
 
@@ -57,17 +48,14 @@ def without_dac_override(cmd: list[str]) -> list[str]:
 
 
 class Env(harness.Env):
-    """The tests' environment (``tests/harness.py``), plugins killed 0.3 s after SIGTERM."""
+    """The tests' environment (``tests/harness.py``), plugins killed 0.3 s after SIGTERM;
+    after the test, whatever process its plugins started and left running is killed."""
 
     def __init__(self, root: Path, cache: Path | None = None) -> None:
         super().__init__(root, cache=cache, exec=RawExec(grace=0.3))
 
-
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    e = Env(tmp_path)
-    yield e
-    kill_quietly(e.pids())
+    def close(self) -> None:
+        kill_quietly(self.pids())
 
 
 # -- a tiny tmpfs (root only) ----------------------------------------------------------

@@ -87,11 +87,11 @@ def _die() -> None:
 
 def _path_of(name: Any, dir_fd: int | None) -> str:
     """The absolute path ``name`` means (relative to ``dir_fd`` when given)."""
-    name = os.fsdecode(name)
-    if os.path.isabs(name):
-        return os.path.normpath(name)
+    path = os.fsdecode(name)
+    if os.path.isabs(path):
+        return os.path.normpath(path)
     base = os.readlink(f"/proc/self/fd/{dir_fd}") if dir_fd is not None else os.getcwd()
-    return os.path.normpath(os.path.join(base, name))
+    return os.path.normpath(os.path.join(base, path))
 
 
 def _install_hooks(req: dict[str, Any], events: int) -> None:
@@ -134,7 +134,7 @@ def _install_hooks(req: dict[str, Any], events: int) -> None:
             if op & fcntl.LOCK_EX and os.readlink(f"/proc/self/fd/{int(fd)}") == lock_path:
                 _die()
 
-        fcntl.flock = flock  # type: ignore[assignment]
+        fcntl.flock = flock
 
     if kill_at in ("cache-temp", "after-cache"):
         for fname in ("rename", "replace"):

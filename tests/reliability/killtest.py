@@ -118,12 +118,10 @@ if str(TESTS) not in sys.path:  # run as a script: e2e.netns is importable as in
     sys.path.insert(0, str(TESTS))
 
 from e2e.netns import NETNS_DIR, Netns, orphaned_namespaces  # noqa: E402
+from golibcni import GoBuildError, go_available, go_build  # noqa: E402
 
 REPO = TESTS.parent
 RUNTIME = HERE / "kill_runtime.py"
-GO_SRC = TESTS / "go"
-GOPATH = "/usr/share/gocode"  # Debian's golang-*-dev sources (tests/test_go_interop.py)
-GO_LIBCNI = Path(GOPATH) / "src/github.com/containernetworking/cni/libcni"
 PLUGIN_DIR = "/usr/lib/cni"
 REQUIRED_PLUGINS = ("bridge", "host-local", "portmap", "loopback")
 REQUIRED_TOOLS = ("ip", "iptables", "iptables-save", "ip6tables-save")
@@ -217,38 +215,17 @@ def missing_requirements(go: bool = False) -> list[str]:
     absent = [p for p in REQUIRED_PLUGINS if not os.access(os.path.join(PLUGIN_DIR, p), os.X_OK)]
     if absent:
         missing.append(f"the reference CNI plugins {', '.join(absent)} in {PLUGIN_DIR}")
-    if go and (shutil.which("go") is None or not GO_LIBCNI.is_dir()):
+    if go and not go_available():
         missing.append("Go and its libcni (golang-go, golang-github-appc-cni-dev)")
     return missing
 
 
 def build_go_runtime() -> str:
     """Build ``tests/go/killrt`` against Debian's Go libcni 1.1.2 (offline); return its path."""
-    go = shutil.which("go")
-    if go is None:
-        raise KillTestError("go is not installed")
-    build = GO_SRC / "build"
-    build.mkdir(exist_ok=True)
-    env = {
-        **os.environ,
-        "GO111MODULE": "off",
-        "GOPATH": GOPATH,
-        "GOFLAGS": "",
-        "GOCACHE": str(build / "gocache"),
-    }
-    out = build / "killrt"
-    proc = subprocess.run(
-        [go, "build", "-o", str(out), "./killrt"],
-        cwd=GO_SRC,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise KillTestError(f"go build ./killrt failed:\n{proc.stderr}")
-    return str(out)
+    try:
+        return go_build("killrt")
+    except GoBuildError as e:
+        raise KillTestError(str(e)) from None
 
 
 # -- configuration ------------------------------------------------------------------
@@ -803,8 +780,9 @@ class Runner:
         if kill_at == "masq-chain":
             world.wrappers.mkdir(exist_ok=True)
             wrapper = world.wrappers / "iptables"
-            real = shutil.which("iptables")
-            wrapper.write_text(_IPTABLES_WRAPPER.format(real=real))
+            iptables = shutil.which("iptables")
+            assert iptables is not None, "the masq-chain kill needs iptables on PATH"
+            wrapper.write_text(_IPTABLES_WRAPPER.format(real=iptables))
             wrapper.chmod(0o755)
             env["PATH"] = f"{world.wrappers}{os.pathsep}{env.get('PATH', '')}"
         world.events.unlink(missing_ok=True)

@@ -15,11 +15,16 @@ import sys
 import threading
 import time
 
+import pytest
+from harness import python_env
+
 from libcni import CNIConfig, RuntimeConf
 from libcni.testing import MockExec
 
 from .busy_worker import ATTACHMENTS, NETWORK, instant, network, work
-from .conftest import HERE, Env, python_env
+from .conftest import HERE, Env
+
+pytestmark = pytest.mark.env(cls=Env)
 
 DURATION = 3.0
 THREADS = 6

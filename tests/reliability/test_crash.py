@@ -24,17 +24,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from harness import python_env, wait_gone
+
 import libcni
 from libcni import CNIConfig, RuntimeConf
 
 from . import crash_worker
-from .conftest import HERE, Env, python_env, wait_gone
+from .conftest import HERE, Env
+
+pytestmark = pytest.mark.env(cls=Env)
 
 WORKER = str(HERE / "crash_worker.py")
 NETWORK = "crashnet"
-KILLS = 50
+# Thirty kills (not fifty): the delays spread them over a worker's whole run, and
+# tests/reliability/test_kill.py kills at each chosen instant; a count, not a time
+# budget, ends the loop (a budget made the test fail on a loaded machine).
+KILLS = 30
 SLOTS = 5
-BUDGET = 20.0  # seconds for the kill loop
+HANG = 120.0  # seconds: the loop is stuck, not slow
 
 
 def _journal(path: Path) -> dict[tuple[str, str], set[int]]:
@@ -130,6 +138,8 @@ def _wait_ready(proc: subprocess.Popen[str]) -> None:
         raise AssertionError(f"worker did not start: {line!r}")
 
 
+# Slow by nature (10-15 s on a busy CI machine): thirty real runtimes, each killed at a random moment
+# of its run, and every entry checked after each kill.
 def test_sigkill_at_random_moments_leaves_old_or_new_entries_and_all_can_be_deleted(
     env: Env,
 ) -> None:
@@ -141,7 +151,8 @@ def test_sigkill_at_random_moments_leaves_old_or_new_entries_and_all_can_be_dele
     seed = 0
     start = time.monotonic()
     try:
-        while kills < KILLS and time.monotonic() - start < BUDGET:
+        while kills < KILLS:
+            assert time.monotonic() - start < HANG, f"only {kills} kills in {HANG}s"
             while len(running) < SLOTS:
                 seed += 1
                 mode = "fast" if seed % 2 else "real"
@@ -164,7 +175,6 @@ def test_sigkill_at_random_moments_leaves_old_or_new_entries_and_all_can_be_dele
             assert proc.stdout is not None
             proc.stdout.close()
     _check_cache(env.cache, journal)
-    assert kills >= 40, f"only {kills} kills in {BUDGET}s"
     assert _journal(journal), "no ADD ever started"
 
     # The plugins started by killed runtimes finish on their own (they do not hang).

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _require import unavailable
+from harness import python_env
 
 from libcni import (
     AsyncCNIConfig,
@@ -39,7 +41,9 @@ from libcni import (
 )
 from libcni.cache import CacheEntry, CorruptEntryError, ResultCache
 
-from .conftest import Env, python_env, unavailable, without_dac_override
+from .conftest import Env, without_dac_override
+
+pytestmark = pytest.mark.env(cls=Env)
 
 RESULT = {"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}]}
 FAIL = {"error": {"code": 11, "msg": "try again"}}
@@ -638,7 +642,7 @@ def test_every_cache_method_refuses_a_lone_surrogate(tmp_path: Path) -> None:
                 method(*names)
     for call in (
         lambda: cache.entries(SURROGATE),
-        lambda: cache.remove_unreadable(SURROGATE),
+        lambda: cache.remove_corrupt(SURROGATE),
         lambda: cache.network_lock(SURROGATE, exclusive=True),
         lambda: cache.try_network_lock(SURROGATE, exclusive=False),
     ):

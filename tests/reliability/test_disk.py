@@ -21,18 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import TESTPLUGIN, python_env
 
 from libcni import CacheError, RuntimeConf
 
-from .conftest import (
-    TESTPLUGIN,
-    Env,
-    fill,
-    python_env,
-    remount,
-    tiny_tmpfs,
-    without_dac_override,
-)
+from .conftest import Env, fill, remount, tiny_tmpfs, without_dac_override
 
 RESULT = {"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}], "extra": "x" * 300}
 

@@ -26,6 +26,8 @@ from libcni.aio import AsyncCNIConfig
 
 from .conftest import Env
 
+pytestmark = pytest.mark.env(cls=Env)
+
 
 def _conf_dir(env: Env, *, inline: bool = False) -> Path:
     """``dn.conflist`` (no plugins, or one inline) and ``dn/10-a.conf``, ``dn/20-b.conf``."""
@@ -44,7 +46,9 @@ def _types(env: Env, command: str) -> list[str]:
     return [c["stdin"]["type"] for c in env.calls() if c["command"] == command]
 
 
-def _cached_list(env: Env, net: libcni.NetworkConfigList, cid: str = "ctr1") -> Any:
+def _cached_list(
+    env: Env, net: libcni.NetworkConfigList, cid: str = "ctr1"
+) -> tuple[libcni.NetworkConfigList, libcni.RuntimeConf]:
     rt = attrs.evolve(env.rt, container_id=cid)
     cached = env.cni.get_network_list_cached_config(net, rt)
     assert cached is not None

@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import TESTPLUGIN
 
 import libcni
 from libcni import CacheError, CNIError, GCArgs, RuntimeConf
 
-from .conftest import TESTPLUGIN, Env
+from .conftest import Env
+
+pytestmark = pytest.mark.env(cls=Env)
 
 BAD_NAMES = {
     "dotdot": "..",

@@ -49,6 +49,8 @@ from libcni.version import ALL as VERSIONS
 
 from .conftest import Env
 
+pytestmark = pytest.mark.env(cls=Env)
+
 try:
     from libcni import cli
 except ImportError:  # pragma: no cover - the command line is another engineer's work
@@ -362,9 +364,9 @@ def test_fuzz_version_replies(reply: bytes, version: str) -> None:
 @example(stdout=b"[" * DEEP)
 @example(stdout=b'{"code":' * DEEP)
 def test_fuzz_plugin_error_objects(stdout: bytes) -> None:
-    from libcni.invoke import _raw
+    from libcni.invoke._errobj import decode_error_object
 
-    decoded = _raw._decode_error_object(stdout)
+    decoded = decode_error_object(stdout)
     if not isinstance(decoded, str):
         code, msg, details = decoded
         assert type(code) is int and isinstance(msg, str) and isinstance(details, str)

@@ -133,6 +133,9 @@ def test_the_counts_see_every_resource_of_a_setup_and_gc_collects_a_complete_one
     reason="libcni without write-ahead records leaks when killed during a chain (issue 18)",
     strict=True,
 )
+# Slow by nature (about 15-20 s): thirteen real runtimes (bridge, portmap, host-local in
+# throwaway namespaces) killed at nine chosen instants of the write-ahead protocol and
+# four random ones, each followed by a restarted runtime's gc and a leak count.
 def test_runtime_killed_at_any_instant_leaks_nothing_after_gc(runner: Runner) -> None:
     """The exact instants, each where it is meant to land, then random kills (the seed
     is in the failure message): after the restarted runtime's gc nothing is left."""

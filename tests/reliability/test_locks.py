@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import kill_quietly, python_env, wait_gone
 
 import libcni
 from libcni import (
@@ -47,8 +48,10 @@ from libcni.aio import AsyncCNIConfig
 from libcni.cache import ResultCache
 from libcni.invoke import RawExec
 
-from .conftest import HERE, Env, kill_quietly, python_env, require_root, wait_gone
+from .conftest import HERE, Env, require_root
 from .lock_worker import hammer
+
+pytestmark = pytest.mark.env(cls=Env)
 
 TIMEOUT = 0.5
 SLACK = 2.0  # a loaded machine (2 cores, several test suites) may be that late

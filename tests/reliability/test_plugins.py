@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import process_gone, wait_gone
 
 from libcni import (
     CacheError,
@@ -32,7 +33,9 @@ from libcni import (
 from libcni.aio import AsyncCNIConfig
 from libcni.invoke import RawExec
 
-from .conftest import Env, process_gone, wait_gone
+from .conftest import Env
+
+pytestmark = pytest.mark.env(cls=Env)
 
 MiB = 1 << 20
 TIMEOUT = 0.5
