@@ -77,7 +77,7 @@ def counting_epoll(monkeypatch: pytest.MonkeyPatch) -> list[_CountingEpoll]:
     """The hubs' epoll instances, counting (the loop's own selector is made before)."""
     made: list[_CountingEpoll] = []
     monkeypatch.setattr(_CountingEpoll, "made", made)
-    monkeypatch.setattr(_loop.select, "epoll", _CountingEpoll)
+    monkeypatch.setattr(select, "epoll", _CountingEpoll)
     return made
 
 
@@ -127,9 +127,9 @@ def test_a_pipe_is_read_once_per_readiness_and_its_end_not_read(
     ex = RawExec()
     ex.exec_plugin(plugin, b"{}", dict(os.environ), 60)  # imports, caches
     for _ in range(5):
-        monkeypatch.setattr(_raw.os, "read", read)
+        monkeypatch.setattr(os, "read", read)
         out = ex.exec_plugin(plugin, b"{}", dict(os.environ), 60)
-        monkeypatch.setattr(_raw.os, "read", real_read)
+        monkeypatch.setattr(os, "read", real_read)
         assert out == b'{"cniVersion": "1.0.0"}\n'
     assert len(reads) == 5 * 3
 
