@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import request as rq
@@ -31,6 +32,7 @@ from ._ops import (
     logged,
 )
 from .conf import NetworkConfigList, PluginConfig
+from .invoke._loop import operation_ended, operation_started, step
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
@@ -67,6 +69,39 @@ async def _in_thread(call: functools.partial[Any]) -> Any:
         raise cancelled
 
 
+#: File systems whose ``fsync`` waits for no disk: a cache write there is as short
+#: as the write-ahead record's, which is written inline.
+_MEMORY_FS = frozenset({"tmpfs", "ramfs"})
+_memory_dirs: dict[str, bool] = {}
+
+
+def _on_memory_fs(directory: str) -> bool:
+    """Whether ``directory`` is on a memory file system (its mount's type, by device number)."""
+    try:
+        dev = os.stat(directory).st_dev
+        wanted = f"{os.major(dev)}:{os.minor(dev)}"
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                mount, sep, rest = line.partition(" - ")
+                fields = mount.split(" ", 3)
+                if sep and len(fields) > 2 and fields[2] == wanted:
+                    return rest.split(" ", 1)[0] in _MEMORY_FS
+    except OSError:
+        pass
+    return False
+
+
+def _waits_for_disk(effect: CacheIO) -> bool:
+    """Whether a cache call may wait for a disk (its cache is not on tmpfs): then in a thread."""
+    directory = getattr(getattr(effect.call, "__self__", None), "dir", None)
+    if not isinstance(directory, str):
+        return True
+    memory = _memory_dirs.get(directory)
+    if memory is None:
+        memory = _memory_dirs[directory] = _on_memory_fs(directory)
+    return not memory
+
+
 class AsyncCNIConfig(Operations):
     """The asyncio form of :class:`libcni.CNIConfig`: same constructor, same rules.
 
@@ -83,10 +118,17 @@ class AsyncCNIConfig(Operations):
         rt: RuntimeConf | None = None,
         plugin: str = "",
     ) -> _R:
-        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``)."""
-        if self._watch is None:
-            return await adrive(op, self._perform)
-        return await self._watch.adrive(op, self._perform, self, operation, net, rt, plugin)
+        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``).
+
+        Its plugins start in the order the operations began (``invoke._loop``).
+        """
+        order = operation_started()
+        try:
+            if self._watch is None:
+                return await adrive(op, self._perform)
+            return await self._watch.adrive(op, self._perform, self, operation, net, rt, plugin)
+        finally:
+            operation_ended(order)
 
     async def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
@@ -102,7 +144,10 @@ class AsyncCNIConfig(Operations):
                     )
                 )
         if isinstance(effect, CacheIO):
-            return await _in_thread(functools.partial(effect.call, *effect.args))
+            if _waits_for_disk(effect):
+                return await _in_thread(functools.partial(effect.call, *effect.args))
+            return effect.call(*effect.args)
+        await step()  # a few operations' steps per turn of the loop, oldest first
         return await self._lock(effect)
 
     @staticmethod

@@ -274,37 +274,9 @@ def _plugin_from_obj(obj: Any, data: builtins.bytes, what: str) -> PluginConfig:
     name = _opt_str(obj, "name", what)
     cni_version = _opt_str(obj, "cniVersion", what)
 
-    caps = obj.get("capabilities")
-    capabilities: dict[str, bool] = {}
-    if caps is not None:
-        if not isinstance(caps, dict):
-            raise ConfigError(
-                f"error parsing {what}: 'capabilities' must be an object, not {_type_name(caps)}",
-                _excerpt(caps),
-            )
-        for cap, enabled in caps.items():
-            if not isinstance(enabled, bool):
-                raise ConfigError(
-                    f"error parsing {what}: capability '{cap}' must be a boolean,"
-                    f" not {_type_name(enabled)}",
-                    _excerpt(enabled),
-                )
-            capabilities[cap] = enabled
-
+    capabilities = _capabilities(obj.get("capabilities"), what)
     ipam = obj.get("ipam")
-    if ipam is not None:
-        if not isinstance(ipam, dict):
-            raise ConfigError(
-                f"error parsing {what}: 'ipam' must be an object, not {_type_name(ipam)}",
-                _excerpt(ipam),
-            )
-        ipam_type = ipam.get("type")
-        if ipam_type is not None and not isinstance(ipam_type, str):
-            raise ConfigError(
-                f"error parsing {what}: 'ipam.type' must be a string, not {_type_name(ipam_type)}",
-                _excerpt(ipam_type),
-            )
-
+    _check_ipam(ipam, what)
     dns_obj = obj.get("dns")
     dns: DNS | None = None
     if dns_obj is not None:
@@ -323,6 +295,44 @@ def _plugin_from_obj(obj: Any, data: builtins.bytes, what: str) -> PluginConfig:
         raw=obj,
         bytes=data,
     )
+
+
+def _capabilities(caps: Any, what: str) -> dict[str, bool]:
+    """A plugin's ``capabilities`` (an object of booleans; absent: none)."""
+    capabilities: dict[str, bool] = {}
+    if caps is None:
+        return capabilities
+    if not isinstance(caps, dict):
+        raise ConfigError(
+            f"error parsing {what}: 'capabilities' must be an object, not {_type_name(caps)}",
+            _excerpt(caps),
+        )
+    for cap, enabled in caps.items():
+        if not isinstance(enabled, bool):
+            raise ConfigError(
+                f"error parsing {what}: capability '{cap}' must be a boolean,"
+                f" not {_type_name(enabled)}",
+                _excerpt(enabled),
+            )
+        capabilities[cap] = enabled
+    return capabilities
+
+
+def _check_ipam(ipam: Any, what: str) -> None:
+    """A plugin's ``ipam``: absent, or an object whose ``type`` (if any) is a string."""
+    if ipam is None:
+        return
+    if not isinstance(ipam, dict):
+        raise ConfigError(
+            f"error parsing {what}: 'ipam' must be an object, not {_type_name(ipam)}",
+            _excerpt(ipam),
+        )
+    ipam_type = ipam.get("type")
+    if ipam_type is not None and not isinstance(ipam_type, str):
+        raise ConfigError(
+            f"error parsing {what}: 'ipam.type' must be a string, not {_type_name(ipam_type)}",
+            _excerpt(ipam_type),
+        )
 
 
 def conf_from_bytes(data: JSONInput) -> PluginConfig:
@@ -405,6 +415,29 @@ def _negotiate_version(obj: Mapping[str, Any], cni_version: str) -> str:
     return best[1]
 
 
+def _list_plugins(raw_plugins: Any, what: str) -> list[PluginConfig]:
+    """The plugins of a configuration list (its ``plugins``: a non-empty list of objects)."""
+    if not isinstance(raw_plugins, list):
+        raise ConfigError(
+            f"error parsing {what}: 'plugins' must be a list, not {_type_name(raw_plugins)}",
+            _excerpt(raw_plugins),
+        )
+    if not raw_plugins:
+        raise ConfigError(f"error parsing {what}: no plugins in list")
+    plugins: list[PluginConfig] = []
+    for i, plugin_obj in enumerate(raw_plugins):
+        plugin_what = f"plugin config {i}"
+        if not isinstance(plugin_obj, dict):
+            raise ConfigError(
+                f"error parsing {plugin_what}: must be a JSON object,"
+                f" not {_type_name(plugin_obj)}",
+                _excerpt(plugin_obj),
+            )
+        plugin_bytes = _dumps(plugin_obj, f"error parsing {plugin_what}")
+        plugins.append(_plugin_from_obj(plugin_obj, plugin_bytes, plugin_what))
+    return plugins
+
+
 def _list_from_obj(obj: Any, data: builtins.bytes) -> NetworkConfigList:
     what = "configuration list"
     if not isinstance(obj, dict):
@@ -443,24 +476,7 @@ def _list_from_obj(obj: Any, data: builtins.bytes) -> NetworkConfigList:
                 " 'plugins' key"
             )
     else:
-        raw_plugins = obj["plugins"]
-        if not isinstance(raw_plugins, list):
-            raise ConfigError(
-                f"error parsing {what}: 'plugins' must be a list, not {_type_name(raw_plugins)}",
-                _excerpt(raw_plugins),
-            )
-        if not raw_plugins:
-            raise ConfigError(f"error parsing {what}: no plugins in list")
-        for i, plugin_obj in enumerate(raw_plugins):
-            plugin_what = f"plugin config {i}"
-            if not isinstance(plugin_obj, dict):
-                raise ConfigError(
-                    f"error parsing {plugin_what}: must be a JSON object,"
-                    f" not {_type_name(plugin_obj)}",
-                    _excerpt(plugin_obj),
-                )
-            plugin_bytes = _dumps(plugin_obj, f"error parsing {plugin_what}")
-            plugins.append(_plugin_from_obj(plugin_obj, plugin_bytes, plugin_what))
+        plugins = _list_plugins(obj["plugins"], what)
 
     return NetworkConfigList(
         name=name,

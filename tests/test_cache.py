@@ -20,7 +20,7 @@ import pytest
 from harness import GO_CACHE_KEYS
 
 import libcni
-from libcni.cache import CacheEntry, CacheLock, CorruptEntryError, ResultCache, _store
+from libcni.cache import CacheEntry, CacheLock, CorruptEntryError, ResultCache, _files
 from libcni.errors import CacheError, ValidationError
 
 DATA = Path(__file__).parent / "data" / "cache"
@@ -648,13 +648,13 @@ def test_read_ident_reuses_an_entry_just_read_only_while_its_file_is_unchanged(
     cache.write(full_entry(network_name="a", container_id="c-1"))
     path = results(cache) / "a-c-1-eth0"
     reads: list[str] = []
-    real = _store._read_ident_at
+    real = _files._read_ident_at
 
-    def counting(dfd: int, name: str, where: str) -> tuple[bytes, _store.FileIdent]:
+    def counting(dfd: int, name: str, where: str) -> tuple[bytes, _files.FileIdent]:
         reads.append(name)
         return real(dfd, name, where)
 
-    monkeypatch.setattr(_store, "_read_ident_at", counting)
+    monkeypatch.setattr(_files, "_read_ident_at", counting)
 
     def listed() -> CacheEntry:
         entries = cache._container("c-1", remember=True)[0]
@@ -743,13 +743,13 @@ def test_entries_of_one_container_opens_only_candidates(
         (d / f"net{i % 7}-{cid}-eth0").write_bytes(data)
     wanted = f"{1234:064x}"
     opened: list[str] = []
-    real = _store._read_ident_at
+    real = _files._read_ident_at
 
-    def counting(dfd: int, name: str, path: str) -> tuple[bytes, _store.FileIdent]:
+    def counting(dfd: int, name: str, path: str) -> tuple[bytes, _files.FileIdent]:
         opened.append(name)
         return real(dfd, name, path)
 
-    monkeypatch.setattr(_store, "_read_ident_at", counting)
+    monkeypatch.setattr(_files, "_read_ident_at", counting)
     t0 = time.perf_counter()
     got = cache.entries(wanted)
     elapsed = time.perf_counter() - t0
@@ -952,7 +952,7 @@ def _age(path: Path, seconds: float) -> None:
     os.utime(path, (old, old))
 
 
-def test_remove_unreadable_removes_only_old_broken_entries_of_the_network(tmp_path: Path) -> None:
+def test_remove_corrupt_removes_only_old_broken_entries_of_the_network(tmp_path: Path) -> None:
     cache = ResultCache(tmp_path)
     cache.write(CacheEntry("good", "net", "eth0", b"{}", result={"cniVersion": "1.0.0"}))
     results = tmp_path / "results"
@@ -971,17 +971,28 @@ def test_remove_unreadable_removes_only_old_broken_entries_of_the_network(tmp_pa
     (results / "other-old-eth0").write_bytes(b"")
     _age(results / "other-old-eth0", 120)
 
-    assert cache.remove_unreadable("net") == (sorted(broken), [])
+    assert cache.remove_corrupt("net") == (sorted(broken), [])
     left = sorted(p.name for p in results.iterdir())
     assert left == ["net-fresh-eth0", "net-good-eth0", "net-legacy-eth0", "other-old-eth0"]
-    assert cache.remove_unreadable("net", older_than=0) == (["net-fresh-eth0"], [])
+    assert cache.remove_corrupt("net", older_than=0) == (["net-fresh-eth0"], [])
 
 
-def test_remove_unreadable_without_results_dir_and_with_hostile_names(tmp_path: Path) -> None:
+def test_remove_corrupt_without_results_dir_and_with_hostile_names(tmp_path: Path) -> None:
     cache = ResultCache(tmp_path)
-    assert cache.remove_unreadable("net") == ([], [])
+    assert cache.remove_corrupt("net") == ([], [])
     with pytest.raises(ValidationError):
-        cache.remove_unreadable("../x")
+        cache.remove_corrupt("../x")
+
+
+def test_remove_unreadable_is_the_former_name_of_remove_corrupt(tmp_path: Path) -> None:
+    # Callers of the old name keep working: a corrupt entry goes, an unreadable one stays.
+    cache = ResultCache(tmp_path)
+    results = tmp_path / "results"
+    results.mkdir(mode=0o700)
+    (results / "net-c1-eth0").write_bytes(b"{nope")
+    _age(results / "net-c1-eth0", 120)
+    assert cache.remove_unreadable("net") == (["net-c1-eth0"], [])
+    assert list(results.iterdir()) == []
 
 
 def test_an_entry_under_another_entrys_file_name_is_not_listed_and_gc_removes_it(
@@ -996,7 +1007,7 @@ def test_an_entry_under_another_entrys_file_name_is_not_listed_and_gc_removes_it
     assert [e.container_id for e in cache.entries()] == ["c2"]
     assert cache.entries("c1") == []
     _age(results / "net-c1-eth0", 120)
-    assert cache.remove_unreadable("net") == (["net-c1-eth0"], [])
+    assert cache.remove_corrupt("net") == (["net-c1-eth0"], [])
     assert sorted(p.name for p in results.iterdir()) == ["net-c2-eth0"]
 
 
@@ -1008,7 +1019,7 @@ def test_an_entry_without_names_is_named_by_its_file(tmp_path: Path) -> None:
     del obj["containerId"]
     (results / "net-c1-eth0").write_text(json.dumps(obj))
     _age(results / "net-c1-eth0", 120)
-    assert cache.remove_unreadable("net") == ([], [])  # usable: a read names it after the file
+    assert cache.remove_corrupt("net") == ([], [])  # usable: a read names it after the file
     entry = cache.read("net", "c1", "eth0")
     assert entry is not None and entry.container_id == "c1"
 

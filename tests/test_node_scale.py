@@ -203,17 +203,17 @@ def test_inspect_sees_complete_and_in_progress_attachments_through_the_index(env
 @contextmanager
 def reads_and_listings(monkeypatch: pytest.MonkeyPatch, root: Path) -> Iterator[dict[str, Any]]:
     """The entry and record files read (by path) and the directories listed, during GC."""
-    from libcni.cache import _store
+    from libcni.cache import _files
 
     seen: dict[str, Any] = {"reads": Counter()}
-    real = _store._read_ident_at
+    real = _files._read_ident_at
 
     def counting(dfd: int, name: str, path: str) -> Any:
         got = real(dfd, name, path)  # (a missing file raises: not a read)
         seen["reads"][os.path.relpath(path, root)] += 1
         return got
 
-    monkeypatch.setattr(_store, "_read_ident_at", counting)
+    monkeypatch.setattr(_files, "_read_ident_at", counting)
     with FileOps(root).counting(monkeypatch) as ops:
         seen["ops"] = ops
         yield seen

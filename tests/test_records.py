@@ -506,7 +506,7 @@ def test_a_runtime_killed_during_add_is_collected_by_the_next_gc(env: Env, kille
 def test_gc_reads_each_entry_and_record_at_most_once(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from libcni.cache import _store
+    from libcni.cache import _files
 
     net = env.chain({}, name="net")
     for cid in ("a", "b", "c"):
@@ -514,14 +514,14 @@ def test_gc_reads_each_entry_and_record_at_most_once(
     env.cni.add_network_list(env.chain({}, name="other"), rt("a"))
     _failed_add(env)  # ctr1, in progress
     reads: list[str] = []
-    real = _store._read_ident_at
+    real = _files._read_ident_at
 
     def counting(dfd: int, name: str, path: str) -> Any:
         got = real(dfd, name, path)  # (a missing file raises: not a read)
         reads.append(path)
         return got
 
-    monkeypatch.setattr(_store, "_read_ident_at", counting)
+    monkeypatch.setattr(_files, "_read_ident_at", counting)
     env.cni.gc_network_list(net, GCArgs([GCAttachment("b", "eth0")]))
     assert reads and len(reads) == len(set(reads)), "\n".join(sorted(r.split("cache")[-1] for r in reads))
     assert not [p for p in reads if "/results/net-b-" in p]  # valid: not even read

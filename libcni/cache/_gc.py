@@ -24,22 +24,12 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from ..errors import CacheError
-from . import _store
+from . import _files
 from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
+from ._files import TEMP_PREFIX, FileIdent, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
-from ._store import (
-    TEMP_PREFIX,
-    FileIdent,
-    ResultCache,
-    _ident,
-    _listed,
-    _names_held,
-    _only_of,
-    _shared_name,
-    _splits,
-    _strerror,
-    _usable_record,
-)
+from ._names import _names_held, _only_of, _shared_name, _splits, _usable_record
+from ._store import ResultCache
 
 __all__ = ["GCScan", "GCWork"]
 
@@ -109,8 +99,7 @@ class GCWork:
 
     def __init__(self) -> None:
         self.stale: list[CacheEntry] = []
-        """The usable entries of the network that are not valid (to DEL), by file name; each
-        kept for its DEL (``ResultCache._recent``), which then does not read it again."""
+        """The usable entries of the network that are not valid (to DEL), by file name."""
         self.in_progress: list[CacheEntry] = []
         """Its usable records without an entry that are not valid (to DEL), by file name."""
         self.valid: list[tuple[str, str]] = []
@@ -316,66 +305,60 @@ class GCScan:
 
         ``valid``: the valid attachments given (``(containerID, ifname)``).
         Removes the network's entries whose content is unusable (as
-        :meth:`ResultCache.remove_unreadable` does: never one that cannot be
+        :meth:`ResultCache.remove_corrupt` does: never one that cannot be
         read, nor a valid one, nor one that may be another network's, nor one
         modified less than ``older_than`` seconds ago or whose lock is held).
         """
-        prefix = f"{check_name(network, 'network name')}-"
+        check_name(network, "network name")
         self._refresh()
         work = GCWork()
         work.errors.extend(self._errors)
         self._errors = []
-        keep = self.keep
         valid_pairs = set(valid)
-        valid_names = {f"{prefix}{cid}-{ifname}" for cid, ifname in valid_pairs}
         found: dict[tuple[str, str], None] = {}  # the valid attachments met, in order
+        broken = self._collect_entries(network, valid_pairs, found, work)
+        self._remove(network, broken, older_than, work)
+        if records:
+            self._collect_records(network, valid_pairs, found, work)
+        work.valid = list(found)
+        return work
+
+    def _collect_entries(
+        self,
+        network: str,
+        valid: set[tuple[str, str]],
+        found: dict[tuple[str, str], None],
+        work: GCWork,
+    ) -> list[str]:
+        """The network's entries: the stale ones to ``work.stale``, the valid ones met to
+        ``found``, what cannot be read to ``work.errors``; returns the unusable ones that
+        may be removed (by name)."""
+        prefix = f"{network}-"
+        valid_names = {f"{prefix}{cid}-{ifname}" for cid, ifname in valid}
         networks = {network, *self._known, *self._met, *self._record_names}
         unnamed: list[tuple[str, CacheError | None]] = []  # (name, I/O error or None)
         broken: list[str] = []
         guarded: set[str] = set()  # may be a valid container's: never removed
+        keep = self.keep
         dfd = self._results_fd()
         for name in sorted(set(self._by_network.get(network, ())) & self._names):
             if name in valid_names:
                 continue
-            splits = dash_splits(name[len(prefix) :])
-            if keep is not None:
-                theirs = [s for s in splits if s[0] in keep]
-                if theirs and (len(theirs) == len(splits) or self._recorded(name, theirs)):
-                    found.update(dict.fromkeys(theirs))  # a valid container's, by its name
-                    continue
-                if theirs:
-                    guarded.add(name)
+            if keep is not None and _kept_by_name(
+                name, keep, prefix, self._containers, found, guarded
+            ):
+                continue
             got = self._read(dfd, name, network) if dfd is not None else _MISSING
             if got.state == "missing":
                 continue
             if got.state != "ok":
                 unnamed.append((name, got.error))
                 continue
-            obj = got.obj
-            held = got.held
-            if held[0] not in ("", network):
-                continue  # another network's
-            if not held[0]:
-                if isinstance(obj, dict) and obj.get("kind") != CNI_CACHE_V1:
-                    continue  # a legacy bare result: usable
-                if not isinstance(obj, dict) or not ResultCache._usable(
-                    obj, name, self._entry_path(name)
-                ):
-                    unnamed.append((name, None))
-                continue
-            pair = (held[1], held[2])
-            if pair in valid_pairs:
-                continue
-            if keep is not None and held[1] in keep and name == f"{prefix}{held[1]}-{held[2]}":
-                found[pair] = None  # a valid container's (not decoded further)
-                continue
-            entry = ResultCache._usable_entry(obj, name, self._entry_path(name))
-            if entry is None:
+            verdict = self._judge(name, got, network, valid, found, work)
+            if verdict == "unnamed":
+                unnamed.append((name, None))
+            elif verdict == "broken":
                 broken.append(name)
-            elif entry.ifname:
-                assert got.ident is not None
-                work.stale.append(entry)
-                self.cache._recent.keep(name, entry, got.ident)
         for name, err in unnamed:
             if not _only_of(name, network, networks):
                 continue
@@ -383,20 +366,47 @@ class GCScan:
                 work.errors.append(err)
             else:
                 broken.append(name)
-        broken = [n for n in broken if n not in guarded]
-        self._remove(network, sorted(broken), older_than, work)
-        if records:
-            self._collect_records(network, valid_pairs, found, work)
-        work.valid = list(found)
-        return work
+        return sorted(n for n in broken if n not in guarded)
 
-    def _recorded(self, name: str, theirs: list[tuple[str, str]]) -> bool:
-        """Whether a valid container among ``theirs`` has a record of that file name (which
-        then names it alone): the entry is that container's, not another's."""
-        containers = self._containers
-        return bool(containers) and any(
-            name in containers.get(cid, ()) and not _shared_name(name, cid) for cid, _ in theirs
-        )
+    def _judge(
+        self,
+        name: str,
+        got: _Read,
+        network: str,
+        valid: set[tuple[str, str]],
+        found: dict[tuple[str, str], None],
+        work: GCWork,
+    ) -> str:
+        """What the entry ``name``, read (``got``), is to GC of ``network``: ``"unnamed"``
+        (unusable and naming no network), ``"broken"`` (the network's, unusable) or ``""``
+        (another network's, valid, usable; a stale one is added to ``work.stale``)."""
+        obj = got.obj
+        held = got.held
+        if held[0] not in ("", network):
+            return ""  # another network's
+        if not held[0]:
+            if isinstance(obj, dict) and obj.get("kind") != CNI_CACHE_V1:
+                return ""  # a legacy bare result: usable
+            if not isinstance(obj, dict) or not ResultCache._usable(
+                obj, name, self._entry_path(name)
+            ):
+                return "unnamed"
+            return ""
+        pair = (held[1], held[2])
+        if pair in valid:
+            return ""
+        keep = self.keep
+        if keep is not None and held[1] in keep and name == f"{network}-{held[1]}-{held[2]}":
+            found[pair] = None  # a valid container's (not decoded further)
+            return ""
+        entry = ResultCache._usable_entry(obj, name, self._entry_path(name))
+        if entry is None:
+            return "broken"
+        if entry.ifname:
+            assert got.ident is not None
+            work.stale.append(entry)
+            self.cache._recent.keep(name, entry, got.ident)
+        return ""
 
     def _collect_records(
         self,
@@ -497,7 +507,7 @@ class GCScan:
                 got.under = network
                 return got
         try:
-            data, ident = _store._read_ident_at(dfd, name, path)
+            data, ident = _files._read_ident_at(dfd, name, path)
         except FileNotFoundError:
             return _MISSING
         except CorruptEntryError:  # a symlink, a non-regular or oversized file
@@ -535,7 +545,7 @@ class GCScan:
         if got is None:
             path = f"{cache.records_dir}/{rel}"
             try:
-                data, ident = _store._read_ident_at(top, rel, path)
+                data, ident = _files._read_ident_at(top, rel, path)
             except FileNotFoundError:
                 got = _Read("missing", under=network)
             except CorruptEntryError:  # a symlink, a non-regular or oversized file
@@ -568,6 +578,35 @@ class GCScan:
     def names(self) -> list[str]:
         """The names of ``results/`` as last listed (temporary files left out)."""
         return sorted(self._names)
+
+
+def _kept_by_name(
+    name: str,
+    keep: frozenset[str],
+    prefix: str,
+    containers: dict[str, list[str]],
+    found: dict[tuple[str, str], None],
+    guarded: set[str],
+) -> bool:
+    """Whether the file name alone says the entry ``name`` is a valid container's
+    (``keep``): its attachments go to ``found``, unread. One that only may be one is
+    added to ``guarded`` (read, never removed)."""
+    splits = dash_splits(name[len(prefix) :])
+    theirs = [s for s in splits if s[0] in keep]
+    if theirs and (len(theirs) == len(splits) or _recorded(name, theirs, containers)):
+        found.update(dict.fromkeys(theirs))  # a valid container's, by its name
+        return True
+    if theirs:
+        guarded.add(name)
+    return False
+
+
+def _recorded(name: str, theirs: list[tuple[str, str]], containers: dict[str, list[str]]) -> bool:
+    """Whether a valid container among ``theirs`` has a record of that file name (which
+    then names it alone): the entry is that container's, not another's."""
+    return bool(containers) and any(
+        name in containers.get(cid, ()) and not _shared_name(name, cid) for cid, _ in theirs
+    )
 
 
 def _stat_ident(dfd: int, name: str) -> FileIdent | None:

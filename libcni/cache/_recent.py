@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._entry import CacheEntry
-    from ._store import FileIdent
+    from ._files import FileIdent
 
 __all__ = ["MAX_BYTES", "Recent"]
 

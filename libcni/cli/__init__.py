@@ -36,7 +36,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import __version__
 from .._json import strict_loads
@@ -417,13 +417,12 @@ def _add_common(parser: argparse.ArgumentParser, default: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``libcni`` command (one sub-command per operation)."""
-    formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Run CNI plugins on a network namespace (a cnitool-compatible command line "
         "of the libcni Python library).",
         epilog=_ENVIRONMENT,
-        formatter_class=formatter,
+        formatter_class=_FORMATTER,
     )
     _add_common(parser, None)
     parser.add_argument(
@@ -433,6 +432,27 @@ def build_parser() -> argparse.ArgumentParser:
     # defaults, hence SUPPRESS there.
     common = argparse.ArgumentParser(add_help=False)
     _add_common(common, argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_attach_commands(sub, common)
+    _add_network_commands(sub, common)
+    _add_cache_commands(sub, common)
+    _add_manager_commands(sub, common)
+    _add_view_commands(sub, common)
+    _add_demo_command(sub, common)
+    return parser
+
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+if TYPE_CHECKING:  # what ``add_subparsers`` returns
+    from typing import TypeAlias
+
+    _Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_attach_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
+    """The cnitool commands on one attachment: ``add``, ``check``, ``del``."""
+    formatter = _FORMATTER
     ifname = argparse.ArgumentParser(add_help=False)
     ifname.add_argument(
         "-i",
@@ -441,8 +461,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="interface name in the container (default: $CNI_IFNAME or eth0)",
     )
-
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     attach_help = {
         "add": "add the container in NETNS to NETWORK and print the result",
         "check": "check that the container in NETNS is attached to NETWORK as cached",
@@ -465,6 +483,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("netns", metavar="NETNS", help="network namespace path")
         p.set_defaults(func=_cmd_attach)
 
+
+def _add_network_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
+    """The cnitool commands on a network or a plugin: ``gc``, ``status``, ``validate``,
+    ``version``."""
+    formatter = _FORMATTER
     for name, text, func in (
         (
             "gc",
@@ -516,6 +539,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plugin", metavar="PLUGIN", help="plugin type, e.g. bridge")
     p.set_defaults(func=_cmd_version)
 
+
+
+def _add_cache_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
+    """``cache list``."""
     p = sub.add_parser(
         "cache",
         help="inspect the cache of attachments",
@@ -534,6 +561,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("container_id", metavar="CONTAINER_ID", nargs="?", default="")
     p.set_defaults(func=_cmd_cache_list)
 
+
+def _add_manager_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
+    """The network manager's commands that attach and detach: ``up``, ``down``."""
+    formatter = _FORMATTER
     p = sub.add_parser(
         "up",
         help="attach a container to loopback and its networks (NetworkManager.setup); "
@@ -576,6 +607,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("netns", metavar="NETNS", nargs="?", default="", help="network namespace path")
     p.set_defaults(func=_cmd_down)
 
+
+def _add_view_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
+    """The network manager's commands that change nothing: ``show``, ``ready``."""
+    formatter = _FORMATTER
     p = sub.add_parser(
         "show",
         help="print the merged view of a container's networks, from the cache",
@@ -601,6 +636,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_ready)
 
+
+def _add_demo_command(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
+    """``demo`` (and its internal part that runs inside the throwaway host namespace)."""
+    formatter = _FORMATTER
     demo_text = (
         "attach a throwaway network namespace to a demo network with the reference plugins "
         "(bridge, host-local, portmap, tuning), show the result, check it and detach it again"
@@ -621,7 +660,6 @@ def build_parser() -> argparse.ArgumentParser:
     for option in ("--netns", "--workdir", "--bridge", "--cni-path", "--container-id"):
         p.add_argument(option, default="", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_demo)
-    return parser
 
 
 # -- main ------------------------------------------------------------------

@@ -45,7 +45,11 @@ from ..invoke import DEFAULT_PLUGIN_DIRS
 from ._errors import CLIError
 
 if TYPE_CHECKING:
+    from ..api import CNIConfig
+    from ..conf import NetworkConfigList
+    from ..manager import NetworkManager
     from ..netns import NetNS
+    from ..values import RuntimeConf
 
 __all__ = [
     "DEMO_CAPABILITY_ARGS",
@@ -324,17 +328,9 @@ def run(
     if missing:
         err.write(prerequisites_message(missing))
         return 1
-    ip = _find_tool("ip", environ)
-    assert ip is not None
-
-    from .. import netns
-
-    tag = secrets.token_hex(3)
-    host_ns = f"{NETNS_PREFIX}host-{tag}"
-    ctr_ns = f"{NETNS_PREFIX}ctr-{tag}"
-    created: list[NetNS] = []
-    workdir: str | None = None
-    child: subprocess.Popen[bytes] | None = None
+    if cache_dir is not None:
+        cache_dir = os.path.abspath(cache_dir)
+    state = _Outer(secrets.token_hex(3), plugin_path)
     status = 1
     signals = _Signals()
     old_handlers: dict[int, Any] = {}
@@ -342,47 +338,7 @@ def run(
         try:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 old_handlers[signum] = signal.signal(signum, signals.handler)
-            with signals.deferred():
-                workdir = tempfile.mkdtemp(prefix="libcni-demo-")
-            for name in (ctr_ns, host_ns):
-                with signals.deferred():  # a namespace made is recorded before a signal
-                    created.append(netns.create(name, NETNS_DIR))
-            ctr = created[0]
-            _run_cmd([ip, "-n", host_ns, "link", "set", "lo", "up"])
-            if cache_dir is not None:
-                cache_dir = os.path.abspath(cache_dir)
-            cache_text = f"cache in {cache_dir}" if cache_dir else "the cache among them"
-            out.write(
-                "libcni demo: the machine's own network is left alone; everything happens in\n"
-                f'  {host_ns:<26} a throwaway "host" namespace, where the plugins run\n'
-                f"  {ctr_ns:<26} the container's namespace\n"
-                f"  plugins from {':'.join(plugin_path)}, scratch files in {workdir} "
-                f"({cache_text})\n\n"
-            )
-            out.flush()
-            env = dict(environ)
-            env["PYTHONPATH"] = os.pathsep.join(
-                [_package_root(), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
-            )
-            cmd = [
-                ip, "netns", "exec", host_ns,
-                sys.executable, "-m", "libcni", "demo", "--inside",
-                "--netns", ctr.path,
-                "--workdir", workdir,
-                "--bridge", f"cni-demo-{tag}",
-                "--cni-path", ":".join(plugin_path),
-                "--container-id", f"libcni-demo-{tag}",
-            ]  # fmt: skip
-            if timeout is not None:
-                cmd += ["--timeout", str(timeout)]
-            if cache_dir:
-                cmd += ["--cache-dir", cache_dir]
-            with signals.deferred():
-                child = subprocess.Popen(cmd, env=env)
-            status = child.wait()
-            if status != 0:
-                err.write(f"libcni demo: failed (exit status {status}); cleaning up\n")
-                status = 1
+            status = _run_outer(state, signals, environ, out, err, timeout, cache_dir)
         except _Interrupted as e:
             err.write(
                 f"\nlibcni demo: interrupted by {signal.Signals(e.signum).name}; cleaning up\n"
@@ -396,8 +352,8 @@ def run(
     finally:
         signals.cleaning = True
         try:
-            _stop(child)
-            if not _cleanup(created, workdir, out, err):
+            _stop(state.child)
+            if not _cleanup(state.created, state.workdir, out, err):
                 status = status or 1
         finally:
             for s, h in old_handlers.items():
@@ -406,6 +362,78 @@ def run(
         out.write("\n" + try_commands(_libcni_command()))
         out.flush()
     return status
+
+
+class _Outer:
+    """What the outer part of the demo made, for its clean-up."""
+
+    def __init__(self, tag: str, plugin_path: list[str]) -> None:
+        self.tag = tag
+        self.plugin_path = plugin_path
+        self.host_ns = f"{NETNS_PREFIX}host-{tag}"
+        self.ctr_ns = f"{NETNS_PREFIX}ctr-{tag}"
+        self.created: list[NetNS] = []
+        self.workdir: str | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+
+
+def _run_outer(
+    state: _Outer,
+    signals: _Signals,
+    environ: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+    timeout: float | None,
+    cache_dir: str | None,
+) -> int:
+    """Create the scratch directory and the namespaces, run the inner part in the host one;
+    its exit status (0 or 1). What is made is recorded in ``state`` before any signal."""
+    from .. import netns
+
+    ip = _find_tool("ip", environ)
+    assert ip is not None
+    host_ns, ctr_ns = state.host_ns, state.ctr_ns
+    with signals.deferred():
+        state.workdir = workdir = tempfile.mkdtemp(prefix="libcni-demo-")
+    for name in (ctr_ns, host_ns):
+        with signals.deferred():  # a namespace made is recorded before a signal
+            state.created.append(netns.create(name, NETNS_DIR))
+    ctr = state.created[0]
+    _run_cmd([ip, "-n", host_ns, "link", "set", "lo", "up"])
+    cache_text = f"cache in {cache_dir}" if cache_dir else "the cache among them"
+    out.write(
+        "libcni demo: the machine's own network is left alone; everything happens in\n"
+        f'  {host_ns:<26} a throwaway "host" namespace, where the plugins run\n'
+        f"  {ctr_ns:<26} the container's namespace\n"
+        f"  plugins from {':'.join(state.plugin_path)}, scratch files in {workdir} "
+        f"({cache_text})\n\n"
+    )
+    out.flush()
+    env = dict(environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [_package_root(), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    )
+    tag = state.tag
+    cmd = [
+        ip, "netns", "exec", host_ns,
+        sys.executable, "-m", "libcni", "demo", "--inside",
+        "--netns", ctr.path,
+        "--workdir", workdir,
+        "--bridge", f"cni-demo-{tag}",
+        "--cni-path", ":".join(state.plugin_path),
+        "--container-id", f"libcni-demo-{tag}",
+    ]  # fmt: skip
+    if timeout is not None:
+        cmd += ["--timeout", str(timeout)]
+    if cache_dir:
+        cmd += ["--cache-dir", cache_dir]
+    with signals.deferred():
+        state.child = subprocess.Popen(cmd, env=env)
+    status = state.child.wait()
+    if status != 0:
+        err.write(f"libcni demo: failed (exit status {status}); cleaning up\n")
+        return 1
+    return 0
 
 
 # -- what to try next ----------------------------------------------------------
@@ -522,6 +550,34 @@ def summarize_result(
     """
     interfaces = [i for i in result.get("interfaces", ()) if isinstance(i, Mapping)]
     ips = [i for i in result.get("ips", ()) if isinstance(i, Mapping)]
+    lines = _interface_lines(interfaces, ips)
+    lines += _route_lines(result.get("routes", ()), ips)
+    lines += _port_lines((capability_args or {}).get("portMappings", ()))
+    dns = result.get("dns")
+    if isinstance(dns, Mapping) and dns:
+        lines.append(("DNS", _dns_text(dns)))
+    host_side = [
+        f"{i.get('name', '?')} ({i['mac']})" if i.get("mac") else str(i.get("name", "?"))
+        for i in interfaces
+        if not i.get("sandbox")
+    ]
+    if host_side:
+        lines.append(("host side", ", ".join(host_side)))
+    return lines
+
+
+def _address_lines(ip: Mapping[str, Any]) -> list[tuple[str, str]]:
+    lines = [("address", str(ip.get("address", "?")))]
+    if ip.get("gateway"):
+        lines.append(("gateway", str(ip["gateway"])))
+    return lines
+
+
+def _interface_lines(
+    interfaces: Sequence[Mapping[str, Any]], ips: Sequence[Mapping[str, Any]]
+) -> list[tuple[str, str]]:
+    """The container's interfaces (with a ``sandbox``): name, MAC, addresses and gateways;
+    then the addresses of no interface."""
     lines: list[tuple[str, str]] = []
     for index, iface in enumerate(interfaces):
         if not iface.get("sandbox"):
@@ -531,16 +587,18 @@ def summarize_result(
             lines.append(("MAC", str(iface["mac"])))
         for ip in ips:
             if ip.get("interface") == index:
-                lines.append(("address", str(ip.get("address", "?"))))
-                if ip.get("gateway"):
-                    lines.append(("gateway", str(ip["gateway"])))
-    unattached = [ip for ip in ips if not isinstance(ip.get("interface"), int)]
-    for ip in unattached:
-        lines.append(("address", str(ip.get("address", "?"))))
-        if ip.get("gateway"):
-            lines.append(("gateway", str(ip["gateway"])))
+                lines += _address_lines(ip)
+    for ip in ips:
+        if not isinstance(ip.get("interface"), int):
+            lines += _address_lines(ip)
+    return lines
+
+
+def _route_lines(routes: Any, ips: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The routes; one without a gateway says which gateway of its family it goes by."""
     gateways = [str(ip["gateway"]) for ip in ips if ip.get("gateway")]
-    for route in result.get("routes", ()):
+    lines: list[tuple[str, str]] = []
+    for route in routes:
         if not isinstance(route, Mapping):
             continue
         dst = str(route.get("dst", "?"))
@@ -553,7 +611,13 @@ def summarize_result(
             same = [g for g in gateways if ipaddress.ip_address(g).version == family]
             via = f" via {same[0]} (the gateway)" if same else ""
             lines.append(("route", f"{shown}{via}"))
-    for pm in (capability_args or {}).get("portMappings", ()):
+    return lines
+
+
+def _port_lines(mappings: Any) -> list[tuple[str, str]]:
+    """The port mappings asked for (the ``portMappings`` capability argument)."""
+    lines: list[tuple[str, str]] = []
+    for pm in mappings:
         if isinstance(pm, Mapping):
             proto = pm.get("protocol", "tcp")
             host_ip = pm.get("hostIP") or "*"
@@ -564,26 +628,20 @@ def summarize_result(
                     f"container port {pm.get('containerPort')}/{proto}",
                 )
             )
-    dns = result.get("dns")
-    if isinstance(dns, Mapping) and dns:
-        parts = []
-        if dns.get("nameservers"):
-            parts.append("nameservers " + ", ".join(map(str, dns["nameservers"])))
-        if dns.get("domain"):
-            parts.append(f"domain {dns['domain']}")
-        if dns.get("search"):
-            parts.append("search " + ", ".join(map(str, dns["search"])))
-        if dns.get("options"):
-            parts.append("options " + ", ".join(map(str, dns["options"])))
-        lines.append(("DNS", "; ".join(parts)))
-    host_side = [
-        f"{i.get('name', '?')} ({i['mac']})" if i.get("mac") else str(i.get("name", "?"))
-        for i in interfaces
-        if not i.get("sandbox")
-    ]
-    if host_side:
-        lines.append(("host side", ", ".join(host_side)))
     return lines
+
+
+def _dns_text(dns: Mapping[str, Any]) -> str:
+    parts = []
+    if dns.get("nameservers"):
+        parts.append("nameservers " + ", ".join(map(str, dns["nameservers"])))
+    if dns.get("domain"):
+        parts.append(f"domain {dns['domain']}")
+    if dns.get("search"):
+        parts.append("search " + ", ".join(map(str, dns["search"])))
+    if dns.get("options"):
+        parts.append("options " + ", ".join(map(str, dns["options"])))
+    return "; ".join(parts)
 
 
 def _print_lines(out: TextIO, lines: Sequence[tuple[str, str]], indent: str = "       ") -> None:
@@ -647,7 +705,6 @@ def _hide_ip6tables(workdir: str) -> bool:
 def run_inside(args: argparse.Namespace, out: TextIO) -> int:
     """The library calls of the demo; runs inside the throwaway host namespace."""
     from ..api import CNIConfig
-    from ..cache import ResultCache
     from ..capabilities import PortMapping, RuntimeConfig
     from ..conf import conf_list_from_bytes
     from ..values import RuntimeConf
@@ -682,17 +739,30 @@ def run_inside(args: argparse.Namespace, out: TextIO) -> int:
         f"asking for MAC {cap_args['mac']} and port 8080 -> 80\n\n"
     )
     out.flush()
+    _add_shown(cni, net, rt, out)
+    _check_shown(cni, net, rt, hid_ip6tables, out)
+    path = _cache_shown(cache_dir, net.name, rt.container_id, ifname, out)
+    _del_shown(cni, net, rt, path, data_dir, out)
+    _run_manager(args, out, workdir, data_dir, tuning_dir, cap_args, cache_dir)
+    return 0
 
+
+def _add_shown(cni: CNIConfig, net: NetworkConfigList, rt: RuntimeConf, out: TextIO) -> None:
+    """ADD, and what the result and the kernel say of the interface."""
     start = time.monotonic()
     result = cni.add_network_list(net, rt)
     out.write(f"ADD    ok ({_ms(start)})\n")
-    lines = summarize_result(result.as_version("1.0.0").to_dict(), cap_args)
-    seen = _kernel_view(args.netns, ifname)
+    lines = summarize_result(result.as_version("1.0.0").to_dict(), rt.capability_args)
+    seen = _kernel_view(rt.netns, rt.ifname)
     if seen:
         lines.append(("kernel sees", seen))
     _print_lines(out, lines)
     out.flush()
 
+
+def _check_shown(
+    cni: CNIConfig, net: NetworkConfigList, rt: RuntimeConf, hid_ip6tables: bool, out: TextIO
+) -> None:
     start = time.monotonic()
     cni.check_network_list(net, rt)
     out.write(
@@ -707,9 +777,14 @@ def run_inside(args: argparse.Namespace, out: TextIO) -> int:
         )
     out.flush()
 
+
+def _cache_shown(cache_dir: str, network: str, container_id: str, ifname: str, out: TextIO) -> str:
+    """What the cache holds of the attachment; returns its entry's path."""
+    from ..cache import ResultCache
+
     cache = ResultCache(cache_dir)
-    path = cache.entry_path(net.name, rt.container_id, ifname)
-    entry = cache.read(net.name, rt.container_id, ifname)
+    path = cache.entry_path(network, container_id, ifname)
+    entry = cache.read(network, container_id, ifname)
     if entry is None:
         raise DemoError(f"no cache entry after ADD at {path}")
     res = entry.result or {}
@@ -729,21 +804,30 @@ def run_inside(args: argparse.Namespace, out: TextIO) -> int:
         ],
     )  # fmt: skip
     out.flush()
+    return path
 
+
+def _del_shown(
+    cni: CNIConfig,
+    net: NetworkConfigList,
+    rt: RuntimeConf,
+    path: str,
+    data_dir: str,
+    out: TextIO,
+) -> None:
+    """DEL, and what went: the cache entry (``path``), the interface, the address."""
     start = time.monotonic()
     cni.del_network_list(net, rt)
     gone = []
     if not os.path.exists(path):
         gone.append("cache entry removed")
-    if _kernel_view(args.netns, ifname) is None:
-        gone.append(f"{ifname} gone from the container")
+    if _kernel_view(rt.netns, rt.ifname) is None:
+        gone.append(f"{rt.ifname} gone from the container")
     leases = os.path.join(data_dir, net.name)
     if os.path.isdir(leases) and not any(name[0].isdigit() for name in os.listdir(leases)):
         gone.append("address released")
     out.write(f"DEL    ok ({_ms(start)}): {', '.join(gone) or 'done'}\n")
     out.flush()
-    _run_manager(args, out, workdir, data_dir, tuning_dir, cap_args, cache_dir)
-    return 0
 
 
 def _ptp_conflist(name: str, subnet: str, data_dir: str, *extra: dict[str, Any]) -> str:
@@ -763,25 +847,10 @@ def _run_manager(
 ) -> None:
     """What a runtime does: attach loopback and two networks with the NetworkManager,
     show the merged and the kernel's view, tear down, then a setup that fails and rolls back."""
-    from ..errors import SetupError
     from ..manager import NetworkManager
 
     conf_dir = os.path.join(workdir, "net.d")
-    os.makedirs(conf_dir)
-    files = {
-        "10-demo.conflist": demo_conflist(args.bridge, data_dir, tuning_dir).decode(),
-        "20-ptp.conflist": _ptp_conflist(f"{DEMO_NETWORK}-ptp", DEMO_PTP_SUBNET, data_dir),
-        # ptp takes an address and makes an interface, then tuning refuses the MAC.
-        "30-broken.conflist": _ptp_conflist(
-            f"{DEMO_NETWORK}-broken",
-            DEMO_BROKEN_SUBNET,
-            data_dir,
-            {"type": "tuning", "mac": "not-a-mac", "dataDir": tuning_dir},
-        ),
-    }
-    for name, text in files.items():
-        with open(os.path.join(conf_dir, name), "w") as f:
-            f.write(text)
+    _write_manager_confs(conf_dir, args.bridge, data_dir, tuning_dir)
     manager = NetworkManager(
         conf_dir,
         [d for d in args.cni_path.split(":") if d],
@@ -798,6 +867,38 @@ def _run_manager(
         f"\nNetworkManager.sandbox: container {cid} in a new namespace, lo brought up "
         f"in-process, on {nets[0]} and {nets[1]}\n"
     )
+    _sandbox_shown(manager, cid, nets, cap_args, netns_dir, out)
+    _rollback_shown(manager, cid, nets, cap_args, netns_dir, data_dir, out)
+
+
+def _write_manager_confs(conf_dir: str, bridge: str, data_dir: str, tuning_dir: str) -> None:
+    """The manager's configuration directory: the demo network, a ptp one, a broken one."""
+    os.makedirs(conf_dir)
+    files = {
+        "10-demo.conflist": demo_conflist(bridge, data_dir, tuning_dir).decode(),
+        "20-ptp.conflist": _ptp_conflist(f"{DEMO_NETWORK}-ptp", DEMO_PTP_SUBNET, data_dir),
+        # ptp takes an address and makes an interface, then tuning refuses the MAC.
+        "30-broken.conflist": _ptp_conflist(
+            f"{DEMO_NETWORK}-broken",
+            DEMO_BROKEN_SUBNET,
+            data_dir,
+            {"type": "tuning", "mac": "not-a-mac", "dataDir": tuning_dir},
+        ),
+    }
+    for name, text in files.items():
+        with open(os.path.join(conf_dir, name), "w") as f:
+            f.write(text)
+
+
+def _sandbox_shown(
+    manager: NetworkManager,
+    cid: str,
+    nets: list[str],
+    cap_args: Mapping[str, Any],
+    netns_dir: str,
+    out: TextIO,
+) -> None:
+    """A sandbox on ``nets``: the merged view and the kernel's, then its teardown."""
     start = time.monotonic()
     with manager.sandbox(
         cid, networks=nets, capability_args=cap_args, netns_dir=netns_dir
@@ -823,6 +924,19 @@ def _run_manager(
     removed = "namespace removed" if not os.path.exists(view.netns) else "namespace LEFT"
     out.write(f"TEARDOWN ok ({_ms(start)}): last attached first, from the cache; {removed}\n")
     out.flush()
+
+
+def _rollback_shown(
+    manager: NetworkManager,
+    cid: str,
+    nets: list[str],
+    cap_args: Mapping[str, Any],
+    netns_dir: str,
+    data_dir: str,
+    out: TextIO,
+) -> None:
+    """A sandbox on ``nets`` and the broken network: its rollback, and what it left."""
+    from ..errors import SetupError
 
     broken = f"{DEMO_NETWORK}-broken"
     start = time.monotonic()

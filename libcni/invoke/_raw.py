@@ -2,7 +2,7 @@
 
 One call is one :class:`_Run`: a small state machine over the child's three
 pipes and its pidfd. It does no waiting of its own; the synchronous driver
-(``select.poll``) and the asynchronous one (``loop.add_reader``) only tell it
+(``select.poll``) and the asynchronous one (``_loop``: an epoll per event loop) only tell it
 which descriptor is ready, so both share every rule: how output is collected,
 how the process group is killed and reaped, and how the outcome is decoded.
 """
@@ -19,16 +19,13 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from libcni import _log as logging  # logging, imported at first use
 from libcni._env import Environment, encode_env
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
 from libcni.invoke._errobj import decode_error_object as _decode_error_object
 from libcni.invoke._find import find_in_path
-
-if TYPE_CHECKING:
-    import asyncio
 
 __all__ = ["RawExec"]
 
@@ -40,6 +37,7 @@ _STDOUT_MAX = 16 << 20  # more stdout than this: "output too large", the group i
 _STDERR_TAIL = 4096  # stderr attached to errors
 _EXCERPT = 1024  # invalid error output quoted in errors
 _DRAIN_READS = 16  # reads per stream once the leader exited (more than a pipe holds)
+_HUP = select.POLLHUP  # the same bit for poll and epoll
 _BUSY_BUDGET = 5.0  # seconds of retrying ETXTBSY
 _BUSY_FIRST_DELAY = 0.005
 _BUSY_MAX_DELAY = 0.5
@@ -132,6 +130,7 @@ class _Run:
         self._err = bytearray()
         self._err_dropped = 0
         self._logged = False
+        self.poller: select.poll | None = None  # the synchronous driver's, once made
         self._write_stdin()
 
     # -- what the driver watches -------------------------------------------------
@@ -147,10 +146,18 @@ class _Run:
     def exited(self) -> bool:
         return self.status is not None
 
-    def ready(self, fd: int) -> None:
-        """The driver saw ``fd`` ready (readable, writable, hung up or in error)."""
+    def pipes(self) -> list[int]:
+        """The output pipes still open."""
+        return [fd for fd in (self.stdout_fd, self.stderr_fd) if fd is not None]
+
+    def ready(self, fd: int, events: int = 0) -> None:
+        """The driver saw ``fd`` ready (readable, writable, hung up or in error).
+
+        ``events`` (``poll``'s or ``epoll``'s bits, when the driver has them)
+        saves a read at the end of an output pipe: hung up and read to its end.
+        """
         if fd == self.stdout_fd or fd == self.stderr_fd:
-            self._read(fd)
+            self._read(fd, events)
         elif fd == self.pidfd:
             self._leader_exited()
         elif fd == self.stdin_fd:
@@ -187,19 +194,27 @@ class _Run:
         self._stdin = memoryview(b"")
         self._close(fd)
 
-    def _read(self, fd: int) -> None:
+    def _read(self, fd: int, events: int = 0) -> None:
         """Read ``fd`` once (the driver saw it readable, so this cannot block); close it at EOF.
 
         The read ends stay blocking: one read per readiness is enough (the pipe
         holds 64 KiB, the size of a read) and saves a system call per pipe.
+        A pipe that hung up (no writer left) is at its end once a read returns
+        less than asked, or at once when it has nothing to read: no read of
+        the EOF then.
         """
+        if events & _HUP and not events & select.POLLIN:
+            self._close(fd)
+            return
         try:
             data = os.read(fd, _CHUNK)
         except OSError:
             data = b""
-        if data:
-            self._keep(fd, data)
-        else:
+        if not data:
+            self._close(fd)
+            return
+        self._keep(fd, data)
+        if events & _HUP and len(data) < _CHUNK and (fd == self.stdout_fd or fd == self.stderr_fd):
             self._close(fd)
 
     def _keep(self, fd: int, data: bytes) -> None:
@@ -221,25 +236,24 @@ class _Run:
             self._err_dropped += excess
 
     def _drain(self) -> None:
-        """Read what the pipes hold now, without waiting for writers that are still alive."""
-        for fd in (self.stdout_fd, self.stderr_fd):
-            if fd is None:
-                continue
-            _nonblocking(fd)
-            # Bounded: a surviving child that keeps writing must not keep us here.
-            for _ in range(_DRAIN_READS):
-                try:
-                    data = os.read(fd, _CHUNK)
-                except BlockingIOError:
-                    break
-                except OSError:
-                    data = b""
-                if not data:
-                    self._close(fd)
-                    break
-                self._keep(fd, data)
-                if fd != self.stdout_fd and fd != self.stderr_fd:  # closed: too large
-                    break
+        """Read what the pipes hold now, without waiting for writers that are still alive.
+
+        One ``poll`` without waiting says which pipes have data or hung up;
+        bounded: a surviving child that keeps writing must not keep us here.
+        """
+        for _ in range(_DRAIN_READS):
+            fds = self.pipes()
+            if not fds:
+                return
+            poller = select.poll()
+            for fd in fds:
+                poller.register(fd, select.POLLIN)
+            ready = poller.poll(0)
+            if not ready:
+                return
+            for fd, events in ready:
+                if fd == self.stdout_fd or fd == self.stderr_fd:
+                    self._read(fd, events)
 
     # -- process group ---------------------------------------------------------------
 
@@ -397,47 +411,18 @@ if _fork_exec is None:  # pragma: no cover - another Python
     _FORK_EXEC_TAIL = None
 
 
-def _spawn_vfork(
-    path: str, env: Mapping[str, str] | list[bytes], stdin: int, stdout: int, stderr: int
-) -> int:
-    """Start ``path`` through subprocess's vfork path (the fast path); return its pid.
+def _exec_failure(failure: bytes, path: str) -> OSError:
+    """The ``OSError`` a vfork child reported on its exec-error pipe (``OSError:<hex errno>:...``)."""
+    _, _, hex_errno = failure.partition(b":")
+    try:
+        code = int(hex_errno.partition(b":")[0], 16)
+    except ValueError:
+        code = errno.EIO
+    return OSError(code or errno.EIO, os.strerror(code or errno.EIO), path)
 
-    ``env`` encoded already (``KEY=VALUE`` bytes) is passed as is: what
-    ``Popen`` would do, without building a ``Popen`` and re-encoding the
-    environment each time. ``OSError`` when the exec fails, as from ``Popen``.
-    """
-    if _FORK_EXEC_TAIL is not None:
-        exe = os.fsencode(path)
-        envb = env if isinstance(env, list) else encode_env(env)
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        try:
-            if err_w < 3:  # our stdio is closed: the child's dup2 onto 0-2 must not hit it
-                low = err_w
-                err_w = fcntl.fcntl(low, fcntl.F_DUPFD_CLOEXEC, 3)
-                os.close(low)
-            try:
-                pid: int = _fork_exec(
-                    (exe,), (exe,), True, (err_w,), None, envb,
-                    stdin, -1, -1, stdout, -1, stderr, err_r, err_w,
-                    True, *_FORK_EXEC_TAIL,
-                )  # fmt: skip
-            finally:
-                os.close(err_w)
-            failure = os.read(err_r, 50000)  # EOF: the exec closed it (close-on-exec)
-        finally:
-            os.close(err_r)
-        if failure:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-            _, _, hex_errno = failure.partition(b":")
-            try:
-                code = int(hex_errno.partition(b":")[0], 16)
-            except ValueError:
-                code = errno.EIO
-            raise OSError(code or errno.EIO, os.strerror(code or errno.EIO), path)
-        return pid
-    if isinstance(env, list):
-        env = dict(e.decode("utf-8", "surrogateescape").split("=", 1) for e in env)
+
+def _spawn_popen(path: str, env: Mapping[str, str], stdin: int, stdout: int, stderr: int) -> int:
+    """Start ``path`` through ``Popen`` (a Python whose ``fork_exec`` signature is unknown)."""
     # Not os.posix_spawn: both start the child in its own process group with
     # the pipes as its stdio and SIGPIPE/SIGXFSZ reset, but posix_spawn holds
     # the GIL until the child has exec'd, so threads starting plugins at once
@@ -502,51 +487,130 @@ def _spawn_clean(path: str, env: Mapping[str, str], stdin: int, stdout: int, std
     )
 
 
+class _Launch:
+    """One start of a plugin, in three steps, so that the blocking one can run in another thread.
+
+    ``__init__`` (the caller's thread): the three pipes, and the exec-error
+    pipe of the vfork path. :meth:`spawn` (any thread): the start itself,
+    which waits until the child has called ``exec``; the vfork path when that
+    thread blocks no signal and nothing is ignored (:func:`_signals_clean`),
+    else ``os.posix_spawn`` (:func:`_spawn_clean`). :meth:`finish` (the
+    caller's thread): the outcome of the ``exec`` (``OSError`` when it
+    failed: ETXTBSY, EACCES...), the child's ends closed, ``stdin`` written,
+    the pidfd: the :class:`_Run`. :meth:`abort` undoes whatever was done.
+    """
+
+    __slots__ = ("env", "fds", "path", "pid", "vforked")
+
+    def __init__(self, path: str, env: Mapping[str, str]) -> None:
+        self.path = path
+        self.env = env
+        self.pid = -1
+        self.vforked = False
+        fds: list[int] = []
+        try:
+            for _ in range(4):  # stdin, stdout, stderr; the exec-error pipe (vfork path)
+                fds += os.pipe2(os.O_CLOEXEC)
+            if fds[7] < 3:  # our stdio is closed: the child's dup2 onto 0-2 must not hit it
+                fds[7] = fcntl.fcntl(low := fds[7], fcntl.F_DUPFD_CLOEXEC, 3)
+                os.close(low)
+        except BaseException:
+            _close_all(fds)
+            raise
+        self.fds = fds
+
+    def spawn(self) -> None:
+        """Start the child; return once it has called ``exec`` (or failed to).
+
+        Touches nothing but this object: safe in a thread of its own.
+        """
+        in_r, _, _, out_w, _, err_w, fail_r, fail_w = self.fds
+        env = self.env
+        clean = _signals_clean()
+        if clean and _FORK_EXEC_TAIL is not None:
+            exe = os.fsencode(self.path)
+            envb = env.encoded() if isinstance(env, Environment) else encode_env(env)
+            self.vforked = True
+            self.pid = _fork_exec(
+                (exe,), (exe,), True, (fail_w,), None, envb,
+                in_r, -1, -1, out_w, -1, err_w, fail_r, fail_w,
+                True, *_FORK_EXEC_TAIL,
+            )  # fmt: skip
+        elif clean:
+            self.pid = _spawn_popen(self.path, env, in_r, out_w, err_w)
+        else:
+            self.pid = _spawn_clean(self.path, env, in_r, out_w, err_w)
+
+    def finish(self, stdin: bytes) -> _Run:
+        """The started plugin as a :class:`_Run`; ``OSError`` if its ``exec`` failed.
+
+        Either way nothing is left to :meth:`abort`.
+        """
+        fds = self.fds
+        in_r, in_w, out_r, out_w, err_r, err_w, fail_r, fail_w = fds
+        pid = self.pid
+        try:
+            if fail_w >= 0:  # (a starting thread closed it already)
+                os.close(fail_w)
+                fds[7] = -1
+            # EOF: the exec closed the child's copy (close-on-exec).
+            failure = os.read(fail_r, 50000) if self.vforked else b""
+            os.close(fail_r)
+            fds[6] = -1
+            if failure:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+                self.pid = -1
+                raise _exec_failure(failure, self.path)
+            os.close(in_r)
+            fds[0] = -1
+            os.close(out_w)
+            fds[3] = -1
+            os.close(err_w)
+            fds[5] = -1
+            if len(stdin) > select.PIPE_BUF:
+                _nonblocking(in_w)  # written as the plugin reads it
+            else:
+                # At most PIPE_BUF bytes always fit in a fresh pipe: write them now.
+                try:
+                    if stdin:
+                        os.write(in_w, stdin)
+                except BrokenPipeError:  # the plugin exited already
+                    pass
+                os.close(in_w)
+                fds[1] = -1
+                stdin = b""
+            pidfd = os.pidfd_open(pid)
+        except BaseException:
+            self.abort()
+            raise
+        return _Run(self.path, pid, pidfd, stdin, (in_w if stdin else None, out_r, err_r))
+
+    def abort(self) -> None:
+        """Close every descriptor left; a started child is killed with its group and reaped."""
+        _close_all([fd for fd in self.fds if fd >= 0])
+        self.fds = [-1] * 8
+        if self.pid > 0:
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.pid = -1
+
+
 def _start(path: str, env: Mapping[str, str], stdin: bytes) -> _Run:
-    """Start the plugin once; ``OSError`` from starting it (ETXTBSY, EACCES...) propagates.
+    """Start the plugin once, in this thread; ``OSError`` from starting it (ETXTBSY, EACCES...) propagates.
 
     ``env`` as an :class:`Environment` is encoded once for all the plugins
     of an operation.
     """
-    fds: list[int] = []
+    launch = _Launch(path, env)
     try:
-        for _ in range(3):
-            fds += os.pipe2(os.O_CLOEXEC)
-        in_r, in_w, out_r, out_w, err_r, err_w = fds
-        if _signals_clean():
-            encoded = env.encoded() if isinstance(env, Environment) else env
-            pid = _spawn_vfork(path, encoded, in_r, out_w, err_w)
-        else:
-            pid = _spawn_clean(path, env, in_r, out_w, err_w)
+        launch.spawn()
     except BaseException:
-        _close_all(fds)
+        launch.abort()
         raise
-    os.close(in_r)
-    os.close(out_w)
-    os.close(err_w)
-    ours = [in_w, out_r, err_r]
-    try:
-        if len(stdin) > select.PIPE_BUF:
-            _nonblocking(in_w)  # written as the plugin reads it
-        else:
-            # At most PIPE_BUF bytes always fit in a fresh pipe: write them now.
-            try:
-                if stdin:
-                    os.write(in_w, stdin)
-            except BrokenPipeError:  # the plugin exited already
-                pass
-            os.close(in_w)
-            ours.remove(in_w)
-            stdin = b""
-        pidfd = os.pidfd_open(pid)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-        _close_all(ours)
-        raise
-    return _Run(path, pid, pidfd, stdin, (in_w if stdin else None, out_r, err_r))
+    return launch.finish(stdin)
 
 
 class _Retry:
@@ -565,7 +629,7 @@ class _Retry:
         self.name = os.path.basename(path)
         self.deadline = deadline
         self.timeout = timeout
-        self.busy_until = time.monotonic() + _BUSY_BUDGET
+        self.busy_until = _deadline(_BUSY_BUDGET)
         self.delay = _BUSY_FIRST_DELAY
 
     def after(self, err: Exception) -> float:
@@ -579,14 +643,14 @@ class _Retry:
         code = err.errno or 0
         desc = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
         if code == errno.ETXTBSY:
-            now = time.monotonic()
-            if self.deadline is not None and now + self.delay >= self.deadline:
+            left, busy = _remaining(self.deadline), _remaining(self.busy_until)
+            if left is not None and self.delay >= left:
                 raise PluginTimeoutError(
                     _timed_out(self.name, self.timeout),
                     f"{self.path} stayed busy: {desc}",
                     plugin=self.name,
                 ) from err
-            if now + self.delay < self.busy_until:
+            if busy is not None and self.delay < busy:
                 delay = self.delay
                 self.delay = min(self.delay * 2, _BUSY_MAX_DELAY)
                 return delay
@@ -602,7 +666,7 @@ def _starting(
     """Start the plugin, yielding how long to sleep before each retry (the one retry loop).
 
     Driven by the synchronous path (``time.sleep``); the asynchronous one is
-    :func:`_astart` (which starts off the event loop); :class:`_Retry` decides.
+    ``_loop._start`` (which starts off the event loop); :class:`_Retry` decides.
     """
     retry = None
     while True:
@@ -641,80 +705,6 @@ def _deadline(timeout: float | None) -> float | None:
     if not timeout >= 0:  # NaN too
         raise ValueError(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
     return None if timeout > _NO_LIMIT else time.monotonic() + timeout
-
-
-#: Plugin runs of the asynchronous path in progress in this process (a hint only: which
-#: way to start the next one).
-_in_flight = 0
-#: Threads that start plugins for the asynchronous path (each waits there for its
-#: child's ``exec``, instead of the event loop).
-_SPAWN_THREADS = 2
-_spawner: Any = None
-_spawner_pid = 0
-
-
-def _spawn_pool() -> Any:
-    """The process's plugin-starting threads (made at the first use, again after a fork)."""
-    global _spawner, _spawner_pid
-    if _spawner is None or _spawner_pid != os.getpid():
-        from concurrent.futures import ThreadPoolExecutor  # imported by asyncio already
-
-        _spawner = ThreadPoolExecutor(_SPAWN_THREADS, thread_name_prefix="libcni-spawn")
-        _spawner_pid = os.getpid()
-    return _spawner
-
-
-async def _astart(
-    loop: asyncio.AbstractEventLoop,
-    path: str,
-    env: Mapping[str, str],
-    stdin: bytes,
-    deadline: float | None,
-    timeout: float | None,
-) -> _Run:
-    """:func:`_starting` for the event loop: the start itself happens off the loop.
-
-    Starting a plugin blocks the calling thread until the child has called
-    ``exec`` (``vfork``): a fraction of a millisecond when the machine is
-    idle, far more when many plugins compete for the CPUs, and the loop
-    (every other task, and the runtime's own API) would wait that long. So
-    the start runs in one of :data:`_SPAWN_THREADS` threads, unless it is the
-    only plugin run of the process (nothing else waits then, and the thread
-    hop would cost the lone operation). A task cancelled meanwhile waits for
-    the start to finish, kills and reaps what started, then re-raises.
-    :class:`_Retry` decides on retries, as for :func:`_starting`.
-    """
-    import asyncio
-
-    retry = None
-    while True:
-        try:
-            if _in_flight <= 1:
-                return _start(path, env, stdin)
-            return await _off_loop(loop, path, env, stdin)
-        except (OSError, ValueError) as e:
-            retry = retry or _Retry(path, deadline, timeout)
-            await asyncio.sleep(retry.after(e))
-
-
-async def _off_loop(
-    loop: asyncio.AbstractEventLoop, path: str, env: Mapping[str, str], stdin: bytes
-) -> _Run:
-    """``_start`` in a plugin-starting thread; a cancellation ends what it started."""
-    import asyncio
-
-    started = loop.run_in_executor(_spawn_pool(), _start, path, env, stdin)
-    try:
-        return await asyncio.shield(started)
-    except asyncio.CancelledError:
-        while not started.done():
-            try:
-                await asyncio.wait((started,))
-            except asyncio.CancelledError:
-                continue
-        if not started.cancelled() and started.exception() is None:
-            started.result().close()  # kills the group and reaps it
-        raise
 
 
 class RawExec:
@@ -772,39 +762,41 @@ class RawExec:
                 run: _Run = started.value
                 break
         try:
-            poller = select.poll()
-            run.unwatch = poller.unregister
-            for fd, write in run.watched():
-                poller.register(fd, select.POLLOUT if write else select.POLLIN)
             try:
-                exited = self._wait(run, poller, deadline)
+                exited = self._wait(run, deadline)
             except (KeyboardInterrupt, SystemExit):  # a signal handler raised: end it as a timeout does
-                self._terminate(run, poller)
+                self._terminate(run)
                 raise
             if not exited:
-                self._terminate(run, poller)
+                self._terminate(run)
                 raise run.timeout_error(timeout)
             return run.result()
         finally:
             run.close()
 
-    def _terminate(self, run: _Run, poller: select.poll) -> None:
+    def _terminate(self, run: _Run) -> None:
         steps = _terminating(run, self.grace)
         with contextlib.suppress(StopIteration):
             until = next(steps)
             while True:
-                until = steps.send(self._wait(run, poller, until))
+                until = steps.send(self._wait(run, until))
 
     @staticmethod
-    def _wait(run: _Run, poller: select.poll, deadline: float | None) -> bool:
+    def _wait(run: _Run, deadline: float | None) -> bool:
         """Serve ``run`` until its leader exited (True) or ``deadline`` passed (False)."""
+        poller = run.poller
+        if poller is None:
+            poller = run.poller = select.poll()
+            run.unwatch = poller.unregister
+            for fd, write in run.watched():
+                poller.register(fd, select.POLLOUT if write else select.POLLIN)
         while not run.exited:
             left = _remaining(deadline)
             if left is not None and left <= 0:
                 return False
             ms = -1 if left is None else max(1, int(min(left, _MAX_WAIT) * 1000 + 0.999))
-            for fd, _ in poller.poll(ms):
-                run.ready(fd)
+            for fd, events in poller.poll(ms):
+                run.ready(fd, events)
         return True
 
     # -- asynchronous -----------------------------------------------------------------
@@ -812,73 +804,13 @@ class RawExec:
     async def aexec_plugin(
         self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
     ) -> bytes:
-        """:meth:`exec_plugin` as a coroutine, on the running event loop (no thread).
+        """:meth:`exec_plugin` as a coroutine, on the running event loop.
 
         Cancelling it terminates the plugin's process group (SIGTERM, then
         SIGKILL after ``grace`` seconds), reaps it, and re-raises
-        :class:`asyncio.CancelledError`.
+        :class:`asyncio.CancelledError`. How the runs of a loop share it:
+        ``libcni.invoke._loop``.
         """
-        import asyncio  # here, not at the top: ``import libcni`` stays free of asyncio
+        from libcni.invoke._loop import aexec  # asyncio: not at ``import libcni``
 
-        loop = asyncio.get_running_loop()
-        deadline = _deadline(timeout)
-        global _in_flight
-        _in_flight += 1
-        try:
-            if _in_flight > 1:
-                # Let the loop turn between what led here and the start: with many
-                # operations ready at once, one turn of the loop runs a step of each.
-                await asyncio.sleep(0)
-            run = await _astart(loop, path, env, stdin, deadline, timeout)
-        except BaseException:
-            _in_flight -= 1
-            raise
-        try:
-
-            def unwatch(fd: int) -> None:
-                loop.remove_reader(fd)
-                loop.remove_writer(fd)
-
-            run.unwatch = unwatch
-            for fd, write in run.watched():
-                (loop.add_writer if write else loop.add_reader)(fd, run.ready, fd)
-            try:
-                exited = await self._await(loop, run, deadline)
-            except asyncio.CancelledError:
-                await self._aterminate(loop, run)
-                raise
-            if not exited:
-                await self._aterminate(loop, run)
-                raise run.timeout_error(timeout)
-            return run.result()
-        finally:
-            _in_flight -= 1
-            run.close()
-
-    @staticmethod
-    async def _await(loop: asyncio.AbstractEventLoop, run: _Run, deadline: float | None) -> bool:
-        """Wait until ``run``'s leader exited (True) or ``deadline`` passed (False)."""
-        if run.exited:
-            return True
-        done: asyncio.Future[bool] = loop.create_future()
-
-        def settle(value: bool) -> None:
-            if not done.done():
-                done.set_result(value)
-
-        run.on_exit = lambda: settle(True)
-        left = _remaining(deadline)
-        timer = None if left is None else loop.call_later(max(left, 0), settle, False)
-        try:
-            return await done
-        finally:
-            del run.on_exit
-            if timer is not None:
-                timer.cancel()
-
-    async def _aterminate(self, loop: asyncio.AbstractEventLoop, run: _Run) -> None:
-        steps = _terminating(run, self.grace)
-        with contextlib.suppress(StopIteration):
-            until = next(steps)
-            while True:
-                until = steps.send(await self._await(loop, run, until))
+        return await aexec(self, path, stdin, env, timeout)

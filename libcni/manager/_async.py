@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._deadline import Deadline, apoll
 from ..aio import AsyncCNIConfig
 from ..invoke import Exec
+from ..invoke._loop import operation_ended, operation_started, step
 from ..values import Args, CapabilityArgs
 from . import _ManagerBase
 from ._core import (
@@ -77,10 +78,17 @@ class AsyncNetworkManager(_ManagerBase):
         )
 
     async def _operation(self, op: Op, name: str, container_id: str = "") -> Any:
-        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
-        if self._watch is None:
-            return await self._drive(op)
-        return await self._watch.ascoped(self._drive, op, self._core.cni, name, container_id)
+        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``.
+
+        Its plugins start in the order the operations began (``invoke._loop``).
+        """
+        order = operation_started()
+        try:
+            if self._watch is None:
+                return await self._drive(op)
+            return await self._watch.ascoped(self._drive, op, self._core.cni, name, container_id)
+        finally:
+            operation_ended(order)
 
     async def _drive(self, op: Op) -> Any:
         outcome: Any = None
@@ -114,18 +122,18 @@ class AsyncNetworkManager(_ManagerBase):
         if isinstance(effect, Together):
             return await self._together(effect.calls)
         if isinstance(effect, LockContainer):
+            await step()
             return await self._lock(effect)
         if isinstance(effect, Pause):
             await asyncio.sleep(effect.seconds)
             return None
         assert isinstance(effect, Blocking)
         # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
-        # cache: a worker thread would queue them behind other operations' fsyncs. Then
-        # the loop turns: with many operations starting at once, each turn runs one
-        # short step of each, not every operation's whole start.
-        value = effect.call(*effect.args)
-        await asyncio.sleep(0)
-        return value
+        # cache: a worker thread would queue them behind other operations' fsyncs. With
+        # many operations ready at once, a turn of the loop runs a few of their steps,
+        # the oldest operations' first (invoke._loop.step).
+        await step()
+        return effect.call(*effect.args)
 
     async def _together(self, calls: Sequence[Call | Op]) -> list[Outcome]:
         tasks = [

@@ -642,7 +642,7 @@ def test_every_cache_method_refuses_a_lone_surrogate(tmp_path: Path) -> None:
                 method(*names)
     for call in (
         lambda: cache.entries(SURROGATE),
-        lambda: cache.remove_unreadable(SURROGATE),
+        lambda: cache.remove_corrupt(SURROGATE),
         lambda: cache.network_lock(SURROGATE, exclusive=True),
         lambda: cache.try_network_lock(SURROGATE, exclusive=False),
     ):

@@ -1,0 +1,240 @@
+"""GC's clean-up: the removals of what is stale or corrupt, never of anything readable and valid.
+
+Temporary entries and records that killed writers left, entries and records
+whose content is unusable, lock files that no one holds. Best effort where it
+says so; nothing here DELs anything. :class:`CleanUp` is the part of
+:class:`~._store.ResultCache` that does it (:mod:`._gc` decides *what* a GC
+run removes, and uses it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable
+
+from ..errors import CacheError
+from ._files import (
+    TEMP_PREFIX,
+    TEMP_STALE_AFTER,
+    FileIdent,
+    _ident,
+    _opened,
+    _rmdir_quietly,
+    _strerror,
+)
+from ._fs import fit_name, open_subdir
+from ._layout import CacheDirs
+from ._lock import acquire
+from ._records import _unlink_record
+
+__all__ = ["CleanUp"]
+
+
+class CleanUp(CacheDirs):
+    """Remove what is stale or corrupt in the cache; GC's (part of ``ResultCache``)."""
+
+    def remove_stale_temporaries(self, names: Iterable[str] | None = None) -> list[str]:
+        """Remove the temporary files that writers killed mid-write left; return their names.
+
+        Only regular ``.tmp-*`` files last modified more than
+        ``TEMP_STALE_AFTER`` seconds ago: no live write keeps its temporary
+        file that long. libcni never reads them, but a reader that lists the
+        directory naively (the Go library does) would take a complete one for
+        an attachment. Best effort: failures (a read-only cache, a file gone
+        meanwhile) are ignored. ``names``: the directory's names as GC listed
+        them (else it is listed).
+        """
+        with _opened(self.results_dir, action="remove stale temporary files") as dfd:
+            if dfd is None:
+                return []
+            removed: list[str] = []
+            try:
+                prefix = f"{TEMP_PREFIX}tmp-"
+                stale_before = time.time() - TEMP_STALE_AFTER
+                for name in os.listdir(dfd) if names is None else names:
+                    if not name.startswith(prefix):
+                        continue
+                    with contextlib.suppress(OSError):
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                        if stat.S_ISREG(st.st_mode) and st.st_mtime < stale_before:
+                            os.unlink(name, dir_fd=dfd)
+                            removed.append(name)
+            except OSError:
+                pass
+        return sorted(removed)
+
+    def remove_unusable_record(self, container_id: str, name: str, ident: FileIdent) -> bool:
+        """Remove the record file ``name`` of ``container_id`` that a listing found
+        unusable, if it is still that file (``ident``); GC's. Whether it was removed.
+
+        Such a file is never DELeted on its word, only removed; not while the
+        lock of an attachment of that file name is held (an ADD writes a new
+        record in place), nor once it was rewritten (a new file).
+        """
+        path = os.path.join(self.records_dir, container_id, name)
+        action = f"remove the unusable record {path}"
+        lk = acquire(
+            self.locks_dir,
+            fit_name(name, "record"),
+            exclusive=True,
+            blocking=False,
+            entry=os.path.join(self.results_dir, name),
+        )
+        if lk is None:
+            return False
+        try:
+            with self._container_dir(container_id, create=False, action=action) as dirs:
+                if dirs is None:
+                    return False
+                top, dfd = dirs
+                try:
+                    if _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) != ident:
+                        return False
+                except FileNotFoundError:
+                    return False
+                except OSError as e:
+                    raise CacheError(f"cannot {action}", _strerror(e)) from None
+                return _unlink_record(dfd, name, top, container_id, action)
+        finally:
+            lk.release()
+
+    def sweep_records(self, listed: dict[str, list[str]] | None = None) -> list[str]:
+        """Remove what killed writers left among the records; return the paths removed. GC's.
+
+        A temporary file ``.<name>`` goes as soon as the lock of the
+        attachment ``<name>`` is free (its writer held it, so it is dead); a
+        random one (``..<hex>``) once it is ``TEMP_STALE_AFTER`` seconds old;
+        then a container directory left empty goes too. Never a record. Best
+        effort: failures are ignored. ``listed``: each container's names as
+        GC listed them (else they are listed); only the directories that held
+        a temporary file or nothing are opened.
+        """
+        removed: list[str] = []
+        try:
+            with _opened(self.records_dir, action="clean up the records") as top:
+                if top is None:
+                    return removed
+                containers = sorted(os.listdir(top) if listed is None else listed)
+                for cid in containers:
+                    names = None if listed is None else listed[cid]
+                    if names and not any(n.startswith(TEMP_PREFIX) for n in names):
+                        continue  # records only: nothing to sweep, and not empty
+                    with contextlib.suppress(CacheError, OSError):
+                        self._sweep_container(top, cid, removed)
+        except (CacheError, OSError):
+            pass
+        return removed
+
+    def _sweep_container(self, top: int, cid: str, removed: list[str]) -> None:
+        path = os.path.join(self.records_dir, cid)
+        dfd = open_subdir(top, cid, path, action="clean up the records", create=False)
+        if dfd is None:
+            return
+        try:
+            names = os.listdir(dfd)
+            stale_before = time.time() - TEMP_STALE_AFTER
+            for name in names:
+                if not name.startswith(TEMP_PREFIX):
+                    continue
+                with contextlib.suppress(CacheError, OSError):
+                    if name.startswith(".."):
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                        if st.st_mtime < stale_before:
+                            os.unlink(name, dir_fd=dfd)
+                            removed.append(os.path.join(path, name))
+                        continue
+                    lk = acquire(
+                        self.locks_dir,
+                        name[1:],
+                        exclusive=True,
+                        blocking=False,
+                        entry=os.path.join(self.results_dir, name[1:]),
+                    )
+                    if lk is None:
+                        continue  # its ADD runs
+                    try:
+                        os.unlink(name, dir_fd=dfd)
+                        removed.append(os.path.join(path, name))
+                    finally:
+                        lk.release()
+        finally:
+            os.close(dfd)
+        _rmdir_quietly(top, cid)
+
+    def remove_orphan_locks(self, entries: Iterable[str] | None = None) -> list[str]:
+        """Remove the lock files that no one holds and that have no entry; return their paths.
+
+        An attachment's lock file is an orphan when ``results/`` has no file of
+        its name; a network's (``locks/networks/<network>``) when no file of
+        ``results/`` starts with ``<network>-``; a container's
+        (``locks/containers/<containerID>``, the network manager's) whenever
+        no one holds it. Each is removed only while
+        holding its exclusive lock (taken without waiting: a held lock is
+        kept), so a waiter on it retries on a new file and exclusion holds.
+        Best effort: failures are ignored; a results directory that cannot be
+        listed removes nothing. ``entries``: the names of ``results/`` as GC
+        listed them (else it is listed).
+        """
+        try:
+            entries = set(
+                self._list_dir(self.results_dir, "clean up lock files")
+                if entries is None
+                else entries
+            )
+            locks = self._list_dir(self.locks_dir, "clean up lock files")
+            networks = self._list_dir(os.path.join(self.locks_dir, "networks"), "")
+            containers = self._list_dir(os.path.join(self.locks_dir, "containers"), "")
+        except (CacheError, OSError):
+            return []
+        removed: list[str] = []
+        # "networks" and "containers" are the directories of the other two kinds.
+        self._sweep_locks(
+            locks,
+            "",
+            lambda name: name in entries or name in ("networks", "containers"),
+            removed,
+            of_entry=True,
+        )
+        self._sweep_locks(
+            networks,
+            "networks",
+            lambda name: any(e.startswith(f"{name}-") for e in entries),
+            removed,
+        )
+        # A container lock holds no state: any file no one holds can go.
+        self._sweep_locks(containers, "containers", lambda name: False, removed)
+        return removed
+
+    def _sweep_locks(
+        self,
+        names: list[str],
+        subdir: str,
+        keep: Callable[[str], bool],
+        removed: list[str],
+        *,
+        of_entry: bool = False,
+    ) -> None:
+        """Remove the lock files ``names`` of ``locks/<subdir>`` that are not kept and that
+        no one holds; their paths are appended to ``removed``."""
+        for name in sorted(names):
+            if name.startswith(".") or keep(name):
+                continue
+            with contextlib.suppress(CacheError, OSError):
+                # An attachment lock is removed on release only if its entry is
+                # still missing then (an ADD may have written it meanwhile).
+                entry = os.path.join(self.results_dir, name) if of_entry else None
+                lk = acquire(
+                    self.locks_dir, name, subdir=subdir, exclusive=True, blocking=False, entry=entry
+                )
+                if lk is not None and lk._release(remove=not of_entry):
+                    removed.append(lk.path)
+
+    def _list_dir(self, path: str, action: str) -> list[str]:
+        """The names in the (trusted) directory ``path``; ``[]`` when it is missing."""
+        with _opened(path, action=action or f"list {path}") as dfd:
+            if dfd is None:
+                return []
+            return os.listdir(dfd)

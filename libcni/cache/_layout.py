@@ -1,0 +1,103 @@
+"""Where the cache keeps what: its directories, kept open, and a container's records directory.
+
+:class:`CacheDirs` is what every part of :class:`~._store.ResultCache` builds
+on: the paths of ``results/``, ``locks/`` and ``records/``, the kept
+descriptors of ``results/`` and ``records/`` (:class:`~._fs.DirFds`), and the
+checked access to ``records/<containerID>/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import weakref
+from collections.abc import Iterator
+
+from ..errors import CacheError
+from ._files import _strerror
+from ._fs import DIR_MODE, DirFds, open_subdir, untrusted
+from ._recent import Recent
+
+__all__ = ["CacheDirs"]
+
+
+class CacheDirs:
+    """The directories of the cache under ``dir`` (see :class:`~._store.ResultCache`)."""
+
+    def __init__(self, dir: str | os.PathLike[str]) -> None:
+        self.dir: str = os.fspath(dir)
+        """The cache directory (``/var/lib/cni`` by default in the API)."""
+        self.results_dir: str = os.path.join(self.dir, "results")
+        """The directory of the entries."""
+        self.locks_dir: str = os.path.join(self.dir, "locks")
+        """The directory of the lock files."""
+        self.records_dir: str = os.path.join(self.dir, "records")
+        """The directory of the write-ahead records, one directory per container."""
+        # results/ and records/ stay open between operations, checked by one lstat each use.
+        self._fds = DirFds()
+        weakref.finalize(self, self._fds.close)
+        # Entries read for a DEL or CHECK to come (the manager's teardown and check, GC).
+        self._recent = Recent()
+
+    def _dir(self, path: str, *, create: bool, action: str) -> int | None:
+        """The kept descriptor of ``results_dir`` or ``records_dir`` (:class:`DirFds`)."""
+        return self._fds.fd(path, create=create, action=action)
+
+    @contextlib.contextmanager
+    def _container_dir(
+        self, container_id: str, *, create: bool, action: str
+    ) -> Iterator[tuple[int, int] | None]:
+        """``(records_fd, container_fd)`` of ``records/<containerID>``; ``None`` if it is missing.
+
+        Both directories are checked as ``results/`` is (``open_dir``,
+        ``open_subdir``: owned by the euid, writable by no one else, never
+        through a symlink); ``create`` makes them (mode 0700).
+        """
+        top = self._dir(self.records_dir, create=create, action=action)
+        sub = (
+            None
+            if top is None
+            else self._open_container(top, container_id, create=create, action=action)
+        )
+        if top is None or sub is None:
+            yield None
+            return
+        try:
+            yield top, sub
+        finally:
+            os.close(sub)
+
+    def _open_container(
+        self, top: int, container_id: str, *, create: bool, action: str
+    ) -> int | None:
+        """The checked descriptor of ``records/<containerID>`` (``top``: ``records/``'s)."""
+        path = f"{self.records_dir}/{container_id}"
+        for _ in range(10):
+            sub = open_subdir(top, container_id, path, action=action, create=False)
+            if sub is not None or not create:
+                return sub
+            # A DEL of the container's last record may remove it again meanwhile.
+            try:
+                os.mkdir(container_id, DIR_MODE, dir_fd=top)
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise CacheError(
+                    f"cannot {action}: cannot create directory {path}", _strerror(e)
+                ) from None
+        raise CacheError(f"cannot {action}: {path} keeps being removed")
+
+    def _container_checked(self, top: int, container_id: str, action: str) -> bool:
+        """Whether ``records/<containerID>`` exists, checked with one ``lstat`` through
+        ``top`` (``records/``): a directory, owned by the euid, writable by no one else, no
+        symlink; anything else raises ``CacheError``."""
+        try:
+            st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CacheError(f"cannot {action}", _strerror(e)) from None
+        problem = untrusted(st, f"{self.records_dir}/{container_id}", action)
+        if problem is not None:
+            raise problem
+        return True

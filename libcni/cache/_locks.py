@@ -1,0 +1,166 @@
+"""The three kinds of lock of the cache, files of ``<dir>/locks/``.
+
+An attachment's lock (``locks/<network>-<containerID>-<ifname>``), a
+network's (``locks/networks/<network>``: shared for ADD and DEL, exclusive
+for GC) and a container's (``locks/containers/<containerID>``, the network
+manager's). How a lock is taken and its file removed safely is
+:mod:`._lock`'s; :class:`Locks`, the part of :class:`~._store.ResultCache`
+that hands them out, says which file each one is.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .._deadline import lock_timeout
+from ..errors import LockTimeoutError
+from ._fs import attachment_name, check_name, fit_name
+from ._layout import CacheDirs
+from ._lock import CacheLock, acquire
+
+__all__ = ["Locks"]
+
+
+class Locks(CacheDirs):
+    """Take the locks of attachments, networks and containers (part of ``ResultCache``)."""
+
+    def lock(
+        self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
+    ) -> CacheLock:
+        """Take the exclusive lock of one attachment, waiting for it; returns the held lock.
+
+        Use it as ``with cache.lock(net, cid, ifname): ...`` or call
+        ``release()``. It excludes other threads and other processes working on
+        the same attachment; different attachments never block each other.
+        ``timeout`` bounds the wait (seconds; ``None`` or ``math.inf``: as long
+        as it takes): :class:`~libcni.errors.LockTimeoutError` when it runs out.
+        On release, the lock file is removed if the attachment has no entry.
+        """
+        name = attachment_name(network, container_id, ifname)
+        lk = acquire(
+            self.locks_dir,
+            name,
+            exclusive=True,
+            blocking=True,
+            timeout=timeout,
+            entry=os.path.join(self.results_dir, name),
+        )
+        if lk is None:
+            raise _timed_out(
+                timeout,
+                f"attachment (network {network!r}, container {container_id!r}, "
+                f"interface {ifname!r})",
+                os.path.join(self.locks_dir, name),
+            )
+        return lk
+
+    def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
+        """:meth:`lock` without waiting: ``None`` if someone else holds it (for async callers)."""
+        name = attachment_name(network, container_id, ifname)
+        return acquire(
+            self.locks_dir,
+            name,
+            exclusive=True,
+            blocking=False,
+            entry=os.path.join(self.results_dir, name),
+        )
+
+    def network_lock(
+        self, network: str, exclusive: bool, *, timeout: float | None = None
+    ) -> CacheLock:
+        """Take the lock of a whole network, waiting for it; returns the held lock.
+
+        ADD and DEL hold it shared (they run in parallel with each other), GC
+        exclusive (it excludes them). The lock file is
+        ``<dir>/locks/networks/<network>``, which no attachment lock can be.
+        ``timeout`` bounds the wait, as for :meth:`lock`.
+        """
+        name = self._network_lock_name(network)
+        lk = acquire(
+            self.locks_dir,
+            name,
+            subdir="networks",
+            exclusive=exclusive,
+            blocking=True,
+            timeout=timeout,
+        )
+        if lk is None:
+            raise _timed_out(
+                timeout, f"network {network!r}", os.path.join(self.locks_dir, "networks", name)
+            )
+        return lk
+
+    def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
+        """:meth:`network_lock` without waiting: ``None`` if it is busy (for async callers)."""
+        name = self._network_lock_name(network)
+        return acquire(self.locks_dir, name, subdir="networks", exclusive=exclusive, blocking=False)
+
+    @staticmethod
+    def _network_lock_name(network: str) -> str:
+        return fit_name(check_name(network, "network name"), "network name")
+
+    # -- per-container locks (libcni.manager) ------------------------------
+
+    def container_lock(self, container_id: str, timeout: float | None = None) -> CacheLock:
+        """Take the exclusive lock of a whole container, waiting at most ``timeout`` seconds.
+
+        The network manager holds it across a setup, teardown or check so
+        that those of one container never interleave, across threads and
+        processes. The lock file is ``<dir>/locks/containers/<containerID>``,
+        which no attachment lock (always ``<network>-<id>-<ifname>``, directly
+        in ``locks/``) nor network lock can be. ``timeout`` bounds the wait,
+        as for :meth:`lock`. On release the lock file is removed when the
+        container has no records (``records/<containerID>`` is missing: libcni
+        holds nothing of it), so a container torn down leaves no lock file;
+        GC removes the lock files no one holds.
+        """
+        name = self._container_lock_name(container_id)
+        lk = acquire(
+            self.locks_dir,
+            name,
+            subdir="containers",
+            exclusive=True,
+            blocking=True,
+            timeout=timeout,
+            entry=os.path.join(self.records_dir, name),
+        )
+        if lk is None:
+            raise _timed_out(
+                timeout,
+                f"container {container_id!r}",
+                os.path.join(self.locks_dir, "containers", name),
+            )
+        return lk
+
+    def try_container_lock(self, container_id: str) -> CacheLock | None:
+        """:meth:`container_lock` without waiting: ``None`` if it is busy (for async callers)."""
+        name = self._container_lock_name(container_id)
+        return acquire(
+            self.locks_dir,
+            name,
+            subdir="containers",
+            exclusive=True,
+            blocking=False,
+            entry=os.path.join(self.records_dir, name),
+        )
+
+    @staticmethod
+    def _container_lock_name(container_id: str) -> str:
+        return fit_name(check_name(container_id, "container ID"), "container ID")
+
+    def _try_lock_file(self, network: str, name: str) -> CacheLock | None:
+        """The attachment lock of the entry file ``name`` of ``network``, without waiting.
+
+        ``None`` if it is busy, or if no attachment can have that file name
+        (then no one can be writing it).
+        """
+        rest = name[len(network) + 1 :]
+        i = rest.find("-", 1, len(rest) - 1)
+        if i <= 0:
+            return None
+        # Any split gives the same lock file: the one of every attachment named so.
+        return self.try_lock(network, rest[:i], rest[i + 1 :])
+
+
+def _timed_out(timeout: float | None, what: str, path: str) -> LockTimeoutError:
+    return lock_timeout(what, path, timeout)

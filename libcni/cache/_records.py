@@ -1,0 +1,388 @@
+"""The write-ahead records of ``<dir>/records/<containerID>/``: write, read, remove, list.
+
+``records/<containerID>/<network>-<containerID>-<ifname>``: what ADD writes
+before its first plugin runs, kept until the attachment is DELeted. Go libcni
+never looks outside ``results/``. A per-container directory makes it the
+container's index: its attachments are found by listing it. :class:`Records`
+is the part of :class:`~._store.ResultCache` that does it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from ..errors import CacheError
+from . import _files
+from ._entry import RECORD_V1, CacheEntry, CorruptEntryError, loads
+from ._files import (
+    _TEMP_FLAGS,
+    FILE_MODE,
+    TEMP_PREFIX,
+    FileIdent,
+    _fill,
+    _ident,
+    _listed,
+    _opened,
+    _rmdir_quietly,
+    _strerror,
+    _unlink_quietly,
+)
+from ._fs import DIR_MODE, NAME_MAX, attachment_name, check_name, fit_name
+from ._layout import CacheDirs
+from ._names import _describe, _shared_name, _usable_record
+
+__all__ = ["Records"]
+
+
+class Records(CacheDirs):
+    """Write, read, remove and list the write-ahead records (part of ``ResultCache``)."""
+
+    def record_path(self, network: str, container_id: str, ifname: str) -> str:
+        """The path of the write-ahead record of one attachment (names checked as everywhere)."""
+        return os.path.join(
+            self.records_dir, container_id, attachment_name(network, container_id, ifname)
+        )
+
+    @staticmethod
+    def _record_at(
+        dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
+    ) -> tuple[CacheEntry | None, FileIdent | None]:
+        """The record in the file ``name`` of ``dfd`` if it is this attachment's, and its identity.
+
+        ``(None, None)`` when there is no file; ``(None, ident)`` when it holds
+        another attachment's record (two attachments can share a file name).
+        Unusable content (a symlink, a non-regular or oversized file, not a
+        ``libcniRecordV1`` object, missing names): ``CorruptEntryError``; a
+        file that cannot be read: ``CacheError``.
+        """
+        try:
+            data, ident = _files._read_ident_at(dfd, name, path)
+        except FileNotFoundError:
+            return None, None
+        record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
+        held = (record.network_name, record.container_id, record.ifname)
+        if not all(held):
+            raise CorruptEntryError(f"record {path} lacks a network, container or interface name")
+        if held != (network, container_id, ifname):
+            return None, ident
+        return record, ident
+
+    def write_record(self, entry: CacheEntry) -> bytes:
+        """Record the attachment of ``entry`` as in progress (its fields but ``result``).
+
+        ADD calls it before its first plugin runs, holding the attachment's
+        :meth:`lock`. A new record is written in place: if the process is
+        killed while writing it, no plugin has run yet, and what is left is
+        an unusable record, which nothing DELs and GC removes. A record that
+        is there already (of an earlier ADD of the attachment) is replaced
+        atomically (a temporary file renamed over it), so that it is never
+        lost half-way; the record of *another* attachment sharing the file
+        name is never replaced (``CacheError`` naming both), an unusable one
+        is. Not fsynced: a power loss takes the namespaces and interfaces
+        along. On failure nothing is left and ``CacheError`` names the path.
+        Returns the record's JSON (for ``completed_json``).
+        """
+        network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
+        name = attachment_name(network, container_id, ifname)
+        path = f"{self.records_dir}/{container_id}/{name}"
+        data = (entry if entry.is_record else entry.as_record()).to_json()
+        action = f"write the record {path}"
+        # The hot path of every ADD (5 system calls): records/ checked with one lstat
+        # (its descriptor is kept), the container's directory checked with one lstat
+        # (only this user and root can make anything in records/), the record created
+        # through them.
+        top = self._dir(self.records_dir, create=True, action=action)
+        assert top is not None  # created, or CacheError
+        made = False
+        # Bounded: a DEL of the container's last record removes the directory; each
+        # turn re-creates it, and only ADDs and DELs of one container racing loop.
+        for _ in range(100):
+            # (A directory this call made is this user's, mode 0700: not checked.)
+            if not made and not self._container_checked(top, container_id, action):
+                made = self._mkdir_at(top, container_id, action)
+                continue
+            made = False
+            if self._create_record(top, container_id, name, data, path, entry):
+                return data
+        raise CacheError(f"cannot {action}: its directory keeps being removed")
+
+    def _create_record(
+        self, top: int, container_id: str, name: str, data: bytes, path: str, entry: CacheEntry
+    ) -> bool:
+        """Write the record ``name`` of ``records/<container_id>/`` (``top``: ``records/``):
+        created in place, or an existing one replaced; ``False`` if the container's
+        directory was removed meanwhile (its last record DELeted)."""
+        action = f"write the record {path}"
+        try:
+            fd = os.open(f"{container_id}/{name}", _TEMP_FLAGS, FILE_MODE, dir_fd=top)
+        except FileNotFoundError:
+            return False  # the directory was removed meanwhile (its last record DELeted)
+        except FileExistsError:
+            # One is there (an earlier ADD of it): replaced atomically.
+            dfd = self._open_container(top, container_id, create=False, action=action)
+            if dfd is None:
+                return False
+            try:
+                return self._replace_existing(dfd, name, data, path, entry)
+            finally:
+                os.close(dfd)
+        except OSError as e:
+            raise CacheError(f"cannot {action}", _strerror(e)) from None
+        _fill(fd, top, f"{container_id}/{name}", data, f"cannot {action}")
+        return True
+
+    @staticmethod
+    def _mkdir_at(top: int, name: str, action: str) -> bool:
+        """Make the directory ``name`` of ``top`` (0700); whether this call made it."""
+        try:
+            os.mkdir(name, DIR_MODE, dir_fd=top)
+        except FileExistsError:
+            return False
+        except OSError as e:
+            raise CacheError(
+                f"cannot {action}: cannot create its directory", _strerror(e)
+            ) from None
+        return True
+
+    def _replace_existing(
+        self, dfd: int, name: str, data: bytes, path: str, entry: CacheEntry
+    ) -> bool:
+        """Replace the record ``name`` of ``dfd`` with ``data``, unless it is another
+        attachment's (``CacheError``); ``False`` if the directory went meanwhile."""
+        network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
+        if _shared_name(name, container_id):
+            self._check_record_owner(dfd, name, path, network, container_id, ifname)
+        return self._replace_at(dfd, name, data, path)
+
+    def _check_record_owner(
+        self, dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
+    ) -> None:
+        """Refuse (``CacheError``) to replace the record there if it is another attachment's."""
+        try:
+            mine, ident = self._record_at(dfd, name, path, network, container_id, ifname)
+        except CorruptEntryError:
+            return  # replaced
+        except CacheError as e:
+            raise CacheError(
+                f"cannot write the record {path}: cannot read the record there to check "
+                "whose it is",
+                e.details,
+            ) from None
+        if mine is None and ident is not None:
+            raise CacheError(
+                f"cannot write the record {path} for "
+                f"{_describe(network, container_id, ifname)}: it holds the record of another "
+                "attachment",
+                "two attachments share this file name; DEL the other one first",
+            )
+
+    @staticmethod
+    def _replace_at(dfd: int, name: str, data: bytes, path: str) -> bool:
+        """Write ``data`` to a temporary file of ``dfd`` and rename it to ``name``.
+
+        ``False`` (nothing written) if the directory was removed meanwhile (a
+        DEL removed its last record): the caller opens it again. The temporary
+        file is ``.<name>``: the writer holds the attachment's lock, so one
+        left there by a killed writer is removed, and GC removes it as soon as
+        that lock is free (:meth:`sweep_records`). A name too long for the dot
+        gets a random ``..<hex>`` one, removed after ``TEMP_STALE_AFTER``.
+        """
+        fixed = len(name) * 4 < NAME_MAX or len(os.fsencode(name)) < NAME_MAX
+        tmp = f".{name}"
+        for _ in range(10):
+            if not fixed:
+                tmp = f"..{os.urandom(8).hex()}"
+            try:
+                fd = os.open(tmp, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
+                break
+            except FileExistsError:
+                if fixed:
+                    _unlink_quietly(dfd, tmp)  # a killed writer's
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                raise CacheError(
+                    f"cannot write the record {path}: cannot create a temporary file",
+                    _strerror(e),
+                ) from None
+        else:  # pragma: no cover - a temporary file re-created ten times meanwhile
+            raise CacheError(f"cannot write the record {path}: no free temporary name")
+        error = f"cannot write the record {path}"
+        _fill(fd, dfd, tmp, data, error)
+        try:
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError as e:
+            _unlink_quietly(dfd, tmp)
+            raise CacheError(error, _strerror(e)) from None
+        except BaseException:
+            _unlink_quietly(dfd, tmp)
+            raise
+        return True
+
+    def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
+        """The write-ahead record of one attachment, or ``None`` when there is none.
+
+        ``None`` too for another attachment's record sharing the file name.
+        Unusable content (or a symlink, a non-regular or oversized file):
+        :class:`CorruptEntryError`; a file that cannot be read, or a records
+        directory not owned by the euid or writable by others: ``CacheError``.
+        A record is only ever a record: whether the attachment completed is
+        told by ``results/`` (:meth:`read`).
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.records_dir, container_id, name)
+        with self._container_dir(container_id, create=False, action=f"read the record {path}") as d:
+            if d is None:
+                return None
+            return self._record_at(d[1], name, path, network, container_id, ifname)[0]
+
+    def remove_record(self, network: str, container_id: str, ifname: str) -> bool:
+        """Remove the record of one attachment (DEL, once every plugin succeeded); whether it was there.
+
+        Another attachment's record sharing the file name is left; an
+        unusable one is removed (a symlink itself, never its target); one that
+        cannot be read raises ``CacheError``, removing nothing. The
+        container's directory goes when it is empty.
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = f"{self.records_dir}/{container_id}/{name}"
+        action = f"remove the record {path}"
+        if not _shared_name(name, container_id):
+            # DEL's hot path (4 system calls): the file names this attachment alone.
+            top = self._dir(self.records_dir, create=False, action=action)
+            if top is None or not self._container_checked(top, container_id, action):
+                return False
+            return _unlink_record(top, f"{container_id}/{name}", top, container_id, action)
+        with self._container_dir(container_id, create=False, action=action) as dirs:
+            if dirs is None:
+                return False
+            top, dfd = dirs
+            # A name two attachments can share: the names inside tell whose it is.
+            try:
+                record, _ = self._record_at(dfd, name, path, network, container_id, ifname)
+                if record is None:
+                    return False
+            except CorruptEntryError:
+                pass
+            except CacheError as e:
+                raise CacheError(
+                    f"cannot {action}: cannot read it to check whose it is", e.details
+                ) from None
+            return _unlink_record(dfd, name, top, container_id, action)
+
+    def records(self, container_id: str = "") -> list[CacheEntry]:
+        """Every usable write-ahead record, of one container if ``container_id``; sorted by file name.
+
+        A record stays from the start of its ADD until its attachment is
+        DELeted: the attachment is *in progress* when ``results/`` holds no
+        entry of it. With a container ID only ``records/<containerID>/`` is
+        listed. Unusable records (see :meth:`read_record`), records whose
+        names are not those of their file and directory, and temporary files
+        are skipped; so, when listing every container, are container
+        directories that are refused (not owned by the euid, writable by
+        others). A records directory that cannot be listed raises ``CacheError``.
+        """
+        return [record for record, _ in self._records(container_id)]
+
+    def _records(
+        self,
+        container_id: str = "",
+        unusable: list[tuple[str, str, FileIdent]] | None = None,
+    ) -> list[tuple[CacheEntry, FileIdent]]:
+        """:meth:`records` with the identity of each file; ``unusable`` receives
+        ``(containerID, file name, identity)`` of every record whose *content*
+        is unusable (not those that cannot be read), for GC."""
+        action = "list the records"
+        out: list[tuple[CacheEntry, FileIdent]] = []
+        if container_id:
+            fit_name(check_name(container_id, "container ID"), "container ID")
+            containers = [container_id]
+        else:
+            with _opened(self.records_dir, action=action) as top:
+                if top is None:
+                    return out
+                containers = _listed(top, self.records_dir, action)
+        for cid in sorted(containers):
+            try:
+                with self._container_dir(cid, create=False, action=action) as dirs:
+                    if dirs is not None:
+                        self._records_in(dirs[1], cid, out, unusable)
+            except CacheError:
+                if container_id:
+                    raise
+        out.sort(key=lambda r: f"{r[0].network_name}-{r[0].container_id}-{r[0].ifname}")
+        return out
+
+    def _records_in(
+        self,
+        dfd: int,
+        container_id: str,
+        out: list[tuple[CacheEntry, FileIdent]],
+        unusable: list[tuple[str, str, FileIdent]] | None,
+    ) -> None:
+        """The usable records of the directory ``dfd`` of ``container_id``, appended to ``out``."""
+        try:
+            names = os.listdir(dfd)
+        except OSError as e:
+            raise CacheError(
+                f"cannot list the records of container {container_id!r}", _strerror(e)
+            ) from None
+        base = os.path.join(self.records_dir, container_id)
+        for name in sorted(names):
+            if name.startswith(TEMP_PREFIX):
+                continue
+            path = os.path.join(base, name)
+            try:
+                data, ident = _files._read_ident_at(dfd, name, path)
+            except FileNotFoundError:
+                continue
+            except CorruptEntryError:  # a symlink, a non-regular or oversized file
+                if unusable is not None:
+                    with contextlib.suppress(OSError):
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                        unusable.append((container_id, name, _ident(st)))
+                continue
+            except CacheError:
+                continue  # cannot be read now: neither used nor removed
+            record = _usable_record(data, path, container_id, name)
+            if record is None:
+                if unusable is not None:
+                    unusable.append((container_id, name, ident))
+                continue
+            out.append((record, ident))
+
+    def _container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
+        """The descriptor of ``records/`` and the sorted record names of the container's
+        directory, or ``None`` when it has none (no directory, or nothing in it).
+
+        The directory is checked with one ``lstat`` through ``records/`` (a
+        directory, owned by the euid, writable by no one else, no symlink) and
+        listed by its path: only this user and root can make anything in
+        ``records/``, so nothing can be swapped in between.
+        """
+        top = self._dir(self.records_dir, create=False, action=action)
+        if top is None or not self._container_checked(top, container_id, action):
+            return None
+        path = f"{self.records_dir}/{container_id}"
+        try:
+            names = os.listdir(path)
+        except FileNotFoundError:
+            return None  # its last record was DELeted meanwhile
+        except OSError as e:
+            raise CacheError(f"cannot {action}: cannot list {path}", _strerror(e)) from None
+        names = sorted(n for n in names if not n.startswith(TEMP_PREFIX))
+        return (top, names) if names else None
+
+
+def _unlink_record(dfd: int, name: str, top: int, container_id: str, action: str) -> bool:
+    """Unlink the record ``name`` of ``dfd``, then the container's directory (in ``top``)
+    if it is empty; whether the record was there."""
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise CacheError(f"cannot {action}", _strerror(e)) from None
+    _rmdir_quietly(top, container_id)
+    return True

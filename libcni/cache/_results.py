@@ -1,0 +1,344 @@
+"""The entries of ``<dir>/results/``: write, read, remove and list them.
+
+An entry is ``results/<network>-<containerID>-<ifname>`` in the Go library's
+``cniCacheV1`` format, written atomically and durably (a temporary file
+fsynced and renamed over it). :class:`Entries` is the part of
+:class:`~._store.ResultCache` that does it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import CacheError
+from . import _files
+from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
+from ._files import (
+    _TEMP_FLAGS,
+    FILE_MODE,
+    TEMP_PREFIX,
+    FileIdent,
+    _fill,
+    _ident,
+    _opened,
+    _strerror,
+    _unlink_quietly,
+)
+from ._fs import attachment_name, check_name, fit_name
+from ._layout import CacheDirs
+from ._names import _describe, _held_by_other, _is_candidate, _named_as, _names_held
+
+__all__ = ["Entries"]
+
+
+def _still(
+    recent: tuple[CacheEntry, FileIdent], dfd: int, name: str, names: tuple[str, str, str]
+) -> bool:
+    """Whether ``recent`` (an entry just read, and its file's identity) is the entry of
+    ``names`` (network, container ID, interface) and its file ``name`` in ``dfd`` is still
+    the one read, unchanged (one ``lstat``)."""
+    entry, ident = recent
+    if (entry.network_name, entry.container_id, entry.ifname) != names:
+        return False
+    try:
+        return _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
+    except OSError:
+        return False
+
+
+class Entries(CacheDirs):
+    """Write, read, remove and list the entries of ``results/`` (part of ``ResultCache``)."""
+
+    def entry_path(self, network: str, container_id: str, ifname: str) -> str:
+        """The path of the entry of one attachment (names checked as everywhere)."""
+        return os.path.join(self.results_dir, attachment_name(network, container_id, ifname))
+
+    def write(self, entry: CacheEntry, data: bytes | None = None) -> None:
+        """Store ``entry``, replacing any previous one of the same attachment.
+
+        ``data``: the entry's JSON (``entry.to_json()``) when the caller has it
+        already (ADD makes it from its record's, ``completed_json``).
+
+        Atomic and durable: the JSON goes to a temporary file of the results
+        directory, which is fsynced, renamed over the entry, and the directory
+        is fsynced. A symlink at the entry path is replaced, never written
+        through; a symlinked results directory is refused. On failure the
+        temporary file is removed, the previous entry is left as it was
+        (unless only the final directory fsync failed) and ``CacheError`` is
+        raised naming the path.
+
+        An entry of *another* attachment at the same path (two attachments
+        can share a file name) is never replaced: ``CacheError`` naming both
+        (see :meth:`check_owner`). Call it holding the attachment's
+        :meth:`lock`, which is the same for both.
+        """
+        name = attachment_name(entry.network_name, entry.container_id, entry.ifname)
+        if data is None:
+            data = entry.to_json()
+        path = os.path.join(self.results_dir, name)
+        dfd = self._dir(self.results_dir, create=True, action=f"write cache entry {path}")
+        assert dfd is not None  # created, or CacheError
+        self._check_owner_at(dfd, name, path, entry.network_name, entry.container_id, entry.ifname)
+        tmp = self._write_temp(dfd, data, path)
+        try:
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError as e:
+            _unlink_quietly(dfd, tmp)
+            raise CacheError(f"cannot write cache entry {path}", _strerror(e)) from None
+        try:
+            os.fsync(dfd)
+        except OSError as e:
+            raise CacheError(
+                f"cache entry {path} was written but its directory could not be synced",
+                _strerror(e),
+            ) from None
+
+    def _write_temp(self, dfd: int, data: bytes, path: str) -> str:
+        """Write ``data`` to a new fsynced temporary file in ``dfd``; return its name."""
+        for _ in range(10):
+            # os.urandom, not secrets: the same bytes, without importing hashlib and random.
+            tmp = f"{TEMP_PREFIX}tmp-{os.urandom(8).hex()}"
+            try:
+                fd = os.open(tmp, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
+                break
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise CacheError(
+                    f"cannot write cache entry {path}: cannot create a temporary file in "
+                    f"{self.results_dir}",
+                    _strerror(e),
+                ) from None
+        else:  # pragma: no cover - 10 collisions of 64 random bits
+            raise CacheError(f"cannot write cache entry {path}: no free temporary name")
+        _fill(fd, dfd, tmp, data, f"cannot write cache entry {path}", fsync=True)
+        return tmp
+
+    def check_owner(self, network: str, container_id: str, ifname: str) -> None:
+        """Raise ``CacheError`` if the attachment's entry path holds another attachment's entry.
+
+        What :meth:`write` checks, for a caller that wants to know before
+        doing anything (ADD, before its plugins run). An absent, corrupt or
+        legacy entry is fine; one that cannot be read (an I/O error) raises,
+        since it cannot be told apart.
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.results_dir, name)
+        dfd = self._dir(self.results_dir, create=False, action=f"write cache entry {path}")
+        if dfd is not None:
+            self._check_owner_at(dfd, name, path, network, container_id, ifname)
+
+    @staticmethod
+    def _check_owner_at(
+        dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
+    ) -> None:
+        try:
+            obj: Any = loads(_files._read_at(dfd, name, path), path)
+        except (FileNotFoundError, CorruptEntryError):
+            return
+        except CacheError as e:
+            raise CacheError(
+                f"cannot write cache entry {path}: cannot read the entry there to check "
+                "whose it is",
+                e.details,
+            ) from None
+        if _held_by_other(obj, network, container_id, ifname):
+            held = _names_held(obj)
+            raise CacheError(
+                f"cannot write cache entry {path} for {_describe(network, container_id, ifname)}: "
+                f"it holds the entry of another attachment, {_describe(*held)}",
+                "two attachments share this file name; DEL the other one first",
+            )
+
+    def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
+        """The entry of one attachment, or ``None`` when there is none.
+
+        A legacy file holding a bare result gives ``kind=""``, ``config=b""``
+        and the names from the arguments. A file holding another attachment's
+        entry (two attachments can share a file name: network ``a-b`` with
+        container ``c``, network ``a`` with container ``b-c``) gives
+        ``None``. An empty or corrupt file, one larger than
+        ``MAX_ENTRY_SIZE``, a symlink, or a non-regular file raises
+        :class:`CorruptEntryError`; a file that cannot be read (too many open
+        files, EIO, permission denied) a plain ``CacheError``; both name it.
+        """
+        return self.read_ident(network, container_id, ifname)[0]
+
+    def read_ident(
+        self, network: str, container_id: str, ifname: str
+    ) -> tuple[CacheEntry | None, FileIdent | None]:
+        """:meth:`read`, and the identity of the file read (``None`` when it gives ``None``).
+
+        For :meth:`remove_read`: DEL reads the entry before its plugins run
+        and removes it after, without reading it twice. An entry this cache
+        just read for it (``_recent``: a container's entries listed by
+        ``_container``, GC's stale ones) is not read again while one
+        ``lstat`` says its file is unchanged.
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.results_dir, name)
+        dfd = self._dir(self.results_dir, create=False, action=f"read cache entry {path}")
+        if dfd is None:
+            return None, None
+        recent = self._recent.take(name)
+        if recent is not None and _still(recent, dfd, name, (network, container_id, ifname)):
+            return recent
+        try:
+            data, ident = _files._read_ident_at(dfd, name, path)
+        except FileNotFoundError:
+            return None, None
+        obj: Any = loads(data, path)
+        if _held_by_other(obj, network, container_id, ifname):
+            return None, None
+        entry = CacheEntry.from_object(
+            obj,
+            network_name=network,
+            container_id=container_id,
+            ifname=ifname,
+            source=path,
+        )
+        return entry, ident
+
+    def remove_read(
+        self, network: str, container_id: str, ifname: str, ident: FileIdent | None
+    ) -> bool:
+        """:meth:`remove`, for an entry :meth:`read_ident` gave with identity ``ident``.
+
+        While the file at the entry path is still the one read (same device,
+        inode, size, modification and change times) it is known to be this
+        attachment's and is unlinked without being read again. Otherwise
+        (``ident`` is ``None``, or the file was replaced or written since, by
+        a writer outside this cache's locks) it is :meth:`remove`, which reads
+        it again to tell whose it is.
+        """
+        if ident is None:
+            return self.remove(network, container_id, ifname)
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.results_dir, name)
+        dfd = self._dir(self.results_dir, create=False, action=f"remove cache entry {path}")
+        if dfd is not None:
+            try:
+                unchanged = _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
+                if unchanged:
+                    os.unlink(name, dir_fd=dfd)
+                    return True
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
+        return self.remove(network, container_id, ifname)
+
+    def remove(self, network: str, container_id: str, ifname: str) -> bool:
+        """Remove the entry of one attachment; return whether a file was removed.
+
+        An absent entry is fine, and so is one holding another attachment's
+        entry, which is left alone (see :meth:`read`). A corrupt entry is
+        removed; one that cannot be read (an I/O error) cannot be told apart
+        and raises ``CacheError``, removing nothing. A symlink at the entry
+        path is removed itself (never its target).
+        """
+        name = attachment_name(network, container_id, ifname)
+        path = os.path.join(self.results_dir, name)
+        dfd = self._dir(self.results_dir, create=False, action=f"remove cache entry {path}")
+        if dfd is None:
+            return False
+        try:
+            try:
+                obj: Any = loads(_files._read_at(dfd, name, path), path)
+                if _held_by_other(obj, network, container_id, ifname):
+                    return False
+            except FileNotFoundError:
+                return False
+            except CorruptEntryError:
+                pass
+            except CacheError as e:
+                raise CacheError(
+                    f"cannot remove cache entry {path}: cannot read it to check whose it is",
+                    e.details,
+                ) from None
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
+        return True
+
+    def entries(self, container_id: str = "") -> list[CacheEntry]:
+        """Every readable ``cniCacheV1`` entry, of one container if ``container_id``.
+
+        Sorted by file name. Entries that cannot be read or decoded, legacy
+        files, entries without a network or interface name, entries whose
+        names are not the ones their file name is made of, and temporary
+        files are skipped. With a container ID only the files whose name holds
+        ``-<containerID>-`` are opened, and their ``containerId`` must match.
+        A missing results directory gives ``[]``; one that cannot be listed
+        raises ``CacheError``.
+        """
+        return self._entries(container_id)
+
+    def _entries(self, container_id: str, remember: bool = False) -> list[CacheEntry]:
+        """:meth:`entries`; ``remember``: each entry returned is kept for the DEL to come
+        (``_recent``, :meth:`read_ident`)."""
+        if container_id:
+            # The shortest file name that could hold it must fit, as in every method.
+            fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
+        action = "list the cache entries"
+        with _opened(self.results_dir, action=action) as dfd:
+            if dfd is None:
+                return []
+            try:
+                names = os.listdir(dfd)
+            except OSError as e:
+                raise CacheError(
+                    f"cannot {action}: cannot list {self.results_dir}", _strerror(e)
+                ) from None
+            if container_id:
+                part = f"-{container_id}-"
+                names = [n for n in names if _is_candidate(n, part)]
+            names.sort()
+            out: list[CacheEntry] = []
+            for name in names:
+                if name.startswith(TEMP_PREFIX):
+                    continue
+                loaded = self._load_listed(dfd, name)
+                if loaded is None:
+                    continue
+                entry, ident = loaded
+                if container_id and entry.container_id != container_id:
+                    continue
+                out.append(entry)
+                if remember:
+                    self._recent.keep(name, entry, ident)
+            return out
+
+    @staticmethod
+    def _usable(obj: dict[str, Any], name: str, path: str) -> bool:
+        """Whether the decoded listed file ``name`` is a usable entry (or a legacy result)."""
+        if obj.get("kind") != CNI_CACHE_V1:
+            return True
+        return Entries._usable_entry(obj, name, path) is not None
+
+    @staticmethod
+    def _usable_entry(obj: dict[str, Any], name: str, path: str) -> CacheEntry | None:
+        """The ``cniCacheV1`` entry ``obj`` of the listed file ``name``, if it is usable."""
+        try:
+            entry = CacheEntry.from_dict(obj, source=path)
+        except CacheError:
+            return None
+        return entry if _named_as(entry, name) else None
+
+    def _load_listed(self, dfd: int, name: str) -> tuple[CacheEntry, FileIdent] | None:
+        """The ``cniCacheV1`` entry in the listed file ``name`` and the file's identity, or ``None``."""
+        path = os.path.join(self.results_dir, name)
+        try:
+            data, ident = _files._read_ident_at(dfd, name, path)
+            obj: Any = loads(data, path)
+            if not isinstance(obj, dict) or obj.get("kind") != CNI_CACHE_V1:
+                return None
+            entry = CacheEntry.from_dict(obj, source=path)
+        except (CacheError, FileNotFoundError):
+            return None
+        if not entry.network_name or not entry.ifname or not _named_as(entry, name):
+            return None
+        return entry, ident
