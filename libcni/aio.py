@@ -32,7 +32,7 @@ from ._ops import (
     logged,
 )
 from .conf import NetworkConfigList, PluginConfig
-from .invoke._loop import operation_ended, operation_started, step
+from .invoke import operation_ended, operation_started, step
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo

@@ -83,9 +83,16 @@ ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},
 }
 
-#: What the manager takes from ``invoke``: the type and the default of its constructor
-#: (every plugin it runs goes through ``CNIConfig``).
-INVOKE_FOR_MANAGER = {"DEFAULT_PLUGIN_DIRS", "Exec"}
+#: What the manager takes from ``invoke``: the type and the default of its constructor, and
+#: the async loop's turns (its operations take turns as ``AsyncCNIConfig``'s do); every
+#: plugin it runs goes through ``CNIConfig``.
+INVOKE_FOR_MANAGER = {
+    "DEFAULT_PLUGIN_DIRS",
+    "Exec",
+    "operation_ended",
+    "operation_started",
+    "step",
+}
 
 SUBPACKAGES = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
 

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline, apoll
 from ..aio import AsyncCNIConfig
-from ..invoke import Exec
-from ..invoke._loop import operation_ended, operation_started, step
+from ..invoke import Exec, operation_ended, operation_started, step
 from ..values import Args, CapabilityArgs
 from . import _ManagerBase
 from ._core import (
