@@ -44,9 +44,9 @@ import attrs
 
 from . import _log as logging
 from ._drive import adrive
+from ._env import Environment
 from ._ops import RunPlugin, in_context
 from .errors import CNIError, PluginError
-from .invoke._env import Environment
 from .values import RuntimeConf
 
 __all__ = ["Event", "Observer", "Watch"]
@@ -256,27 +256,20 @@ class Watch:
         """``perform(effect)`` between the plugin events of the run.
 
         At every plugin run: written out (the events made here, the loops of
-        :meth:`emit` inline), as each call costs.
+        :meth:`emit` inline; the end event is the start's fields and the
+        duration), as each call costs.
         """
-        ident = next(_ids)
-        command, network, cid, plugin = (
-            effect.command,
-            effect.network,
-            effect.container_id,
-            effect.plugin,
-        )
-        ifname = effect.env.get("CNI_IFNAME", "")
         start = _new(
             Event,
             (
                 "plugin",
                 "start",
-                ident,
-                command,
-                network,
-                cid,
-                ifname,
-                plugin,
+                next(_ids),
+                effect.command,
+                effect.network,
+                effect.container_id,
+                effect.env.get("CNI_IFNAME", ""),
+                effect.plugin,
                 parent,
                 None,
                 None,
@@ -298,24 +291,7 @@ class Watch:
                 in_context(effect, e)  # as the operation will raise it
             self.emit(start.ended(_clock() - t0, e))
             raise
-        took = _clock() - t0
-        end = _new(
-            Event,
-            (
-                "plugin",
-                "end",
-                ident,
-                command,
-                network,
-                cid,
-                ifname,
-                plugin,
-                parent,
-                took,
-                None,
-                None,
-            ),
-        )
+        end = _new(Event, ("plugin", "end", *start[2:9], _clock() - t0, None, None))
         for observer in self.observers:
             try:
                 observer(end)

@@ -14,7 +14,6 @@ are short and done inline.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -34,15 +33,16 @@ import attrs
 
 from . import _log as logging  # logging, imported at first use
 from . import request as rq
+from ._deadline import Deadline, check_timeout, lock_timeout, timeout_message
 from .cache import (
     CNI_CACHE_V1,
     RECORD_V1,
     CacheEntry,
     CorruptEntryError,
     ResultCache,
+    completed_json,
     default_cache_dir,
 )
-from .cache._entry import completed_json
 from .conf import NetworkConfigList, PluginConfig
 from .errors import (
     CacheError,
@@ -69,8 +69,7 @@ from .version import (
 
 if TYPE_CHECKING:
     from ._events import Observer, Watch
-    from .cache._gc import GCScan, GCWork
-    from .cache._store import FileIdent, KnownEntry
+    from .cache import FileIdent, GCScan, GCWork
 
 log = logging.getLogger("libcni")
 
@@ -80,15 +79,6 @@ _V110 = (1, 1, 0)
 #: The operation of ``validate_network_list``/``validate_network`` in observers' events
 #: (the others are the CNI commands, ``request.ADD`` ...).
 VALIDATE = "VALIDATE"
-
-
-def timeout_message(command: str, limit: float | None, what: str) -> str:
-    """The one wording of an operation that ran out of time.
-
-    ``ADD timed out: plugin p1 did not finish within the 2s timeout``:
-    ``limit`` is the operation's timeout, not the share of it that was left.
-    """
-    return f"{command or 'operation'} timed out: {what} within the {limit or 0.0:.3g}s timeout"
 
 
 @attrs.frozen
@@ -162,11 +152,7 @@ class TakeLock:
             what = f"attachment (network {self.network!r}, container {cid!r}, interface {ifname!r})"
             path = os.path.join(self.cache.locks_dir, f"{self.network}-{cid}-{ifname}")
         limit = self.limit if self.limit is not None else self.timeout
-        return LockTimeoutError(
-            timeout_message(self.command, limit, f"the cache lock of {what} was not free")
-            + "; another operation holds it",
-            details or path,
-        )
+        return lock_timeout(what, details or path, limit, self.command)
 
 
 @attrs.frozen
@@ -244,22 +230,6 @@ def as_plugin(net: Any, method: str) -> PluginConfig:
     )
 
 
-#: Timeouts longer than this (about three years; ``math.inf``, ``1e9``) mean no
-#: practical limit: no deadline is computed, so nothing can overflow.
-_NO_LIMIT = 1e8
-
-
-def check_timeout(timeout: float | None) -> float | None:
-    """``timeout`` if it is ``None`` or a number >= 0; ``ValueError`` for a negative or NaN one."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
-    if math.isnan(timeout) or timeout < 0:
-        raise ValueError(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
-    return timeout
-
-
 def _require_plugins(chain: _Chain) -> None:
     """Refuse a network without plugins: a DEL of it would run nothing and forget the entry."""
     if not chain.plugins:
@@ -270,47 +240,17 @@ def _require_plugins(chain: _Chain) -> None:
         )
 
 
-class _Deadline:
-    """The time left of one operation's timeout, shared by all its plugin calls.
-
-    Created before anything runs: a negative or NaN timeout is a
-    ``ValueError`` then; one longer than about three years (``math.inf``)
-    means no limit.
-    """
-
-    __slots__ = ("_end", "_timeout")
-
-    def __init__(self, timeout: float | None) -> None:
-        self._timeout = check_timeout(timeout)
-        self._end = (
-            None if timeout is None or timeout > _NO_LIMIT else time.monotonic() + timeout
-        )
-
-    @property
-    def limit(self) -> float | None:
-        """The operation's timeout, in seconds (``None``: no limit)."""
-        return self._timeout
-
-    def remaining(self) -> float | None:
-        """The time left (0 when none is; ``None``: no limit)."""
-        if self._end is None:
-            return None
-        return max(0.0, self._end - time.monotonic())
-
-    def lock(
-        self,
-        cache: ResultCache,
-        network: str,
-        command: str,
-        attachment: tuple[str, str] | None = None,
-        *,
-        exclusive: bool = True,
-    ) -> TakeLock:
-        """The effect that takes a cache lock within the time left."""
-        return TakeLock(
-            cache, network, attachment, exclusive, self.remaining(), command, self._timeout
-        )
-
+def _lock_within(
+    deadline: Deadline,
+    cache: ResultCache,
+    network: str,
+    command: str,
+    attachment: tuple[str, str] | None = None,
+    *,
+    exclusive: bool = True,
+) -> TakeLock:
+    """The effect that takes a cache lock within the time left of ``deadline``."""
+    return TakeLock(cache, network, attachment, exclusive, deadline.left(), command, deadline.limit)
 
 
 _T = TypeVar("_T")
@@ -478,8 +418,10 @@ class Operations:
     def _find(self, plugin_type: str) -> str:
         return self.exec.find_in_path(plugin_type, self.path)
 
-    def _deadline(self, timeout: float | None) -> _Deadline:
-        return _Deadline(self.timeout if timeout is None else timeout)
+    def _deadline(self, timeout: float | None) -> Deadline:
+        """The deadline of one operation (its ``timeout``, else the default), checked first:
+        a negative or NaN timeout is a ``ValueError`` before anything runs."""
+        return Deadline(check_timeout(self.timeout if timeout is None else timeout))
 
     def _cached_prev(self, entry: CacheEntry | None, version: str) -> dict[str, Any] | None:
         """The cached result of ``entry`` converted to ``version``, as a JSON object."""
@@ -501,7 +443,6 @@ class Operations:
         chain: _Chain,
         rt: RuntimeConf,
         with_prev: bool,
-        known: KnownEntry | None = None,
     ) -> tuple[dict[str, Any] | None, FileIdent | None]:
         """DEL's prevResult (``with_prev``), read before any plugin runs, and the entry's identity.
 
@@ -511,15 +452,12 @@ class Operations:
         whose content is unusable (empty, corrupt, unconvertible): a warning
         is logged and DEL goes on; the entry is removed only once every
         plugin has succeeded. An entry that cannot be *read* (an I/O error)
-        raises ``CacheError``: nothing runs and the entry stays. ``known``:
-        the entry as the caller already read it (``ResultCache._read_known``).
+        raises ``CacheError``: nothing runs and the entry stays. An entry the
+        cache just read for this DEL (the manager's teardown, GC) is not read
+        again while its file is unchanged (``ResultCache.read_ident``).
         """
         try:
-            entry, ident = (
-                cache.read_ident(chain.name, rt.container_id, rt.ifname)
-                if known is None
-                else cache._read_known(chain.name, rt.container_id, rt.ifname, known)
-            )
+            entry, ident = cache.read_ident(chain.name, rt.container_id, rt.ifname)
         except CorruptEntryError as e:
             log.warning(
                 "DEL of %s-%s-%s goes on without prevResult: unusable cache entry: %s",
@@ -567,7 +505,7 @@ class Operations:
         plugin: PluginConfig,
         path: str,
         env: Mapping[str, str],
-        deadline: _Deadline,
+        deadline: Deadline,
         rt: RuntimeConf | None = None,
         prev: dict[str, Any] | None = None,
         valid: Iterable[tuple[str, str]] = (),
@@ -586,7 +524,7 @@ class Operations:
                 valid_attachments=valid,
             ),
             env,
-            deadline.remaining(),
+            deadline.left(),
             plugin.type,
             command,
             chain.name,
@@ -610,9 +548,9 @@ class Operations:
             paths.append(self._find(plugin.type))
             rq.validate_attachment(rt.container_id, chain.name, rt.ifname)
         cache = self._cache(rt)
-        release_net = yield deadline.lock(cache, chain.name, rq.ADD, exclusive=False)
+        release_net = yield _lock_within(deadline, cache, chain.name, rq.ADD, exclusive=False)
         try:
-            release = yield deadline.lock(cache, chain.name, rq.ADD, (rt.container_id, rt.ifname))
+            release = yield _lock_within(deadline, cache, chain.name, rq.ADD, (rt.container_id, rt.ifname))
             try:
                 # Another attachment's entry under the same file name: refuse before running.
                 cache.check_owner(chain.name, rt.container_id, rt.ifname)
@@ -667,7 +605,7 @@ class Operations:
         env = self._env(rq.CHECK, rt)
         paths = [self._find(plugin.type) for plugin in chain.plugins]
         cache = self._cache(rt)
-        release = yield deadline.lock(cache, chain.name, rq.CHECK, (rt.container_id, rt.ifname))
+        release = yield _lock_within(deadline, cache, chain.name, rq.CHECK, (rt.container_id, rt.ifname))
         try:
             prev = self._cached_prev(
                 cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
@@ -685,15 +623,9 @@ class Operations:
         timeout: float | None,
         *,
         network_locked: bool = False,
-        deadline: _Deadline | None = None,
-        known: KnownEntry | None = None,
+        deadline: Deadline | None = None,
     ) -> Op[None]:
-        """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it.
-
-        ``known``: the entry as the caller already read it (the network
-        manager's teardown); it is reused only if the file at its path is still
-        the one it was read from, unchanged (``ResultCache._read_known``).
-        """
+        """DEL: every plugin in reverse order, with the cached result (>= 0.4.0); then forget it."""
         check_timeout(timeout)
         chain = _Chain.of(net)
         with_prev = parse_version(chain.cni_version) >= _V040
@@ -704,12 +636,12 @@ class Operations:
         release_net = (
             None
             if network_locked
-            else (yield deadline.lock(cache, chain.name, rq.DEL, exclusive=False))
+            else (yield _lock_within(deadline, cache, chain.name, rq.DEL, exclusive=False))
         )
         try:
-            release = yield deadline.lock(cache, chain.name, rq.DEL, (rt.container_id, rt.ifname))
+            release = yield _lock_within(deadline, cache, chain.name, rq.DEL, (rt.container_id, rt.ifname))
             try:
-                prev, ident = self._read_for_del(cache, chain, rt, with_prev, known)
+                prev, ident = self._read_for_del(cache, chain, rt, with_prev)
                 for plugin in reversed(chain.plugins):
                     yield from _run(
                         self._call(chain, plugin, self._find(plugin.type), env, deadline, rt, prev)
@@ -752,75 +684,98 @@ class Operations:
         _require_plugins(chain)
         deadline = self._deadline(timeout)
         valid = [(a.container_id, a.ifname) for a in (args.valid_attachments if args else ())]
-        valid_set = set(valid)
         cache = self._cache()
         errors: list[CNIError] = []
-        release_net = yield deadline.lock(cache, chain.name, rq.GC, exclusive=True)
+        release_net = yield _lock_within(deadline, cache, chain.name, rq.GC, exclusive=True)
         try:
             own = scan is None
             if scan is None:
-                from .cache._gc import GCScan
+                from .cache import GCScan
 
                 scan = GCScan(cache, keep_containers or None)
                 yield CacheIO(scan.survey, ((chain.name,), False, True))  # fresh: under the lock
-            # Only what this network needs is read, each file at most once in the run.
-            # Entries whose content is unusable are treated as absent and removed (those
-            # that cannot be read are kept, and the errors collected).
-            work: GCWork = yield CacheIO(scan.collect, (chain.name, valid_set))
-            for name in work.removed:
-                log.warning("GC removed unreadable cache entry %s", name)
+            work = yield from self._gc_collect(scan, chain.name, valid, keep_containers, own)
             errors.extend(work.errors)
-            if own:
-                yield from self._gc_clean_up(scan, locks=False)
-            # Valid too: the attachments (complete or in progress) of the valid containers.
-            for key in work.valid:
-                if key not in valid_set:
-                    valid.append(key)
-                    valid_set.add(key)
-            errors.extend((yield from self._remove_unusable_records(
-                cache, chain.name, work.unusable_records, valid_set, keep_containers
-            )))
             # Stale: the entries, then the attachments in progress (a record and no entry:
             # an ADD that failed, or whose runtime died; under this lock no ADD of the
             # network runs), DELeted with what they cached or recorded.
-            stale_atts: list[tuple[CacheEntry, KnownEntry | None]] = [
-                *((k.entry, k) for k in work.stale), *((r, None) for r in work.in_progress)
-            ]
-            for att, entry_known in stale_atts:
-                error = yield from self._gc_del(net, att, entry_known, cache, deadline)
+            for att in (*work.stale, *work.in_progress):
+                error = yield from self._gc_del(net, att, cache, deadline)
                 if error is not None:
                     errors.append(error)
             if own:
                 # Lock files no one holds that have no entry.
                 yield from self._gc_clean_up(scan, temporaries=False)
             if parse_version(chain.cni_version) >= _V110:
-                env = self._env(rq.GC)
-                encoded = rq.EncodedAttachments(valid)  # their JSON made once for every plugin
-                for plugin in chain.plugins:
-                    try:
-                        yield from _run(
-                            self._call(
-                                chain, plugin, self._find(plugin.type), env, deadline, valid=encoded
-                            )
-                        )
-                    except CNIError as e:
-                        errors.append(e)
+                errors.extend((yield from self._gc_plugins(chain, valid, deadline)))
         finally:
             release_net()
         if errors:
             raise GCError(errors)
         return None
 
+    def _gc_collect(
+        self,
+        scan: GCScan,
+        network: str,
+        valid: list[tuple[str, str]],
+        keep_containers: Collection[str],
+        own: bool,
+    ) -> Generator[Effect, Any, GCWork]:
+        """What GC must do for ``network`` (under its lock), from ``scan``: only what this
+        network needs is read, each file at most once in the run.
+
+        Entries whose content is unusable are treated as absent and removed
+        (those that cannot be read are kept, and the errors collected), and
+        so are its unusable records but those of valid attachments. The valid
+        attachments met (those of the valid containers, complete or in
+        progress) are added to ``valid``. ``own``: the scan is this GC's
+        alone, whose temporary files are cleaned up here.
+        """
+        valid_set = set(valid)
+        work: GCWork = yield CacheIO(scan.collect, (network, valid_set))
+        for name in work.removed:
+            log.warning("GC removed unreadable cache entry %s", name)
+        if own:
+            yield from self._gc_clean_up(scan, locks=False)
+        for key in work.valid:
+            if key not in valid_set:
+                valid.append(key)
+                valid_set.add(key)
+        work.errors.extend(
+            (
+                yield from self._remove_unusable_records(
+                    scan.cache, network, work.unusable_records, valid_set, keep_containers
+                )
+            )
+        )
+        return work
+
+    def _gc_plugins(
+        self, chain: _Chain, valid: Sequence[tuple[str, str]], deadline: Deadline
+    ) -> Generator[Effect, Any, list[CNIError]]:
+        """GC of every plugin of ``chain`` (1.1.0) with the ``valid`` attachments; the errors."""
+        env = self._env(rq.GC)
+        encoded = rq.EncodedAttachments(valid)  # their JSON made once for every plugin
+        errors: list[CNIError] = []
+        for plugin in chain.plugins:
+            try:
+                yield from _run(
+                    self._call(chain, plugin, self._find(plugin.type), env, deadline, valid=encoded)
+                )
+            except CNIError as e:
+                errors.append(e)
+        return errors
+
     def _gc_del(
         self,
         net: NetworkConfigList,
         att: CacheEntry,
-        known: KnownEntry | None,
         cache: ResultCache,
-        deadline: _Deadline,
+        deadline: Deadline,
     ) -> Generator[Effect, Any, CNIError | None]:
-        """GC's DEL of one stale attachment (``known``: its entry; ``None``: in progress);
-        the error, if it failed.
+        """GC's DEL of one stale attachment (a complete entry, or the record of one in
+        progress); the error, if it failed.
 
         The DEL of an attachment in progress that fails is tried once more: a
         plugin killed half-way through its ADD can trip over what it left
@@ -836,13 +791,11 @@ class Operations:
             capability_args=att.capability_args,
             cache_dir=cache.dir,
         )
-        what = "" if known is not None else "in-progress "
-        retried = known is not None
+        what = "in-progress " if att.is_record else ""
+        retried = not att.is_record
         while True:
             try:
-                yield from self._delete(
-                    net, stale, None, network_locked=True, deadline=deadline, known=known
-                )
+                yield from self._delete(net, stale, None, network_locked=True, deadline=deadline)
                 return None
             except PluginError as e:
                 if retried or isinstance(e, PluginTimeoutError):
@@ -871,7 +824,7 @@ class Operations:
     def _gc_survey(self, keep: Collection[str], networks: Sequence[str]) -> Op[GCScan]:
         """The listing of the cache for a GC of many networks (the network manager's), made
         once: every network is collected from it (:meth:`_gc` with ``scan``)."""
-        from .cache._gc import GCScan
+        from .cache import GCScan
 
         scan = GCScan(self._cache(), keep)
         yield CacheIO(scan.survey, (tuple(networks), True))  # discover the cache's networks
@@ -941,7 +894,7 @@ class Operations:
             path,
             rq.plugin_stdin(rq.VERSION, {}, name="", cni_version=""),
             self._env(rq.VERSION),
-            deadline.remaining(),
+            deadline.left(),
             plugin_type,
             rq.VERSION,
             limit=deadline.limit,

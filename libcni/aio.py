@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import os
-import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import request as rq
+from ._deadline import Deadline, apoll
 from ._drive import adrive
 from ._ops import (
     VALIDATE,
@@ -32,9 +31,8 @@ from ._ops import (
     as_plugin,
     logged,
 )
-from .cache._lock import POLL_FIRST, POLL_MAX
 from .conf import NetworkConfigList, PluginConfig
-from .invoke._loop import operation_ended, operation_started, step
+from .invoke import operation_ended, operation_started, step
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
@@ -42,8 +40,7 @@ from .version import PluginInfo
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .cache._gc import GCScan
-    from .cache._store import KnownEntry
+    from .cache import GCScan
 
 _R = TypeVar("_R")
 
@@ -155,24 +152,13 @@ class AsyncCNIConfig(Operations):
 
     @staticmethod
     async def _lock(effect: TakeLock) -> Any:
-        """Take a cache lock without blocking the loop: try, then retry with a growing pause.
-
-        The wait ends with ``LockTimeoutError`` when the operation's time is up.
-        """
-        end = None if effect.timeout is None else time.monotonic() + effect.timeout
-        pause = POLL_FIRST
-        while True:
-            release = effect.take(wait=False)
-            if release is not None:
-                return release
-            if end is not None and not math.isinf(end):
-                left = end - time.monotonic()
-                if left <= 0:
-                    raise effect.timed_out()
-                await asyncio.sleep(min(pause, left))
-            else:
-                await asyncio.sleep(pause)
-            pause = min(pause * 2, POLL_MAX)
+        """Take a cache lock without blocking the loop: one try, then again after the pauses
+        of ``libcni._deadline.backoff`` (the blocking wait's), until the time left runs out;
+        then the ``LockTimeoutError`` the blocking wait raises."""
+        release = await apoll(lambda: effect.take(wait=False), Deadline(effect.timeout))
+        if release is None:
+            raise effect.timed_out()
+        return release
 
     # -- lists -----------------------------------------------------------
 
@@ -292,17 +278,6 @@ class AsyncCNIConfig(Operations):
         await self._drive(
             self._gc(as_list(net, "gc_network_list"), args, timeout), rq.GC, net
         )
-
-    async def _del_known(
-        self,
-        net: NetworkConfigList,
-        rt: RuntimeConf,
-        known: KnownEntry,
-        *,
-        timeout: float | None = None,
-    ) -> None:
-        """``del_network_list`` reusing the entry the caller read, if unchanged (the manager's)."""
-        await self._drive(self._delete(net, rt, timeout, known=known), rq.DEL, net, rt)
 
     async def _gc_keeping(
         self,

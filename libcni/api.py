@@ -30,8 +30,7 @@ from .version import PluginInfo
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .cache._gc import GCScan
-    from .cache._store import KnownEntry
+    from .cache import GCScan
 
 _R = TypeVar("_R")
 
@@ -177,17 +176,6 @@ class CNIConfig(Operations):
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
         self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout), rq.GC, net)
-
-    def _del_known(
-        self,
-        net: NetworkConfigList,
-        rt: RuntimeConf,
-        known: KnownEntry,
-        *,
-        timeout: float | None = None,
-    ) -> None:
-        """``del_network_list`` reusing the entry the caller read, if unchanged (the manager's)."""
-        self._drive(self._delete(net, rt, timeout, known=known), rq.DEL, net, rt)
 
     def _gc_keeping(
         self,

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ._env import Environment
 from .errors import (
     CODE_INVALID_CONFIG,
     CODE_INVALID_ENV,
@@ -19,7 +20,6 @@ from .errors import (
     ConfigError,
     ValidationError,
 )
-from .invoke._env import Environment
 from .version import VERSION_REQUEST as VERSION_REQUEST  # the probe's stdin, stated there
 
 __all__ = [
@@ -130,7 +130,7 @@ def operation_env(
     Everything that can be refused is refused here, before any plugin runs:
     ``args`` that ``CNI_ARGS`` cannot represent, ``capability_args`` without a
     JSON form. VERSION gets :func:`version_env`. The result is read-only and
-    encoded once for all the plugins (:class:`~libcni.invoke._env.Environment`).
+    encoded once for all the plugins (:class:`~libcni._env.Environment`).
     """
     base = environ_snapshot()
     if command == VERSION:

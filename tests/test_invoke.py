@@ -631,7 +631,7 @@ def test_keyboard_interrupt_ends_the_plugin_as_a_timeout_does(tmp_path: Path) ->
 
 
 def test_an_operation_environment_is_encoded_once_and_read_only(testplugin: str) -> None:
-    from libcni.invoke._env import Environment
+    from libcni._env import Environment
 
     env = Environment(BASE_ENV)
     first = env.encoded()
@@ -647,8 +647,8 @@ def test_an_operation_environment_is_encoded_once_and_read_only(testplugin: str)
 def test_a_python_without_the_known_fork_exec_starts_plugins_through_popen(
     testplugin: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from libcni._env import Environment
     from libcni.invoke import _raw
-    from libcni.invoke._env import Environment
 
     fast = RawExec().exec_plugin(testplugin, request(), Environment(BASE_ENV), 10)
     monkeypatch.setattr(_raw, "_FORK_EXEC_TAIL", None)

@@ -29,7 +29,6 @@ from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
 from ._files import TEMP_PREFIX, FileIdent, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
 from ._names import _names_held, _only_of, _shared_name, _splits, _usable_record
-from ._results import KnownEntry
 from ._store import ResultCache
 
 __all__ = ["GCScan", "GCWork"]
@@ -99,7 +98,7 @@ class GCWork:
     __slots__ = ("errors", "in_progress", "removed", "stale", "unusable_records", "valid")
 
     def __init__(self) -> None:
-        self.stale: list[KnownEntry] = []
+        self.stale: list[CacheEntry] = []
         """The usable entries of the network that are not valid (to DEL), by file name."""
         self.in_progress: list[CacheEntry] = []
         """Its usable records without an entry that are not valid (to DEL), by file name."""
@@ -405,7 +404,8 @@ class GCScan:
             return "broken"
         if entry.ifname:
             assert got.ident is not None
-            work.stale.append(KnownEntry(entry, got.ident))
+            work.stale.append(entry)
+            self.cache._recent.keep(name, entry, got.ident)
         return ""
 
     def _collect_records(

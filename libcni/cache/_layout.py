@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from ..errors import CacheError
 from ._files import _strerror
 from ._fs import DIR_MODE, DirFds, open_subdir, untrusted
+from ._recent import Recent
 
 __all__ = ["CacheDirs"]
 
@@ -35,6 +36,8 @@ class CacheDirs:
         # results/ and records/ stay open between operations, checked by one lstat each use.
         self._fds = DirFds()
         weakref.finalize(self, self._fds.close)
+        # Entries read for a DEL or CHECK to come (the manager's teardown and check, GC).
+        self._recent = Recent()
 
     def _dir(self, path: str, *, create: bool, action: str) -> int | None:
         """The kept descriptor of ``results_dir`` or ``records_dir`` (:class:`DirFds`)."""

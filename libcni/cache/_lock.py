@@ -23,25 +23,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import math
 import os
 import threading
-import time
 from types import TracebackType
 
+from .._deadline import NO_LIMIT, Deadline, poll
 from ..errors import CacheError
 from ._fs import open_dir, open_subdir
 
-__all__ = ["POLL_FIRST", "POLL_MAX", "CacheLock", "acquire"]
+__all__ = ["CacheLock", "acquire"]
 
 _LOCK_FILE_FLAGS = (
     os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 )
-
-POLL_FIRST = 0.001
-"""The first pause between two attempts at a busy lock when the wait is bounded (seconds)."""
-POLL_MAX = 0.02
-"""The longest pause between two attempts (it doubles from :data:`POLL_FIRST`)."""
 
 # -- the locks of this process, for fork ---------------------------------------
 
@@ -249,25 +243,25 @@ def _open_lock_file(dir_path: str, subdir: str, base: str, name: str, path: str)
             os.close(dfd)
 
 
-def _flock(fd: int, op: int, blocking: bool, end: float | None, path: str) -> bool:
-    """``flock`` ``fd``: wait (``blocking``), poll until ``end``, or try once; whether it got it."""
+def _try_flock(fd: int, op: int) -> bool | None:
+    """One ``flock`` of ``fd`` that does not wait: ``True``, or ``None`` if it is busy."""
+    try:
+        fcntl.flock(fd, op | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return None
+
+
+def _flock(fd: int, op: int, blocking: bool, deadline: Deadline | None, path: str) -> bool:
+    """``flock`` ``fd``: wait (``blocking``), try until ``deadline`` (the shared back-off of
+    ``libcni._deadline``), or try once; whether it got it."""
     try:
         if blocking:
             fcntl.flock(fd, op)
             return True
-        pause = POLL_FIRST
-        while True:
-            try:
-                fcntl.flock(fd, op | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:
-                if end is None:
-                    return False
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                time.sleep(min(pause, left))
-                pause = min(pause * 2, POLL_MAX)
+        if deadline is None:
+            return _try_flock(fd, op) is not None
+        return poll(lambda: _try_flock(fd, op), deadline) is not None
     except OSError as e:
         if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):  # pragma: no cover - BlockingIOError
             return False
@@ -287,22 +281,23 @@ def acquire(
     """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if busy and not ``blocking``.
 
     ``blocking`` waits for the lock, for at most ``timeout`` seconds when it
-    is a finite number (``None`` then when it is still busy); ``math.inf``
-    and ``None`` wait as long as it takes. The directories (0700) and the
-    lock file (0600) are created as needed; none of them is reached through
-    a symlink. ``entry``: see :class:`CacheLock`.
+    is a number (``None`` then when it is still busy), trying again after the
+    pauses of ``libcni._deadline.backoff``; ``None`` and more than
+    ``NO_LIMIT`` (``math.inf``) wait in ``flock`` as long as it takes. The
+    directories (0700) and the lock file (0600) are created as needed; none
+    of them is reached through a symlink. ``entry``: see :class:`CacheLock`.
     """
     base = os.path.join(dir_path, subdir) if subdir else dir_path
     path = os.path.join(base, name)
     op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-    end: float | None = None
-    if blocking and timeout is not None and not math.isinf(timeout):
-        end = time.monotonic() + max(timeout, 0.0)  # a bounded wait polls
+    deadline: Deadline | None = None
+    if blocking and timeout is not None and timeout <= NO_LIMIT:
+        deadline = Deadline(max(timeout, 0.0))  # a bounded wait polls
         blocking = False
     while True:
         fd = _open_lock_file(dir_path, subdir, base, name, path)
         try:
-            if not _flock(fd, op, blocking, end, path):
+            if not _flock(fd, op, blocking, deadline, path):
                 _close_registered(fd)
                 return None
             ident = _ident(fd)

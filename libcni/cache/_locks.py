@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from .._deadline import lock_timeout
 from ..errors import LockTimeoutError
 from ._fs import attachment_name, check_name, fit_name
 from ._layout import CacheDirs
@@ -162,8 +163,4 @@ class Locks(CacheDirs):
 
 
 def _timed_out(timeout: float | None, what: str, path: str) -> LockTimeoutError:
-    return LockTimeoutError(
-        f"timed out after {timeout or 0:.3g}s waiting for the cache lock of {what}; "
-        "another operation holds it",
-        path,
-    )
+    return lock_timeout(what, path, timeout)

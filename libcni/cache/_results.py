@@ -29,22 +29,22 @@ from ._fs import attachment_name, check_name, fit_name
 from ._layout import CacheDirs
 from ._names import _describe, _held_by_other, _is_candidate, _named_as, _names_held
 
-__all__ = ["Entries", "KnownEntry"]
+__all__ = ["Entries"]
 
 
-class KnownEntry:
-    """An entry as ``ResultCache._entries`` read it, and the identity of its file.
-
-    Internal, for the network manager's teardown, which lists a container's
-    entries and then DELs each: the DEL reuses ``entry`` while the file at
-    its path is still the one read (``ResultCache._read_known``).
-    """
-
-    __slots__ = ("entry", "ident")
-
-    def __init__(self, entry: CacheEntry, ident: FileIdent) -> None:
-        self.entry = entry
-        self.ident = ident
+def _still(
+    recent: tuple[CacheEntry, FileIdent], dfd: int, name: str, names: tuple[str, str, str]
+) -> bool:
+    """Whether ``recent`` (an entry just read, and its file's identity) is the entry of
+    ``names`` (network, container ID, interface) and its file ``name`` in ``dfd`` is still
+    the one read, unchanged (one ``lstat``)."""
+    entry, ident = recent
+    if (entry.network_name, entry.container_id, entry.ifname) != names:
+        return False
+    try:
+        return _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
+    except OSError:
+        return False
 
 
 class Entries(CacheDirs):
@@ -171,13 +171,19 @@ class Entries(CacheDirs):
         """:meth:`read`, and the identity of the file read (``None`` when it gives ``None``).
 
         For :meth:`remove_read`: DEL reads the entry before its plugins run
-        and removes it after, without reading it twice.
+        and removes it after, without reading it twice. An entry this cache
+        just read for it (``_recent``: a container's entries listed by
+        ``_container``, GC's stale ones) is not read again while one
+        ``lstat`` says its file is unchanged.
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
         dfd = self._dir(self.results_dir, create=False, action=f"read cache entry {path}")
         if dfd is None:
             return None, None
+        recent = self._recent.take(name)
+        if recent is not None and _still(recent, dfd, name, (network, container_id, ifname)):
+            return recent
         try:
             data, ident = _files._read_ident_at(dfd, name, path)
         except FileNotFoundError:
@@ -222,34 +228,6 @@ class Entries(CacheDirs):
             except OSError as e:
                 raise CacheError(f"cannot remove cache entry {path}", _strerror(e)) from None
         return self.remove(network, container_id, ifname)
-
-    def _read_known(
-        self, network: str, container_id: str, ifname: str, known: KnownEntry
-    ) -> tuple[CacheEntry | None, FileIdent | None]:
-        """:meth:`read_ident`, without reading again an entry that is already known.
-
-        ``known`` comes from :meth:`_entries` (the network manager's teardown,
-        which lists the container's entries and then DELs each). When it
-        names this attachment and the file at its path is still the one it
-        was read from (same device, inode, size, modification and change
-        times), its entry is what :meth:`read` would decode, and is returned
-        as it is. Anything else (another attachment's entry, a file
-        rewritten, replaced, removed or unreadable meanwhile) is what
-        :meth:`read_ident` gives.
-        """
-        entry = known.entry
-        if (entry.network_name, entry.container_id, entry.ifname) == (
-            network,
-            container_id,
-            ifname,
-        ):
-            path = os.path.join(self.results_dir, attachment_name(network, container_id, ifname))
-            try:
-                if _ident(os.lstat(path)) == known.ident:
-                    return entry, known.ident
-            except OSError:
-                pass
-        return self.read_ident(network, container_id, ifname)
 
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
         """Remove the entry of one attachment; return whether a file was removed.
@@ -297,12 +275,11 @@ class Entries(CacheDirs):
         A missing results directory gives ``[]``; one that cannot be listed
         raises ``CacheError``.
         """
-        return self._entries(container_id, None)
+        return self._entries(container_id)
 
-    def _entries(self, container_id: str, known: list[KnownEntry] | None) -> list[CacheEntry]:
-        """:meth:`entries`; ``known`` (the network manager's teardown) receives a
-        ``KnownEntry`` of each entry returned, in the same order, for
-        :meth:`_read_known`."""
+    def _entries(self, container_id: str, remember: bool = False) -> list[CacheEntry]:
+        """:meth:`entries`; ``remember``: each entry returned is kept for the DEL to come
+        (``_recent``, :meth:`read_ident`)."""
         if container_id:
             # The shortest file name that could hold it must fit, as in every method.
             fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
@@ -331,8 +308,8 @@ class Entries(CacheDirs):
                 if container_id and entry.container_id != container_id:
                     continue
                 out.append(entry)
-                if known is not None:
-                    known.append(KnownEntry(entry, ident))
+                if remember:
+                    self._recent.keep(name, entry, ident)
             return out
 
     @staticmethod

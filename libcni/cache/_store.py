@@ -31,14 +31,13 @@ from ._fs import check_name, fit_name
 from ._locks import Locks
 from ._names import _shared_name, _usable_record
 from ._records import Records
-from ._results import Entries, KnownEntry
+from ._results import Entries
 
 __all__ = [
     "MAX_ENTRY_SIZE",
     "TEMP_PREFIX",
     "TEMP_STALE_AFTER",
     "FileIdent",
-    "KnownEntry",
     "ResultCache",
 ]
 
@@ -77,9 +76,12 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         self.remove_record(network, container_id, ifname)
         return removed
 
-    def _container(self, container_id: str) -> tuple[list[KnownEntry], list[CacheEntry]]:
-        """What the cache holds of one container: its complete entries (with the identity of
-        each file read) and its records without an entry (in progress), each by file name.
+    def _container(
+        self, container_id: str, remember: bool = False
+    ) -> tuple[list[CacheEntry], list[CacheEntry]]:
+        """What the cache holds of one container: its complete entries and its records
+        without an entry (in progress), each by file name. ``remember``: the entries are kept
+        for the DELs (or CHECKs) to come (``_recent``, :meth:`read_ident`).
 
         The container's records directory is its index: an ADD records every
         attachment there before its first plugin runs, and the record stays
@@ -95,23 +97,24 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         action = f"list the attachments of container {container_id!r}"
         listed = self._container_names(container_id, action)
         if not listed:
-            known: list[KnownEntry] = []
-            self._entries(container_id, known)
-            complete = {(k.entry.network_name, k.entry.ifname) for k in known}
-            return known, [
+            entries = self._entries(container_id, remember)
+            complete = {(e.network_name, e.ifname) for e in entries}
+            return entries, [
                 r for r in self.records(container_id) if (r.network_name, r.ifname) not in complete
             ]
         top, names = listed
         rdfd = self._dir(self.results_dir, create=False, action=action)
-        known = []
+        entries = []
         for name in names:
             if rdfd is None:
                 break
             loaded = self._load_listed(rdfd, name)
             if loaded is not None and loaded[0].container_id == container_id:
-                known.append(KnownEntry(*loaded))
-        complete = {(k.entry.network_name, k.entry.ifname) for k in known}
-        done = {f"{k.entry.network_name}-{container_id}-{k.entry.ifname}" for k in known}
+                entries.append(loaded[0])
+                if remember:
+                    self._recent.keep(name, *loaded)
+        complete = {(e.network_name, e.ifname) for e in entries}
+        done = {f"{e.network_name}-{container_id}-{e.ifname}" for e in entries}
         base = f"{self.records_dir}/{container_id}"
         records: list[CacheEntry] = []
         for name in names:
@@ -125,7 +128,7 @@ class ResultCache(Entries, Records, Locks, CleanUp):
             record = _usable_record(data, path, container_id, name)
             if record is not None and (record.network_name, record.ifname) not in complete:
                 records.append(record)
-        return known, records
+        return entries, records
 
     def remove_corrupt(
         self,

@@ -312,7 +312,7 @@ def _cmd_down(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO)
     manager = _manager(args, environ)
     view = manager.inspect(args.container_id)
     manager.teardown(args.container_id, netns)
-    from ..manager._core import attachment_order
+    from ..manager import attachment_order
 
     held = [(a.network, a.ifname, "") for a in view.attachments]
     held += [(network, ifname, ", in progress") for network, ifname in view.incomplete]

@@ -22,8 +22,8 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 from libcni import _log as logging  # logging, imported at first use
+from libcni._env import Environment, encode_env
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
-from libcni.invoke._env import Environment, encode_env
 from libcni.invoke._errobj import decode_error_object as _decode_error_object
 from libcni.invoke._find import find_in_path
 

@@ -24,20 +24,23 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._drive import drive
 from ..api import CNIConfig
 from ..conf import NetworkConfigList
+from ..errors import LockTimeoutError
 from ..invoke import DEFAULT_PLUGIN_DIRS, Exec
 from ..values import Args, CapabilityArgs
+from ._calls import CNICalls
 from ._core import (
-    NETWORK_CALLS,
     Blocking,
     Call,
     Core,
     Effect,
     LockContainer,
+    NetworkCalls,
     Op,
     Outcome,
     Pause,
     Together,
 )
+from ._core import attachment_order as attachment_order  # the CLI's order of attachments
 from ._sandbox import sandbox
 from ._values import (
     LOOPBACK_NETWORK,
@@ -74,6 +77,9 @@ DEFAULT_CONF_DIR = "/etc/cni/net.d"
 class _ManagerBase:
     """The constructor and the properties shared by the sync and async managers."""
 
+    #: Whether the operations' calls return awaitables (``AsyncNetworkManager``).
+    _ASYNC = False
+
     def __init__(
         self,
         conf_dir: str | os.PathLike[str] | None = DEFAULT_CONF_DIR,
@@ -105,6 +111,8 @@ class _ManagerBase:
             networks=networks,
             retry_attempts=retry_attempts,
         )
+        # The seam: what each Call of the rules calls (mypy checks them against it).
+        self._calls: NetworkCalls = CNICalls(cni, self._watch, asynchronous=self._ASYNC)
 
     @staticmethod
     def _make_cni(
@@ -226,16 +234,14 @@ class NetworkManager(_ManagerBase):
 
     def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, Call):
-            call = getattr(self._core.cni, effect.method)
-            if self._watch is not None and effect.method in NETWORK_CALLS:
-                return self._watch.network(
-                    call, self._core.cni, NETWORK_CALLS[effect.method], effect.args, effect.kwargs
-                )
-            return call(*effect.args, **effect.kwargs)
+            return effect.call(self._calls)
         if isinstance(effect, Together):
             return self._together(effect.calls)
         if isinstance(effect, LockContainer):
-            return effect.cache.container_lock(effect.container_id, effect.timeout).release
+            try:  # waits in flock, or tries after the pauses of _deadline.backoff
+                return effect.cache.container_lock(effect.container_id, effect.timeout).release
+            except LockTimeoutError:
+                raise effect.timed_out() from None
         if isinstance(effect, Pause):
             time.sleep(effect.seconds)
             return None

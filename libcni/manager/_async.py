@@ -14,18 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._deadline import Deadline, apoll
 from ..aio import AsyncCNIConfig
-from ..errors import LockTimeoutError
-from ..invoke import Exec
-from ..invoke._loop import operation_ended, operation_started, step
+from ..invoke import Exec, operation_ended, operation_started, step
 from ..values import Args, CapabilityArgs
 from . import _ManagerBase
 from ._core import (
-    NETWORK_CALLS,
     Blocking,
     Call,
     Effect,
@@ -44,8 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["AsyncNetworkManager"]
 
 _NO_CAPS: Mapping[str, Any] = {}
-_LOCK_POLL_FIRST = 0.001
-_LOCK_POLL_MAX = 0.05
 
 
 async def _finish(task: asyncio.Future[Any]) -> bool:
@@ -66,6 +61,8 @@ class AsyncNetworkManager(_ManagerBase):
     concurrently; setup, teardown and check of one container one after the
     other (also across threads and processes).
     """
+
+    _ASYNC = True
 
     @staticmethod
     def _make_cni(
@@ -120,12 +117,7 @@ class AsyncNetworkManager(_ManagerBase):
 
     async def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, Call):
-            call = getattr(self._core.cni, effect.method)
-            if self._watch is not None and effect.method in NETWORK_CALLS:
-                return await self._watch.anetwork(
-                    call, self._core.cni, NETWORK_CALLS[effect.method], effect.args, effect.kwargs
-                )
-            return await call(*effect.args, **effect.kwargs)
+            return await effect.call(self._calls)
         if isinstance(effect, Together):
             return await self._together(effect.calls)
         if isinstance(effect, LockContainer):
@@ -170,19 +162,13 @@ class AsyncNetworkManager(_ManagerBase):
 
     @staticmethod
     async def _lock(effect: LockContainer) -> Any:
-        end = None if effect.timeout is None else time.monotonic() + effect.timeout
-        pause = _LOCK_POLL_FIRST
-        while True:
-            lock = effect.cache.try_container_lock(effect.container_id)
-            if lock is not None:
-                return lock.release
-            if end is not None and time.monotonic() >= end:
-                raise LockTimeoutError(
-                    f"container {effect.container_id!r} is busy: its lock was not obtained "
-                    f"within {effect.timeout:.3g}s"
-                )
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, _LOCK_POLL_MAX)
+        """The container lock without blocking the loop: the tries and pauses of the blocking
+        wait (``libcni._deadline``), and its error when the time is up."""
+        cache, container_id = effect.cache, effect.container_id
+        lock = await apoll(lambda: cache.try_container_lock(container_id), Deadline(effect.timeout))
+        if lock is None:
+            raise effect.timed_out()
+        return lock.release
 
     # -- the operations ----------------------------------------------------
 

@@ -58,7 +58,7 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -254,6 +254,32 @@ class _Changes:
 
     def __bool__(self) -> bool:
         return self.everything or self.plugins or bool(self.files) or bool(self.drop_ins)
+
+
+class _Load:
+    """A reload under way: the usable networks by name, where each is defined, what is
+    skipped and why, where missing plugin binaries would be."""
+
+    __slots__ = ("code", "missing", "networks", "skipped", "where")
+
+    def __init__(self) -> None:
+        self.networks: dict[str, NetworkConfigList] = {}
+        self.where: dict[str, str] = {}
+        self.skipped: dict[str, str] = {}
+        self.missing: list[tuple[str, _BinaryStat]] = []
+        self.code: dict[str, str] = {}  # network name -> where it is defined in code
+
+    def add(self, place: str, net: NetworkConfigList, missing: str | None) -> None:
+        """Use ``net`` (defined at ``place``), unless a plugin binary is ``missing`` or an
+        earlier place defines its name."""
+        if missing is not None:
+            self.skipped[place] = missing
+        elif net.name in self.networks:
+            defined = self.where[net.name]
+            self.skipped[place] = f"network {net.name!r} is already defined by {defined}"
+        else:
+            self.networks[net.name] = net
+            self.where[net.name] = place
 
 
 # Roles of a watched directory.
@@ -607,21 +633,59 @@ class ConfigWatcher:
     def _reload(
         self, changes: _Changes, now: int, watches: _Watches | None = None
     ) -> tuple[LoadedNetworks, tuple[str, ...], tuple[tuple[str, _BinaryStat], ...]]:
-        skipped: dict[str, str] = {}
+        """The configuration loaded again: the networks given in code, then the files of
+        ``conf_dir`` in order (each read again only if it may have changed, ``changes``);
+        with the names of the lists that have drop-in directories and where the missing
+        plugin binaries would be."""
         if changes.everything or changes.plugins:
             self._found = {}
-        missing: list[tuple[str, _BinaryStat]] = []
-        networks: dict[str, NetworkConfigList] = {}
-        where: dict[str, str] = {}
-        code: dict[str, str] = {}  # network name -> where it is defined in code
+        load = _Load()
         for i, in_code in enumerate(self.code_networks):
-            place = code[in_code.name] = f"networks[{i}] ({in_code.name})"
-            why = self._missing(in_code, missing)
-            if why is not None:
-                skipped[place] = why
+            place = load.code[in_code.name] = f"networks[{i}] ({in_code.name})"
+            load.add(place, in_code, self._missing(in_code, load.missing))
+        files, others = self._read_files(changes, now, load.skipped)
+        drop_in_names: list[str] = []
+        complete: dict[str, tuple[NetworkConfigList, NetworkConfigList | str]] = {}
+        for path, f in files.items():
+            if f.error is not None:
+                load.skipped[path] = f.error
                 continue
-            networks[in_code.name] = in_code
-            where[in_code.name] = place
+            assert f.net is not None
+            net: NetworkConfigList | str = f.net
+            if path.endswith(".conflist"):
+                if not f.net.load_only_inlined_plugins:
+                    drop_in_names.append(f.net.name)
+                    self._watch_drop_in(watches, f.net.name, others)
+                net = self._with_drop_ins(path, f.net, changes)
+                complete[path] = (f.net, net)
+            if isinstance(net, str):
+                load.skipped[path] = net
+            elif net.name in load.code:
+                load.skipped[path] = (
+                    f"shadowed: network {net.name!r} is defined in code ({load.code[net.name]})"
+                )
+            else:
+                load.add(path, net, self._missing(net, load.missing))
+        self._complete = complete
+        if watches is not None:  # drop-in directories of networks no longer configured
+            wanted = set(drop_in_names)
+            for role, name in list(watches.by_dir):
+                if role == _DROP_IN and name not in wanted:
+                    self._unwatch(watches, role, name)
+        before = self._state.loaded.skipped if self._state is not None else {}
+        for path, why in load.skipped.items():
+            if before.get(path) != why:  # once per reason, not at every reload
+                log.warning("network configuration %s skipped: %s", path, why)
+        defaults = self._defaults(load.networks)
+        loaded = LoadedNetworks(load.networks, defaults, load.skipped, load.where)
+        return loaded, tuple(dict.fromkeys(drop_in_names)), tuple(dict.fromkeys(load.missing))
+
+    def _read_files(
+        self, changes: _Changes, now: int, skipped: dict[str, str]
+    ) -> tuple[dict[str, _File], set[str]]:
+        """The configuration files of ``conf_dir`` in order, each read again only if it may
+        have changed (the others as last read), and the names of its other entries; a
+        directory that cannot be listed is ``skipped``."""
         listed: list[tuple[str, bool]] = []
         others: set[str] = set()
         if self.conf_dir is not None:
@@ -640,71 +704,40 @@ class ConfigWatcher:
                 files[path] = old
         self._files = files
         self._special = [path for path, f in files.items() if f.special]
-        drop_in_names: list[str] = []
-        complete: dict[str, tuple[NetworkConfigList, NetworkConfigList | str]] = {}
-        for path, f in files.items():
-            if f.error is not None:
-                skipped[path] = f.error
-                continue
-            assert f.net is not None
-            net: NetworkConfigList | str = f.net
-            if path.endswith(".conflist"):
-                head = f.net
-                if not head.load_only_inlined_plugins:
-                    drop_in_names.append(head.name)
-                    # Only one that exists: its creation is an event of conf_dir.
-                    if watches is not None and head.name in others and _safe_name(head.name):
-                        assert self.conf_dir is not None
-                        self._watch(watches, _DROP_IN, os.path.join(self.conf_dir, head.name))
-                known = self._complete.get(path)
-                if (
-                    known is not None
-                    and known[0] is head
-                    and not changes.everything
-                    and head.name not in changes.drop_ins
-                ):
-                    net = known[1]
-                else:
-                    try:
-                        net = _complete(head, path)
-                    except CNIError as e:
-                        net = str(e)
-                complete[path] = (head, net)
-            if isinstance(net, str):
-                skipped[path] = net
-                continue
-            if net.name in code:
-                skipped[path] = (
-                    f"shadowed: network {net.name!r} is defined in code ({code[net.name]})"
-                )
-                continue
-            why = self._missing(net, missing)
-            if why is not None:
-                skipped[path] = why
-                continue
-            if net.name in networks:
-                skipped[path] = f"network {net.name!r} is already defined by {where[net.name]}"
-                continue
-            networks[net.name] = net
-            where[net.name] = path
-        self._complete = complete
-        if watches is not None:  # drop-in directories of networks no longer configured
-            wanted = set(drop_in_names)
-            for role, name in list(watches.by_dir):
-                if role == _DROP_IN and name not in wanted:
-                    self._unwatch(watches, role, name)
-        before = self._state.loaded.skipped if self._state is not None else {}
-        for path, why in skipped.items():
-            if before.get(path) != why:  # once per reason, not at every reload
-                log.warning("network configuration %s skipped: %s", path, why)
+        return files, others
+
+    def _watch_drop_in(self, watches: _Watches | None, name: str, others: set[str]) -> None:
+        """Watch the drop-in directory of list ``name`` when it exists (its creation is an
+        event of ``conf_dir``)."""
+        if watches is not None and name in others and _safe_name(name):
+            assert self.conf_dir is not None
+            self._watch(watches, _DROP_IN, os.path.join(self.conf_dir, name))
+
+    def _with_drop_ins(
+        self, path: str, head: NetworkConfigList, changes: _Changes
+    ) -> NetworkConfigList | str:
+        """The list of the file ``path`` with the plugins of its drop-in directory (the one
+        made last time while neither changed), or why it cannot be used."""
+        known = self._complete.get(path)
+        if (
+            known is not None
+            and known[0] is head
+            and not changes.everything
+            and head.name not in changes.drop_ins
+        ):
+            return known[1]
+        try:
+            return _complete(head, path)
+        except CNIError as e:
+            return str(e)
+
+    def _defaults(self, networks: Mapping[str, NetworkConfigList]) -> tuple[str, ...]:
+        """What a setup given no networks attaches."""
         if self.default_networks is not None:
-            defaults = self.default_networks
-        elif self.max_networks > 0:
-            defaults = tuple(networks)[: self.max_networks]
-        else:
-            defaults = tuple(networks)
-        loaded = LoadedNetworks(networks, defaults, skipped, where)
-        return loaded, tuple(dict.fromkeys(drop_in_names)), tuple(dict.fromkeys(missing))
+            return self.default_networks
+        if self.max_networks > 0:
+            return tuple(networks)[: self.max_networks]
+        return tuple(networks)
 
     def _missing(
         self, net: NetworkConfigList, missing: list[tuple[str, _BinaryStat]]

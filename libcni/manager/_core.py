@@ -27,17 +27,15 @@ import functools
 import os
 import random
 import re
-import time
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
 from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
+from .._deadline import Deadline, lock_timeout
 from ..cache import CacheEntry, ResultCache
-from ..cache._gc import GCScan
-from ..cache._store import KnownEntry
 from ..conf import NetworkConfigList, conf_from_bytes, conf_list_from_bytes, conf_list_from_conf
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
@@ -46,6 +44,7 @@ from ..errors import (
     CNIError,
     ConfigError,
     GCError,
+    LockTimeoutError,
     NotReadyError,
     PluginError,
     PluginTimeoutError,
@@ -71,7 +70,10 @@ from ._values import (
     NetworkRequest,
 )
 
-__all__ = ["NETWORK_CALLS", "Blocking", "Call", "Core", "LockContainer", "Pause", "Together"]
+if TYPE_CHECKING:
+    from ..cache import GCScan
+
+__all__ = ["Blocking", "Call", "Core", "LockContainer", "NetworkCalls", "Pause", "Together"]
 
 log = logging.getLogger("libcni")
 
@@ -103,26 +105,76 @@ def _loopback_up(netns: str) -> None:
     up(netns)
 
 
+class NetworkCalls(Protocol):
+    """The seam between the rules and the operations: what a :class:`Call` may call.
+
+    One method per operation of ``CNIConfig``/``AsyncCNIConfig`` the manager
+    uses; ``manager._calls.CNICalls`` implements it over either (the async
+    methods return awaitables, which the async driver awaits) and makes each
+    network's call a network event for observers. mypy checks every call the
+    rules make against it.
+    """
+
+    def add(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
+        """ADD (``add_network_list``); the outcome is the result."""
+
+    def delete(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
+        """DEL (``del_network_list``)."""
+
+    def check(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
+        """CHECK (``check_network_list``)."""
+
+    def status(self, net: NetworkConfigList, timeout: float | None) -> Any:
+        """STATUS (``get_status_network_list``)."""
+
+    def gc(
+        self, net: NetworkConfigList, keep: frozenset[str], timeout: float | None, scan: GCScan
+    ) -> Any:
+        """GC of one network keeping the attachments of the containers ``keep``, from ``scan``."""
+
+    def gc_scan(self, keep: frozenset[str], networks: Sequence[str]) -> Any:
+        """The listing of the cache for a GC run of ``networks``; the outcome is a ``GCScan``."""
+
+    def gc_finish(self, scan: GCScan) -> Any:
+        """The clean-up of a GC run (temporary and lock files), once."""
+
+
 @attrs.frozen
 class Call:
-    """Effect: ``cni.<method>(*args, **kwargs)``; the outcome is its value."""
+    """Effect: ``call(calls)``, one operation through the seam (:class:`NetworkCalls`);
+    the outcome is its value (awaited by the async driver).
 
-    method: str
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
+    ``protected`` calls (rollback DELs) finish even if the caller is cancelled.
+    """
+
+    call: Callable[[NetworkCalls], Any]
     protected: bool = False
 
 
-#: The calls that are one network's work in a manager operation, and the
-#: operation each is in observers' events (``libcni._events``: a network event).
-NETWORK_CALLS: Mapping[str, str] = {
-    "add_network_list": rq.ADD,
-    "del_network_list": rq.DEL,
-    "_del_known": rq.DEL,
-    "check_network_list": rq.CHECK,
-    "get_status_network_list": rq.STATUS,
-    "_gc_keeping": rq.GC,
-}
+# The calls the rules make, one per method of the seam (closures over arguments, never
+# over a loop's variables).
+
+
+def _add(net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Call:
+    return Call(lambda calls: calls.add(net, rt, timeout))
+
+
+def _delete(
+    net: NetworkConfigList, rt: RuntimeConf, timeout: float | None, *, protected: bool = False
+) -> Call:
+    return Call(lambda calls: calls.delete(net, rt, timeout), protected)
+
+
+def _check(net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Call:
+    return Call(lambda calls: calls.check(net, rt, timeout))
+
+
+def _status(net: NetworkConfigList, timeout: float | None) -> Call:
+    return Call(lambda calls: calls.status(net, timeout))
+
+
+def _gc(net: NetworkConfigList, keep: frozenset[str], timeout: float | None, scan: GCScan) -> Call:
+    return Call(lambda calls: calls.gc(net, keep, timeout, scan))
 
 
 @attrs.frozen
@@ -143,6 +195,13 @@ class LockContainer:
     cache: ResultCache
     container_id: str
     timeout: float | None
+    operation: str = ""  # for the LockTimeoutError message
+
+    def timed_out(self) -> LockTimeoutError:
+        """The error of a wait for this lock that outlasted ``timeout``, the same from both
+        drivers (``ResultCache.container_lock``'s file as the details)."""
+        path = os.path.join(self.cache.locks_dir, "containers", self.container_id)
+        return lock_timeout(f"container {self.container_id!r}", path, self.timeout, self.operation)
 
 
 @attrs.frozen
@@ -175,31 +234,42 @@ class _Item:
     rt: RuntimeConf
 
 
-class _Deadline:
-    """The time left of a setup's timeout, shared by all its ADDs."""
+def _time_left(deadline: Deadline, network: str, container_id: str) -> float | None:
+    """The timeout of a setup's next call: the time left, the setup's own timeout when it
+    sets no end (``None``, ``math.inf``); :class:`PluginTimeoutError` when none is left."""
+    if deadline.expired:
+        raise PluginTimeoutError(
+            f"setup timed out after {deadline.limit:.3g}s before network {network!r} "
+            "could be added",
+            command="ADD",
+            network=network,
+            container_id=container_id,
+        )
+    return _call_timeout(deadline)
 
-    def __init__(self, timeout: float | None) -> None:
-        self.timeout = timeout
-        self._end = None if timeout is None else time.monotonic() + timeout
 
-    def remaining(self) -> float | None:
-        """Seconds left (``None``: no limit); zero or less when it ran out."""
-        return None if self._end is None else self._end - time.monotonic()
+def _call_timeout(deadline: Deadline) -> float | None:
+    """The timeout to give a call within ``deadline``: the time left, or the limit itself when
+    it sets no end (``None`` would mean the ``CNIConfig``'s default)."""
+    left = deadline.left()
+    return deadline.limit if left is None else left
 
-    def left(self, network: str, container_id: str) -> float | None:
-        """Seconds left, or :class:`PluginTimeoutError` when none are."""
-        if self._end is None:
-            return None
-        left = self._end - time.monotonic()
-        if left <= 0:
-            raise PluginTimeoutError(
-                f"setup timed out after {self.timeout:.3g}s before network {network!r} "
-                "could be added",
-                command="ADD",
-                network=network,
-                container_id=container_id,
-            )
-        return left
+
+class _Run:
+    """What a setup attempted and what came of it (:meth:`Core._attach`)."""
+
+    __slots__ = ("attempted", "done", "failure", "interrupted", "items")
+
+    def __init__(self, items: Sequence[_Item]) -> None:
+        self.items = items
+        self.attempted: list[_Item] = []
+        self.done: dict[int, AttachmentResult] = {}  # the results, by index in items
+        self.failure: CNIError | None = None  # the first failed ADD
+        self.interrupted: BaseException | None = None  # a cancellation, an interrupt
+
+    def succeeded(self, i: int, result: Any) -> None:
+        item = self.items[i]
+        self.done[i] = AttachmentResult(item.network, item.ifname, result)
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -274,9 +344,9 @@ def _requests(networks: Sequence[str | NetworkRequest] | str | NetworkRequest) -
     return requests
 
 
-#: One attachment the cache holds for a container: its entry and how it was listed
-#: (``KnownEntry``, for DEL to reuse), or its write-ahead record and ``None`` (in progress).
-Held = tuple[CacheEntry, "KnownEntry | None"]
+#: One attachment the cache holds for a container: its entry and ``True`` (complete), or
+#: its write-ahead record and ``False`` (in progress).
+Held = tuple[CacheEntry, bool]
 
 
 def _network(att: CacheEntry | _Item) -> str:
@@ -417,11 +487,7 @@ class Core:
             raise problem
         for name in loaded.defaults:
             try:
-                yield Call(
-                    "get_status_network_list",
-                    (loaded.networks[name],),
-                    {"timeout": self._timeout(timeout)},
-                )
+                yield _status(loaded.networks[name], self._timeout(timeout))
             except PluginError as e:
                 if e.code == CODE_LIMITED_CONNECTIVITY:
                     log.warning("network %r has limited connectivity: %s", name, e)
@@ -577,55 +643,67 @@ class Core:
         loaded = yield from self.current()
         items = self._plan(loaded, container_id, netns, networks, args, capability_args)
         timeout = self._timeout(timeout)
-        release = yield LockContainer(self.cache, container_id, timeout)
+        release = yield LockContainer(self.cache, container_id, timeout, "setup")
         try:
             attached, dead = yield Blocking(self._still_cached, (container_id, items))
             if attached is not None:
                 raise AlreadyAttachedError(attached.network, container_id, attached.ifname)
-            deadline = _Deadline(timeout)
+            deadline = Deadline(timeout)
             yield from self._del_dead_attempts(container_id, dead, deadline)
-            attempted: list[_Item] = []
-            done: dict[int, AttachmentResult] = {}
-            failure: CNIError | None = None
-            interrupted: BaseException | None = None
+            run = _Run(items)
             try:
-                failure = yield from self._internal_loopback(netns)
-                # Serially: everything; in parallel: the loopback network first.
-                first = len(items) if not parallel else (1 if self._plugin_loopback else 0)
-                for i in range(first if failure is None else 0):
-                    attempted.append(items[i])
-                    try:
-                        result = yield from self._attempt(items[i], deadline)
-                    except CNIError as e:
-                        failure = e
-                        break
-                    done[i] = AttachmentResult(items[i].network, items[i].ifname, result)
-                if parallel and failure is None and first < len(items):
-                    rest = range(first, len(items))
-                    attempted.extend(items[i] for i in rest)
-                    outcomes: list[Outcome] = yield Together(
-                        tuple(self._attempt(items[i], deadline) for i in rest)
-                    )
-                    for i, (value, error) in zip(rest, outcomes, strict=True):
-                        if error is None:
-                            done[i] = AttachmentResult(items[i].network, items[i].ifname, value)
-                        elif isinstance(error, CNIError):
-                            failure = failure or error
-                        else:
-                            interrupted = interrupted or error
+                yield from self._attach(run, netns, parallel, deadline)
             except BaseException as e:  # cancelled, or interrupted: roll back, then re-raise
-                interrupted = e
-            if failure is None and interrupted is None:
-                results = tuple(done[i] for i in range(len(items)))
+                run.interrupted = e
+            if run.failure is None and run.interrupted is None:
+                results = tuple(run.done[i] for i in range(len(items)))
                 return ContainerNetworks.merge(container_id, results, netns=netns)
-            rollback_errors = yield from self._rollback(attempted, self._timeout(None))
-            partial = tuple(done[i] for i in sorted(done))
-            if interrupted is not None:
-                raise interrupted
-            assert failure is not None
-            raise SetupError(container_id, failure, partial, rollback_errors)
+            yield from self._undo(container_id, run)
         finally:
             release()
+        return None  # not reached: _undo raises
+
+    def _attach(self, run: _Run, netns: str, parallel: bool, deadline: Deadline) -> Op:
+        """ADD the networks of ``run`` in order (serially: all of them; in parallel: the
+        loopback network first, then the others at the same time); the first failure stops
+        the serial ones. What happened is in ``run``."""
+        run.failure = yield from self._internal_loopback(netns)
+        if run.failure is not None:
+            return None
+        items = run.items
+        first = len(items) if not parallel else (1 if self._plugin_loopback else 0)
+        for i in range(first):
+            run.attempted.append(items[i])
+            try:
+                result = yield from self._attempt(items[i], deadline)
+            except CNIError as e:
+                run.failure = e
+                return None
+            run.succeeded(i, result)
+        if first < len(items):
+            rest = range(first, len(items))
+            run.attempted.extend(items[i] for i in rest)
+            outcomes: list[Outcome] = yield Together(
+                tuple(self._attempt(items[i], deadline) for i in rest)
+            )
+            for i, (value, error) in zip(rest, outcomes, strict=True):
+                if error is None:
+                    run.succeeded(i, value)
+                elif isinstance(error, CNIError):
+                    run.failure = run.failure or error
+                else:
+                    run.interrupted = run.interrupted or error
+        return None
+
+    def _undo(self, container_id: str, run: _Run) -> Op:
+        """Roll back what ``run`` attempted, then raise why: the interruption as it is, or a
+        :class:`SetupError` with the failure, the partial results and the rollback's errors."""
+        rollback_errors = yield from self._rollback(run.attempted, self._timeout(None))
+        if run.interrupted is not None:
+            raise run.interrupted
+        assert run.failure is not None
+        partial = tuple(run.done[i] for i in sorted(run.done))
+        raise SetupError(container_id, run.failure, partial, rollback_errors)
 
     def _internal_loopback(self, netns: str) -> Op:
         """With ``loopback="internal"``: ``lo`` up in ``netns`` (nothing cached); the error, if any."""
@@ -637,7 +715,7 @@ class Core:
             return e
         return None
 
-    def _attempt(self, item: _Item, deadline: _Deadline) -> Op:
+    def _attempt(self, item: _Item, deadline: Deadline) -> Op:
         """ADD one network of a setup; with ``retry_attempts``, again after a code 11.
 
         A plugin's "try again later" (code 11) is followed by a DEL of the
@@ -650,9 +728,9 @@ class Core:
         container_id = item.rt.container_id
         retries = 0
         while True:
-            left = deadline.left(item.network, container_id)
+            left = _time_left(deadline, item.network, container_id)
             try:
-                result = yield Call("add_network_list", (item.net, item.rt), {"timeout": left})
+                result = yield _add(item.net, item.rt, left)
                 return result
             except PluginError as e:
                 if (
@@ -662,7 +740,7 @@ class Core:
                 ):
                     raise
                 pause = min(RETRY_FIRST * 2**retries, RETRY_MAX) * (1 - 0.2 * random.random())
-                remaining = deadline.remaining()
+                remaining = deadline.left()
                 if remaining is not None and remaining <= pause:
                     raise
                 retries += 1
@@ -678,11 +756,10 @@ class Core:
                     pause,
                 )
                 error = e
-            remaining = deadline.remaining()
-            if remaining is not None and remaining <= 0:
+            if deadline.expired:
                 raise error
             try:
-                yield Call("del_network_list", (item.net, item.rt), {"timeout": remaining})
+                yield _delete(item.net, item.rt, _call_timeout(deadline))
             except CNIError as d:
                 log.warning(
                     "network %r (%s) of container %r: DEL before a new attempt failed, "
@@ -693,7 +770,7 @@ class Core:
                     d,
                 )
                 raise error from d
-            remaining = deadline.remaining()
+            remaining = deadline.left()
             if remaining is not None and remaining <= pause:
                 raise error  # no time left for another attempt
             yield Pause(pause)
@@ -721,7 +798,7 @@ class Core:
         return None, dead
 
     def _del_dead_attempts(
-        self, container_id: str, dead: Sequence[CacheEntry], deadline: _Deadline
+        self, container_id: str, dead: Sequence[CacheEntry], deadline: Deadline
     ) -> Op:
         """DEL each record of an earlier setup attempt, with what it recorded; nothing else
         runs if one fails (``SetupError`` with the DEL's error as ``cause``; the record stays)."""
@@ -735,8 +812,7 @@ class Core:
                     record.ifname,
                     container_id,
                 )
-                left = deadline.left(record.network_name, container_id)
-                yield Call("del_network_list", (net, rt), {"timeout": left})
+                yield _delete(net, rt, _time_left(deadline, record.network_name, container_id))
             except CNIError as e:
                 raise SetupError(container_id, e) from e
         return None
@@ -746,9 +822,7 @@ class Core:
         errors: list[CNIError] = []
         for item in reversed(attempted):
             try:
-                yield Call(
-                    "del_network_list", (item.net, item.rt), {"timeout": timeout}, protected=True
-                )
+                yield _delete(item.net, item.rt, timeout, protected=True)
             except CNIError as e:
                 log.warning(
                     "rollback of network %r (%s) for container %r failed: %s",
@@ -762,29 +836,30 @@ class Core:
 
     # -- teardown, check, inspect ---------------------------------------
 
-    def _cached(self, container_id: str) -> list[KnownEntry]:
-        """The container's cache entries, in order, with the identity of each file read.
+    def _cached(self, container_id: str) -> list[CacheEntry]:
+        """The container's cache entries, in order (read under the container lock).
 
-        Read under the container lock. Each DEL then tells with one ``lstat``
-        that its entry is still the one read (``ResultCache._read_known``)
-        instead of reading it again.
+        The cache keeps each entry it read for the CHECK or DEL that follows
+        (``ResultCache._container(remember=True)``): that operation does not
+        read it again while one ``lstat`` says its file is unchanged.
         """
-        known = self.cache._container(container_id)[0]
-        known.sort(key=lambda k: attachment_order(k.entry.ifname, k.entry.network_name))
-        return known
+        entries = self.cache._container(container_id, remember=True)[0]
+        entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
+        return entries
 
-    def _held(self, container_id: str) -> list[Held]:
+    def _held(self, container_id: str, remember: bool = False) -> list[Held]:
         """Every attachment the cache holds for the container, in order: its complete
-        entries (:meth:`_cached`) and the records of attachments without one (in progress).
+        entries and the records of attachments without one (in progress).
 
         Found through the container's records directory, its index
         (``ResultCache._container``): the cost does not grow with the other
         containers cached; a container set up by the Go library or an older
         libcni (no records) is found by a listing of the entries.
+        ``remember``: as for :meth:`_cached` (teardown's DELs).
         """
-        known, records = self.cache._container(container_id)
-        held: list[Held] = [(k.entry, k) for k in known]
-        held += [(r, None) for r in records]
+        entries, records = self.cache._container(container_id, remember)
+        held: list[Held] = [(e, True) for e in entries]
+        held += [(r, False) for r in records]
         held.sort(key=lambda h: attachment_order(h[0].ifname, h[0].network_name))
         return held
 
@@ -867,40 +942,25 @@ class Core:
         """
         # The configuration on disk is read only if a cached one cannot be used.
         timeout = self._timeout(timeout)
-        args = _pairs(args)
-        caps = capability_mapping(capability_args)
+        pairs, caps = _pairs(args), capability_mapping(capability_args)  # refused before
         requests = None if networks is None else _requests(networks)
         ifnames = None if requests is None else self._ifnames(container_id, requests)
-        release = yield LockContainer(self.cache, container_id, timeout)
+        release = yield LockContainer(self.cache, container_id, timeout, "teardown")
         try:
-            held: list[Held] = yield Blocking(self._held, (container_id,))
-            todo: list[tuple[CacheEntry | _Item, KnownEntry | None]] = list(held)
-            errors: list[CNIError] = []
+            held: list[Held] = yield Blocking(self._held, (container_id, True))
+            todo: list[CacheEntry | _Item] = [att for att, _ in held]
             if requests is not None and ifnames is not None:
-                todo = [h for h in held if any(_names(r, h[0]) for r in requests)]
-                unknown = [
-                    (r, ifname)
-                    for r, ifname in zip(requests, ifnames, strict=True)
-                    if not any(_names(r, h[0]) for h in held)
-                ]
-                if unknown:
-                    loaded: LoadedNetworks = yield from self.current()
-                    for r, ifname in unknown:
-                        item = self._uncached(loaded, container_id, netns, r, ifname, args, caps)
-                        if item is not None:
-                            todo.append((item, None))
-                    todo.sort(key=lambda h: attachment_order(h[0].ifname, _network(h[0])))
-            for att, known in reversed(todo):
+                todo = yield from self._named(
+                    container_id, netns, held, requests, ifnames, pairs, caps
+                )
+            errors: list[CNIError] = []
+            for att in reversed(todo):
                 try:
                     if isinstance(att, _Item):
-                        yield Call("del_network_list", (att.net, att.rt), {"timeout": timeout})
-                        continue
-                    net, rt = self._cached_net(att, netns or att.netns)
-                    if known is not None:
-                        # Under its lock, DEL reuses the entry if its file is unchanged.
-                        yield Call("_del_known", (net, rt, known), {"timeout": timeout})
-                    else:  # in progress: DEL without prevResult, then the record goes
-                        yield Call("del_network_list", (net, rt), {"timeout": timeout})
+                        net, rt = att.net, att.rt
+                    else:  # complete (its entry is not read again) or in progress
+                        net, rt = self._cached_net(att, netns or att.netns)
+                    yield _delete(net, rt, timeout)
                 except CNIError as e:
                     log.warning(
                         "teardown of network %r (%s) for container %r failed: %s",
@@ -915,6 +975,37 @@ class Core:
         finally:
             release()
         return None
+
+    def _named(
+        self,
+        container_id: str,
+        netns: str,
+        held: Sequence[Held],
+        requests: Sequence[NetworkRequest],
+        ifnames: Sequence[str],
+        args: tuple[tuple[str, str], ...],
+        capability_args: dict[str, Any],
+    ) -> Op:
+        """What a teardown given ``networks`` DELs, in order: the held attachments the
+        requests name, and for a request naming none, the DEL :meth:`_uncached` makes of it."""
+        todo: list[CacheEntry | _Item] = [
+            att for att, _ in held if any(_names(r, att) for r in requests)
+        ]
+        unknown = [
+            (r, ifname)
+            for r, ifname in zip(requests, ifnames, strict=True)
+            if not any(_names(r, att) for att, _ in held)
+        ]
+        if unknown:
+            loaded: LoadedNetworks = yield from self.current()
+            for r, ifname in unknown:
+                item = self._uncached(
+                    loaded, container_id, netns, r, ifname, args, capability_args
+                )
+                if item is not None:
+                    todo.append(item)
+            todo.sort(key=lambda att: attachment_order(att.ifname, _network(att)))
+        return todo
 
     def _uncached(
         self,
@@ -961,12 +1052,12 @@ class Core:
     def check(self, container_id: str, netns: str, timeout: float | None) -> Op:
         """CHECK every cached attachment of the container in order; the first failure is raised."""
         timeout = self._timeout(timeout)
-        release = yield LockContainer(self.cache, container_id, timeout)
+        release = yield LockContainer(self.cache, container_id, timeout, "check")
         try:
-            known: list[KnownEntry] = yield Blocking(self._cached, (container_id,))
-            for entry in (k.entry for k in known):
+            entries: list[CacheEntry] = yield Blocking(self._cached, (container_id,))
+            for entry in entries:
                 net, rt = self._cached_net(entry, netns or entry.netns)
-                yield Call("check_network_list", (net, rt), {"timeout": timeout})
+                yield _check(net, rt, timeout)
         finally:
             release()
         return None
@@ -980,8 +1071,8 @@ class Core:
         rq.validate_container_id(container_id)
         held = self._held(container_id)
         atts: list[AttachmentResult] = []
-        for e, known in held:
-            if known is None or e.result is None:
+        for e, complete in held:
+            if not complete or e.result is None:
                 continue
             try:
                 result = result_from_dict(e.result)
@@ -999,7 +1090,7 @@ class Core:
             container_id,
             atts,
             netns=next((e.netns for e, _ in held if e.netns), ""),
-            incomplete=[(e.network_name, e.ifname) for e, known in held if known is None],
+            incomplete=[(e.network_name, e.ifname) for e, complete in held if not complete],
         )
 
     # -- GC --------------------------------------------------------------
@@ -1023,7 +1114,7 @@ class Core:
             # Setups attach it first: a setup killed while writing its first record left
             # an unusable record of it, which only its GC removes.
             names.append(LOOPBACK_NETWORK)
-        scan: GCScan = yield Call("_gc_scan", (keep, tuple(names)))
+        scan: GCScan = yield Call(lambda calls: calls.gc_scan(keep, tuple(names)))
         cached = [n for n in scan.networks() if n not in names]
         for name in [*names, *cached]:
             try:
@@ -1035,13 +1126,13 @@ class Core:
                     net = self._cache_only_net(att, loaded) if att else self.loopback_net
                 # Which attachments belong to the valid containers is decided under the
                 # network's GC lock, so an ADD that finished meanwhile is kept.
-                yield Call("_gc_keeping", (net, keep), {"timeout": timeout, "scan": scan})
+                yield _gc(net, keep, timeout, scan)
             except GCError as e:
                 errors.extend(e.errors)
             except CNIError as e:
                 errors.append(e)
         try:
-            yield Call("_gc_finish", (scan,))
+            yield Call(lambda calls: calls.gc_finish(scan))
         except CNIError as e:
             errors.append(e)
         if errors:

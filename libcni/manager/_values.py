@@ -173,73 +173,100 @@ class ContainerNetworks:
         (the one named like the attachment, made up without MAC and sandbox
         when the result lists none).
         """
-        # name -> (network, the result's interface or None) and its IPs; built at the end.
-        made: dict[str, tuple[str, Interface | None]] = {}
-        owned: dict[str, list[IPConfig]] = {}
-        host: dict[str, Interface] = {}
-        ips: list[IP] = []
-        gateways: dict[IPv4Address | IPv6Address, None] = {}
-        routes: list[Route] = []
-        dns: list[DNS] = []
+        m = _Merging()
         for att in attachments:
             r = _as_1x(att.result)
-            if r is None:
-                continue
-            names: list[str | None] = []
-            own: str | None = None
-            for iface in r.interfaces:
-                # Container-side: with a sandbox, or named as the attachment (a plugin
-                # that leaves out the sandbox still reports the container's interface).
-                if iface.sandbox or iface.name == att.ifname:
-                    if iface.name not in made:
-                        made[iface.name] = (att.network, iface)
-                        owned[iface.name] = []
-                    names.append(iface.name)
-                    if iface.name == att.ifname:
-                        own = iface.name
-                else:
-                    names.append(None)
-                    if iface.name and iface.name not in host:
-                        host[iface.name] = iface
-            counted = att.ifname != LOOPBACK_IFNAME
-            for ipc in r.ips:
-                idx = ipc.interface
-                target: str | None
-                if idx is not None and 0 <= idx < len(names):
-                    target = names[idx]
-                else:
-                    if own is None:
-                        own = att.ifname
-                        if own not in made:
-                            made[own] = (att.network, None)
-                            owned[own] = []
-                    target = own
-                if target is not None and made[target][0] == att.network:
-                    owned[target].append(ipc)
-                if counted:
-                    ips.append(ipc.address)
-                    if ipc.gateway is not None:
-                        gateways[ipc.gateway] = None
-            if counted:
-                routes.extend(r.routes)
-            if r.dns.nameservers or r.dns.domain or r.dns.search or r.dns.options:
-                dns.append(r.dns)
+            if r is not None:
+                m.add(att, r)
         interfaces = {
-            name: _container_interface(name, network, iface, tuple(owned[name]))
-            for name, (network, iface) in made.items()
+            name: _container_interface(name, network, iface, tuple(m.owned[name]))
+            for name, (network, iface) in m.made.items()
         }
         return cls(
             container_id,
             tuple(attachments),
             interfaces,
-            tuple(ips),
-            tuple(dns),
+            tuple(m.ips),
+            tuple(m.dns),
             netns=netns,
             incomplete=tuple(incomplete),
-            host_interfaces=host,
-            gateways=tuple(gateways),
-            routes=tuple(routes),
+            host_interfaces=m.host,
+            gateways=tuple(m.gateways),
+            routes=tuple(m.routes),
         )
+
+
+class _Merging:
+    """A merged view being built (:meth:`ContainerNetworks.merge`), one attachment at a time."""
+
+    __slots__ = ("dns", "gateways", "host", "ips", "made", "owned", "routes")
+
+    def __init__(self) -> None:
+        # name -> (network, the result's interface or None) and its IPs; built at the end.
+        self.made: dict[str, tuple[str, Interface | None]] = {}
+        self.owned: dict[str, list[IPConfig]] = {}
+        self.host: dict[str, Interface] = {}
+        self.ips: list[IP] = []
+        self.gateways: dict[IPv4Address | IPv6Address, None] = {}
+        self.routes: list[Route] = []
+        self.dns: list[DNS] = []
+
+    def add(self, att: AttachmentResult, r: Any) -> None:
+        """The interfaces, IPs, routes and DNS of one attachment (``r``: its 1.x result).
+
+        The loopback attachment's IPs, gateways and routes are not the container's.
+        """
+        names, own = self._interfaces(att, r)
+        counted = att.ifname != LOOPBACK_IFNAME
+        for ipc in r.ips:
+            idx = ipc.interface
+            target: str | None
+            if idx is not None and 0 <= idx < len(names):
+                target = names[idx]
+            else:
+                if own is None:
+                    own = att.ifname
+                    self._make(own, att.network, None)
+                target = own
+            if target is not None and self.made[target][0] == att.network:
+                self.owned[target].append(ipc)
+            if counted:
+                self.ips.append(ipc.address)
+                if ipc.gateway is not None:
+                    self.gateways[ipc.gateway] = None
+        if counted:
+            self.routes.extend(r.routes)
+        if r.dns.nameservers or r.dns.domain or r.dns.search or r.dns.options:
+            self.dns.append(r.dns)
+
+    def _interfaces(
+        self, att: AttachmentResult, r: Any
+    ) -> tuple[list[str | None], str | None]:
+        """The container-side name of each interface of ``r`` (``None``: a host-side one,
+        kept in ``host``) and the attachment's own interface, if ``r`` lists it.
+
+        Container-side: with a sandbox, or named as the attachment (a plugin
+        that leaves out the sandbox still reports the container's interface).
+        """
+        names: list[str | None] = []
+        own: str | None = None
+        for iface in r.interfaces:
+            if iface.sandbox or iface.name == att.ifname:
+                self._make(iface.name, att.network, iface)
+                names.append(iface.name)
+                if iface.name == att.ifname:
+                    own = iface.name
+            else:
+                names.append(None)
+                if iface.name and iface.name not in self.host:
+                    self.host[iface.name] = iface
+        return names, own
+
+    def _make(self, name: str, network: str, iface: Interface | None) -> None:
+        """A container-side interface ``name``, made by ``network``, unless one was."""
+        if name not in self.made:
+            self.made[name] = (network, iface)
+            self.owned[name] = []
 
 
 def _container_interface(

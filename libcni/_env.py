@@ -1,4 +1,9 @@
-"""A plugin's environment, encoded once for every plugin of an operation."""
+"""A plugin's environment, encoded once for every plugin of an operation.
+
+Neutral: the pure ``request`` builds an :class:`Environment`, ``invoke``
+starts processes with its encoded form, ``_events`` copies it for observers;
+it imports nothing of libcni.
+"""
 
 from __future__ import annotations
 
