@@ -22,6 +22,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 from libcni import _log as logging  # logging, imported at first use
+from libcni._deadline import NO_LIMIT, check_timeout
 from libcni._env import Environment, encode_env
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
 from libcni.invoke._errobj import decode_error_object as _decode_error_object
@@ -47,8 +48,6 @@ _NEW_GROUP: dict[str, Any] = (
     {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
 )
 _UNKNOWN_STATUS = -1  # wait status placeholder when the child was reaped by someone else
-#: Timeouts longer than this (about three years, ``math.inf``) mean no limit.
-_NO_LIMIT = 1e8
 #: The longest single wait (seconds): ``poll`` takes a C int of milliseconds.
 _MAX_WAIT = 86400.0
 #: Signals whose disposition a plugin must not inherit. SIGPIPE and SIGXFSZ,
@@ -695,16 +694,15 @@ def _remaining(deadline: float | None) -> float | None:
 
 
 def _deadline(timeout: float | None) -> float | None:
-    """The monotonic deadline of ``timeout`` seconds from now (``None``: no limit).
+    """The monotonic end of ``timeout`` seconds from now (``None``: no limit).
 
-    A timeout longer than about three years (``math.inf``, ``1e9``) is no
-    limit; a negative or NaN one is a ``ValueError``.
+    The checks and the meaning of "no limit" are :mod:`libcni._deadline`'s
+    (:func:`~libcni._deadline.check_timeout`, :data:`~libcni._deadline.NO_LIMIT`);
+    the plugin runs keep the end as a bare number, which the event loop's
+    timers and ``poll`` take as it is.
     """
-    if timeout is None:
-        return None
-    if not timeout >= 0:  # NaN too
-        raise ValueError(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
-    return None if timeout > _NO_LIMIT else time.monotonic() + timeout
+    timeout = check_timeout(timeout)
+    return None if timeout is None or timeout > NO_LIMIT else time.monotonic() + timeout
 
 
 class RawExec:
