@@ -15,7 +15,9 @@ from typing import Any, NoReturn
 __all__ = ["Environment", "encode_env"]
 
 
-_UTF8 = sys.getfilesystemencoding() == "utf-8" and sys.getfilesystemencodeerrors() == "surrogateescape"
+_UTF8 = (
+    sys.getfilesystemencoding() == "utf-8" and sys.getfilesystemencodeerrors() == "surrogateescape"
+)
 
 
 def encode_env(env: Mapping[str, str]) -> list[bytes]:

@@ -174,7 +174,6 @@ _R = TypeVar("_R")
 Op = Generator[Effect, Any, _R]
 
 
-
 @attrs.frozen
 class _Chain:
     """What the operations need of a network, for a list or a single plugin."""
@@ -261,7 +260,8 @@ def _stdout(out: bytes) -> bytes:
 
 
 def _run(
-    effect: RunPlugin, decode: Callable[[bytes], _T] = _stdout  # type: ignore[assignment]
+    effect: RunPlugin,
+    decode: Callable[[bytes], _T] = _stdout,  # type: ignore[assignment]
 ) -> Generator[Effect, Any, _T]:
     """Run one plugin and ``decode`` its stdout: the one place a plugin error gets its context.
 
@@ -273,7 +273,9 @@ def _run(
     try:
         if effect.timeout is not None and effect.timeout <= 0:
             raise PluginTimeoutError(
-                timeout_message(effect.command, effect.limit, f"plugin {effect.plugin} could not start")
+                timeout_message(
+                    effect.command, effect.limit, f"plugin {effect.plugin} could not start"
+                )
             )
         return decode((yield effect))
     except PluginError as e:
@@ -292,7 +294,9 @@ def in_context(effect: RunPlugin, e: PluginError) -> None:
     e.network = e.network or effect.network
     e.container_id = e.container_id or effect.container_id
     if isinstance(e, PluginTimeoutError) and effect.limit is not None:
-        e.msg = timeout_message(effect.command, effect.limit, f"plugin {effect.plugin} did not finish")
+        e.msg = timeout_message(
+            effect.command, effect.limit, f"plugin {effect.plugin} did not finish"
+        )
 
 
 def _result(version: str, plugin: str) -> Callable[[bytes], Result]:
@@ -550,7 +554,9 @@ class Operations:
         cache = self._cache(rt)
         release_net = yield _lock_within(deadline, cache, chain.name, rq.ADD, exclusive=False)
         try:
-            release = yield _lock_within(deadline, cache, chain.name, rq.ADD, (rt.container_id, rt.ifname))
+            release = yield _lock_within(
+                deadline, cache, chain.name, rq.ADD, (rt.container_id, rt.ifname)
+            )
             try:
                 # Another attachment's entry under the same file name: refuse before running.
                 cache.check_owner(chain.name, rt.container_id, rt.ifname)
@@ -605,7 +611,9 @@ class Operations:
         env = self._env(rq.CHECK, rt)
         paths = [self._find(plugin.type) for plugin in chain.plugins]
         cache = self._cache(rt)
-        release = yield _lock_within(deadline, cache, chain.name, rq.CHECK, (rt.container_id, rt.ifname))
+        release = yield _lock_within(
+            deadline, cache, chain.name, rq.CHECK, (rt.container_id, rt.ifname)
+        )
         try:
             prev = self._cached_prev(
                 cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
@@ -639,7 +647,9 @@ class Operations:
             else (yield _lock_within(deadline, cache, chain.name, rq.DEL, exclusive=False))
         )
         try:
-            release = yield _lock_within(deadline, cache, chain.name, rq.DEL, (rt.container_id, rt.ifname))
+            release = yield _lock_within(
+                deadline, cache, chain.name, rq.DEL, (rt.container_id, rt.ifname)
+            )
             try:
                 prev, ident = self._read_for_del(cache, chain, rt, with_prev)
                 for plugin in reversed(chain.plugins):
@@ -913,7 +923,9 @@ class Operations:
             e.msg = f"plugin {plugin_type}: {e.msg}"
             raise
 
-    def _validate(self, net: NetworkConfigList | PluginConfig, timeout: float | None) -> Op[list[str]]:
+    def _validate(
+        self, net: NetworkConfigList | PluginConfig, timeout: float | None
+    ) -> Op[list[str]]:
         """Check every plugin exists and supports the version; return the enabled capabilities."""
         check_timeout(timeout)
         chain = _Chain.of(net)

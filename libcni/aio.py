@@ -210,9 +210,7 @@ class AsyncCNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> None:
         """DEL with a single plugin configuration."""
-        await self._drive(
-            self._delete(as_plugin(net, "del_network"), rt, timeout), rq.DEL, net, rt
-        )
+        await self._drive(self._delete(as_plugin(net, "del_network"), rt, timeout), rq.DEL, net, rt)
 
     # -- the cache (local file reads; no plugin runs) --------------------
 
@@ -275,9 +273,7 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
-        await self._drive(
-            self._gc(as_list(net, "gc_network_list"), args, timeout), rq.GC, net
-        )
+        await self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout), rq.GC, net)
 
     async def _gc_keeping(
         self,

@@ -187,9 +187,7 @@ class CNIConfig(Operations):
     ) -> None:
         """GC keeping every attachment of ``containers`` cached when it starts (the manager's;
         ``scan``: the listing of its whole GC run, :meth:`_gc_scan`)."""
-        self._drive(
-            self._gc(net, None, timeout, keep_containers=containers, scan=scan), rq.GC, net
-        )
+        self._drive(self._gc(net, None, timeout, keep_containers=containers, scan=scan), rq.GC, net)
 
     def _gc_scan(self, containers: frozenset[str], networks: Sequence[str]) -> GCScan:
         """The listing of the cache for the manager's GC of many networks, made once."""

@@ -368,7 +368,7 @@ def _read_bool(obj: Mapping[str, Any], key: str) -> bool:
             return False
     raise ConfigError(
         f"error parsing configuration list: invalid value {_excerpt(value)} for '{key}'"
-        " (expected true, false, \"true\" or \"false\")",
+        ' (expected true, false, "true" or "false")',
         _excerpt(value),
     )
 
@@ -429,8 +429,7 @@ def _list_plugins(raw_plugins: Any, what: str) -> list[PluginConfig]:
         plugin_what = f"plugin config {i}"
         if not isinstance(plugin_obj, dict):
             raise ConfigError(
-                f"error parsing {plugin_what}: must be a JSON object,"
-                f" not {_type_name(plugin_obj)}",
+                f"error parsing {plugin_what}: must be a JSON object, not {_type_name(plugin_obj)}",
                 _excerpt(plugin_obj),
             )
         plugin_bytes = _dumps(plugin_obj, f"error parsing {plugin_what}")

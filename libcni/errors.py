@@ -120,7 +120,9 @@ class CNIError(Exception):
         return f"{self.msg}; {self.details}" if self.details else self.msg
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(code={self.code}, msg={self.msg!r}, details={self.details!r})"
+        return (
+            f"{type(self).__name__}(code={self.code}, msg={self.msg!r}, details={self.details!r})"
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only context attributes would be lost by the default
@@ -200,9 +202,7 @@ class PluginNotFoundError(CNIError):
 
     def __init__(self, plugin: str, paths: Sequence[str], details: str = "") -> None:
         searched = ", ".join(paths) if paths else "(no plugin directories)"
-        super().__init__(
-            f'failed to find plugin "{plugin}" in path [{searched}]', details
-        )
+        super().__init__(f'failed to find plugin "{plugin}" in path [{searched}]', details)
         self.plugin = plugin
         self.paths = list(paths)
 

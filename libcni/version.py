@@ -49,6 +49,7 @@ def or_default(version: str) -> str:
     """The version ``version`` stands for: an empty version means 0.1.0."""
     return version or "0.1.0"
 
+
 _parsed_cache: dict[str, tuple[int, int, int]] = {}
 
 

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test golang-go golang-github-appc-cni-dev
 export PATH="$PWD/.venv/bin:$PATH"
 
-echo "== ruff"; ruff check .
+echo "== ruff"; ruff check . && ruff format --check .
 echo "== mypy"; mypy libcni
 # The tests under the same --strict configuration (pyproject.toml): their helpers
 # and fixtures are typed seams like the library's.

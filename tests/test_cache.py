@@ -121,10 +121,15 @@ def test_reads_legacy_bare_result(cache: ResultCache) -> None:
 def test_object_with_other_kind_is_a_legacy_result(cache: ResultCache) -> None:
     put_file(cache, "n-c-eth0", '{"kind":"somethingElse","cniVersion":"0.4.0"}')
     e = cache.read("n", "c", "eth0")
-    assert e is not None and e.kind == "" and e.result == {
-        "kind": "somethingElse",
-        "cniVersion": "0.4.0",
-    }
+    assert (
+        e is not None
+        and e.kind == ""
+        and e.result
+        == {
+            "kind": "somethingElse",
+            "cniVersion": "0.4.0",
+        }
+    )
 
 
 def test_null_fields_take_zero_values_as_in_go(cache: ResultCache) -> None:
@@ -218,11 +223,19 @@ def test_modes(tmp_path: Path) -> None:
             pass
     finally:
         os.umask(old)
-    for d in (tmp_path / "a", tmp_path / "a" / "b", Path(cache.results_dir),
-              Path(cache.locks_dir), Path(cache.locks_dir) / "networks"):
+    for d in (
+        tmp_path / "a",
+        tmp_path / "a" / "b",
+        Path(cache.results_dir),
+        Path(cache.locks_dir),
+        Path(cache.locks_dir) / "networks",
+    ):
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
-    for f in (Path(cache.results_dir) / "net-c1-eth0", Path(cache.locks_dir) / "net-c1-eth0",
-              Path(cache.locks_dir) / "networks" / "net"):
+    for f in (
+        Path(cache.results_dir) / "net-c1-eth0",
+        Path(cache.locks_dir) / "net-c1-eth0",
+        Path(cache.locks_dir) / "networks" / "net",
+    ):
         assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
 
 
@@ -246,8 +259,12 @@ def _fail(err: int) -> Callable[..., Any]:
 
 @pytest.mark.parametrize(
     ("target", "err"),
-    [("fsync", errno.ENOSPC), ("write", errno.ENOSPC), ("write", errno.EIO),
-     ("rename", errno.EROFS)],
+    [
+        ("fsync", errno.ENOSPC),
+        ("write", errno.ENOSPC),
+        ("write", errno.EIO),
+        ("rename", errno.EROFS),
+    ],
 )
 def test_failed_write_leaves_previous_entry_and_no_temp_file(
     cache: ResultCache, monkeypatch: pytest.MonkeyPatch, target: str, err: int
@@ -341,9 +358,7 @@ def test_deeply_nested_entry_is_a_cache_error(cache: ResultCache) -> None:
 # -- symlinks and odd files -----------------------------------------------------
 
 
-def test_symlink_at_entry_path_is_replaced_not_followed(
-    cache: ResultCache, tmp_path: Path
-) -> None:
+def test_symlink_at_entry_path_is_replaced_not_followed(cache: ResultCache, tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.write_text("precious")
     results(cache).mkdir(parents=True)
@@ -965,7 +980,9 @@ def test_remove_corrupt_removes_only_old_broken_entries_of_the_network(tmp_path:
     for name, data in broken.items():
         (results / name).write_bytes(data)
         _age(results / name, 120)
-    (results / "net-legacy-eth0").write_bytes(b'{"cniVersion": "0.2.0", "ip4": {"ip": "10.0.0.2/24"}}')
+    (results / "net-legacy-eth0").write_bytes(
+        b'{"cniVersion": "0.2.0", "ip4": {"ip": "10.0.0.2/24"}}'
+    )
     _age(results / "net-legacy-eth0", 120)
     (results / "net-fresh-eth0").write_bytes(b"")  # maybe being written in place right now
     (results / "other-old-eth0").write_bytes(b"")

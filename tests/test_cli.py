@@ -212,8 +212,10 @@ def test_cni_args_and_cap_args_reach_the_plugin(env: Env) -> None:
 def test_del_and_check_without_cni_args_or_cap_args_use_those_cached_at_add(env: Env) -> None:
     # cnitool's documented add/del: del without CAP_ARGS would leave portmap's rules.
     netns = "/var/run/netns/ctr4"
-    cached = {"CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAME=web", "CAP_ARGS": json.dumps(
-        {"portMappings": PORTS})}
+    cached = {
+        "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAME=web",
+        "CAP_ARGS": json.dumps({"portMappings": PORTS}),
+    }
     assert run("add", "tnet", netns, extra_env=cached).returncode == 0
     for command in ("check", "del"):
         proc = run(command, "tnet", netns)
@@ -526,7 +528,9 @@ def test_failing_plugin_stderr_stays_out_of_the_error_line(env: Env) -> None:
     proc = run("add", "noisy", "/var/run/netns/x", "--verbose")
     assert proc.returncode == 1
     assert "noise 1" in proc.stderr
-    assert proc.stderr.splitlines()[-1].startswith('libcni: plugin type="testplugin" failed (add): bad')
+    assert proc.stderr.splitlines()[-1].startswith(
+        'libcni: plugin type="testplugin" failed (add): bad'
+    )
     assert "Traceback" not in proc.stderr
 
 

@@ -114,9 +114,7 @@ class TestVersionNegotiation:
         assert conf_list_from_bytes(plist()).cni_version == ""
 
     def test_invalid_cni_version_with_cni_versions(self) -> None:
-        err = raises_config(
-            conf_list_from_bytes, plist(cniVersion="banana", cniVersions=["1.0.0"])
-        )
+        err = raises_config(conf_list_from_bytes, plist(cniVersion="banana", cniVersions=["1.0.0"]))
         assert "cniVersion" in err.msg and "banana" in err.msg
 
     @pytest.mark.parametrize("value", ["1.0.0", {"a": 1}, 1, None, True])
@@ -146,8 +144,12 @@ class TestPluginConfig:
                 "type": "bridge",
                 "capabilities": {"portMappings": True, "mac": False},
                 "ipam": {"type": "host-local", "subnet": "10.1.0.0/16"},
-                "dns": {"nameservers": ["10.1.0.1"], "domain": "example", "search": ["a"],
-                        "options": ["ndots:2"]},
+                "dns": {
+                    "nameservers": ["10.1.0.1"],
+                    "domain": "example",
+                    "search": ["a"],
+                    "options": ["ndots:2"],
+                },
             }
         )
         conf = conf_from_bytes(data)
@@ -161,16 +163,23 @@ class TestPluginConfig:
     def test_optional_fields_default(self) -> None:
         conf = conf_from_bytes(b'{"type": "x"}')
         assert (conf.name, conf.cni_version, conf.capabilities, conf.ipam, conf.dns) == (
-            "", "", {}, None, None,
+            "",
+            "",
+            {},
+            None,
+            None,
         )
 
     def test_null_well_known_fields_are_absent(self) -> None:
         conf = conf_from_bytes(
-            b'{"type":"x","name":null,"cniVersion":null,"capabilities":null,'
-            b'"ipam":null,"dns":null}'
+            b'{"type":"x","name":null,"cniVersion":null,"capabilities":null,"ipam":null,"dns":null}'
         )
         assert (conf.name, conf.cni_version, conf.capabilities, conf.ipam, conf.dns) == (
-            "", "", {}, None, None,
+            "",
+            "",
+            {},
+            None,
+            None,
         )
 
     def test_unknown_keys_kept_and_bytes_unchanged(self) -> None:
@@ -218,7 +227,8 @@ class TestPluginConfig:
     @pytest.mark.parametrize("value", [[], "mac", 1, True])
     def test_capabilities_must_be_object(self, value: Any) -> None:
         raises_config(
-            conf_from_bytes, dump({"type": "a", "capabilities": value}),
+            conf_from_bytes,
+            dump({"type": "a", "capabilities": value}),
             match="'capabilities' must be an object",
         )
 
@@ -334,7 +344,9 @@ class TestConfList:
         assert lst.name == "dbnet"
         assert lst.cni_version == "1.0.0"
         assert (lst.disable_check, lst.disable_gc, lst.load_only_inlined_plugins) == (
-            False, False, False,
+            False,
+            False,
+            False,
         )
         assert [p.type for p in lst.plugins] == ["bridge", "tuning"]
         assert isinstance(lst.plugins, tuple)
@@ -382,8 +394,14 @@ class TestConfList:
     )
     @pytest.mark.parametrize(
         ("value", "expected"),
-        [(True, True), (False, False), ("true", True), ("FALSE", False), ("True", True),
-         ("fAlSe", False)],
+        [
+            (True, True),
+            (False, False),
+            ("true", True),
+            ("FALSE", False),
+            ("True", True),
+            ("fAlSe", False),
+        ],
     )
     def test_flags(self, key: str, attr: str, value: Any, expected: bool) -> None:
         lst = conf_list_from_bytes(plist(**{key: value}))
@@ -552,8 +570,16 @@ class TestConfListFromFile:
 
 class TestConfFiles:
     def test_filters_and_sorts(self, tmp_path: Path) -> None:
-        for name in ["b.conf", "a.json", "c.conflist", "d.CONF", "e.conf.bak", "noext", ".conf",
-                     "f.conf"]:
+        for name in [
+            "b.conf",
+            "a.json",
+            "c.conflist",
+            "d.CONF",
+            "e.conf.bak",
+            "noext",
+            ".conf",
+            "f.conf",
+        ]:
             write(tmp_path / name, "{}")
         (tmp_path / "dir.conf").mkdir()
         got = conf_files(tmp_path, [".conf", ".json"])
@@ -770,8 +796,9 @@ class TestConfListFromConf:
         assert lst.plugins == (conf,)
         assert not (lst.disable_check or lst.disable_gc or lst.load_only_inlined_plugins)
         assert json.loads(lst.bytes) == {
-            "cniVersion": "0.4.0", "name": "n", "plugins": [{"name": "n", "cniVersion": "0.4.0",
-                                                             "type": "a", "k": 1}],
+            "cniVersion": "0.4.0",
+            "name": "n",
+            "plugins": [{"name": "n", "cniVersion": "0.4.0", "type": "a", "k": 1}],
         }
         assert conf_list_from_bytes(lst.bytes).plugins[0].raw == conf.raw
 
@@ -781,8 +808,12 @@ class TestInjectConf:
         conf = conf_from_bytes(b'{"type": "a", "name": "old", "keep": [1]}')
         new = inject_conf(conf, {"name": "new", "runtimeConfig": {"mac": "00:11"}})
         assert new.name == "new"
-        assert new.raw == {"type": "a", "name": "new", "keep": [1],
-                           "runtimeConfig": {"mac": "00:11"}}
+        assert new.raw == {
+            "type": "a",
+            "name": "new",
+            "keep": [1],
+            "runtimeConfig": {"mac": "00:11"},
+        }
         assert json.loads(new.bytes) == new.raw
         assert conf.name == "old" and "runtimeConfig" not in conf.raw
 
@@ -876,7 +907,9 @@ class TestSpecExamples:
         assert lists
         lst = conf_list_from_bytes(json.dumps(lists[0]))
         assert [dict(p.capabilities) for p in lst.plugins] == [
-            {}, {"mac": True}, {"portMappings": True},
+            {},
+            {"mac": True},
+            {"portMappings": True},
         ]
 
     def test_example_plugin_configurations_parse(self) -> None:

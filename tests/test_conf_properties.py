@@ -34,8 +34,9 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(max_size=10), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
     max_leaves=25,
 )
 # The values around the keys a parser reads (extra keys, IPAM settings, values of
@@ -43,13 +44,25 @@ json_values = st.recursive(
 # their size; small ones keep the examples quick to draw.
 small_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
     max_leaves=6,
 )
 well_known = st.sampled_from(
-    ["type", "name", "cniVersion", "cniVersions", "capabilities", "ipam", "dns", "plugins",
-     "disableCheck", "disableGC", "loadOnlyInlinedPlugins"]
+    [
+        "type",
+        "name",
+        "cniVersion",
+        "cniVersions",
+        "capabilities",
+        "ipam",
+        "dns",
+        "plugins",
+        "disableCheck",
+        "disableGC",
+        "loadOnlyInlinedPlugins",
+    ]
 )
 # Objects whose keys are mostly the well-known ones, with arbitrary values.
 tricky_objects = st.recursive(
@@ -166,7 +179,9 @@ plugin_types = st.text(min_size=1, max_size=10)
 short_names = st.text(max_size=10)
 capability_maps = st.dictionaries(st.text(max_size=8), st.booleans(), max_size=3)
 # Any keys but "type", which is drawn (as a string) or left out.
-ipam_objects = st.dictionaries(st.text(max_size=5).filter(lambda k: k != "type"), small_values, max_size=3)
+ipam_objects = st.dictionaries(
+    st.text(max_size=5).filter(lambda k: k != "type"), small_values, max_size=3
+)
 ipam_types = st.text(max_size=8)
 
 

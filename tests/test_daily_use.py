@@ -95,7 +95,9 @@ def test_uncaught_plugin_error_traceback_names_the_plugin(tmp_path: Path) -> Non
             {
                 "cniVersion": "1.0.0",
                 "name": "net",
-                "plugins": [{"type": "testplugin", "test": {"ADD": {"error": {"code": 7, "msg": "bad"}}}}],
+                "plugins": [
+                    {"type": "testplugin", "test": {"ADD": {"error": {"code": 7, "msg": "bad"}}}}
+                ],
             }
         )
     )

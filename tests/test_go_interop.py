@@ -49,16 +49,12 @@ CAP_ARGS = {"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol":
 def interop() -> str:
     """The Go program, built once per run (``unavailable`` without Go and its libcni)."""
     if not go_available():
-        unavailable(
-            "needs Go and its libcni: apt-get install golang-go golang-github-appc-cni-dev"
-        )
+        unavailable("needs Go and its libcni: apt-get install golang-go golang-github-appc-cni-dev")
     return go_build("interop")
 
 
 def _go(interop: str, *args: str) -> Any:
-    proc = subprocess.run(
-        [interop, *args], capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = subprocess.run([interop, *args], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -92,9 +88,7 @@ def test_go_reads_what_libcni_cached_for_a_drop_in_list(tmp_path: Path, interop:
     assert got["result"] == RESULT
 
 
-def test_go_dels_from_libcnis_cache_with_every_plugin_add_ran(
-    tmp_path: Path, interop: str
-) -> None:
+def test_go_dels_from_libcnis_cache_with_every_plugin_add_ran(tmp_path: Path, interop: str) -> None:
     env = Env(tmp_path)
     net = _drop_in_network(env)
     env.cni.add_network_list(net, _rt(env))
@@ -124,8 +118,16 @@ def test_libcni_reads_lists_and_dels_what_go_cached(tmp_path: Path, interop: str
     }
     conflist.write_text(json.dumps(obj))
     added = _go(
-        interop, "add", str(conflist), str(env.plugins), str(env.cache), "ctr1", "eth0",
-        "/run/netns/c", "IgnoreUnknown=1;K8S_POD_NAME=web", json.dumps(CAP_ARGS),
+        interop,
+        "add",
+        str(conflist),
+        str(env.plugins),
+        str(env.cache),
+        "ctr1",
+        "eth0",
+        "/run/netns/c",
+        "IgnoreUnknown=1;K8S_POD_NAME=web",
+        json.dumps(CAP_ARGS),
     )
     assert added == RESULT
     net = libcni.conf_list_from_file(conflist)
@@ -140,7 +142,9 @@ def test_libcni_reads_lists_and_dels_what_go_cached(tmp_path: Path, interop: str
     assert tuple(crt.args) == ARGS and dict(crt.capability_args) == CAP_ARGS
     [attachment] = env.cni.get_cached_attachments("ctr1")
     assert (attachment.network, attachment.container_id, attachment.ifname) == (
-        "gonet", "ctr1", "eth0"
+        "gonet",
+        "ctr1",
+        "eth0",
     )
     # Go writes the netns into the entry from its v1.2 on; read as written either way.
     assert attachment.netns == json.loads(env.entry_path("gonet").read_bytes()).get("netns", "")

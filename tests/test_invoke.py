@@ -611,8 +611,7 @@ def test_keyboard_interrupt_ends_the_plugin_as_a_timeout_does(tmp_path: Path) ->
     marker = tmp_path / "terminated"
     plugin = tmp_path / "trapper"
     plugin.write_text(
-        f"#!/bin/sh\ntrap 'echo term > {marker}; exit 0' TERM\n"
-        "echo started >&2\nsleep 30 &\nwait\n"
+        f"#!/bin/sh\ntrap 'echo term > {marker}; exit 0' TERM\necho started >&2\nsleep 30 &\nwait\n"
     )
     plugin.chmod(0o755)
 

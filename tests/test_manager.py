@@ -136,7 +136,9 @@ def test_same_size_rewrite_long_after_the_previous_check_is_seen(env: Env, watch
     assert list(m.networks().networks) == ["b"]
 
 
-def test_unchanged_configuration_is_not_reloaded(env: Env, watch_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unchanged_configuration_is_not_reloaded(
+    env: Env, watch_mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = env.write("10-a.conflist", "a")
     past = time.time() - 10
     os.utime(a, (past, past))
@@ -171,7 +173,8 @@ def test_drop_in_directory_changes_are_seen(env: Env, watch_mode: str) -> None:
 
 
 def test_drop_in_directory_created_later_or_changed_is_seen_with_old_timestamps(
-    env: Env, watch_mode: str,
+    env: Env,
+    watch_mode: str,
 ) -> None:
     # Every modification time is old, so the "modified recently" rule reloads nothing:
     # the change check itself must see the drop-in directory appear (it is stat'ed only
@@ -208,7 +211,9 @@ def test_drop_in_directory_created_later_or_changed_is_seen_with_old_timestamps(
     assert current().networks["d"].plugins[0].raw["k"] == 22
 
 
-def test_file_created_renamed_or_deleted_is_seen_with_old_timestamps(env: Env, watch_mode: str) -> None:
+def test_file_created_renamed_or_deleted_is_seen_with_old_timestamps(
+    env: Env, watch_mode: str
+) -> None:
     # The directory's names are listed again only when its stat changed: creating,
     # renaming or deleting a file changes it even when every mtime is set back.
     w = env.manager()._core.watcher
@@ -761,7 +766,9 @@ def test_status_messages_say_what_to_do(env: Env) -> None:
     env.manager(loopback=False).status()
 
 
-def test_loopback_plugin_removed_is_seen_by_the_next_setup_with_old_timestamps(env: Env, watch_mode: str) -> None:
+def test_loopback_plugin_removed_is_seen_by_the_next_setup_with_old_timestamps(
+    env: Env, watch_mode: str
+) -> None:
     # Readiness is remembered for the configuration loaded; removing the loopback
     # plugin changes the plugin directory, which reloads it, so the next setup knows.
     env.write("10-a.conflist", "a")

@@ -75,8 +75,14 @@ def test_up_show_down(env: Env) -> None:
     )
     # A setup whose runtime died: its network in progress is detached too, and named so.
     ResultCache(env.cache).write_record(
-        CacheEntry("c2", "a", "eth0", b'{"cniVersion": "1.0.0", "name": "a", "plugins": '
-                   b'[{"type": "testplugin"}]}', "/var/run/netns/y", kind=RECORD_V1)
+        CacheEntry(
+            "c2",
+            "a",
+            "eth0",
+            b'{"cniVersion": "1.0.0", "name": "a", "plugins": [{"type": "testplugin"}]}',
+            "/var/run/netns/y",
+            kind=RECORD_V1,
+        )
     )
     shown = run(env, "show", "c2")
     assert shown.returncode == 0, shown.stderr

@@ -173,7 +173,10 @@ def test_add_plugin_error_thrown_in_stops_the_chain_and_releases_the_locks(
     # Only the write-ahead record, written before p1 ran: in progress, for a DEL to find.
     [att] = cni.get_cached_attachments()
     assert (att.network, att.container_id, att.ifname, att.complete) == (
-        "net", "ctr1", "eth0", False
+        "net",
+        "ctr1",
+        "eth0",
+        False,
     )
     assert cni.get_network_list_cached_result(conflist("p1", "p2", "p3"), RT) is None
 

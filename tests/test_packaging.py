@@ -88,6 +88,9 @@ def test_ci_builds_and_installs_the_wheel() -> None:
     assert "--version" in body and "readme_example.py" in body
     test_sh = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
     assert re.search(r"^echo \"== package\"; bash scripts/check_package.sh$", test_sh, re.M)
-    assert (ROOT / ".ci" / "run").read_text(encoding="utf-8").rstrip().endswith(
-        "exec bash scripts/test.sh"
+    assert (
+        (ROOT / ".ci" / "run")
+        .read_text(encoding="utf-8")
+        .rstrip()
+        .endswith("exec bash scripts/test.sh")
     )

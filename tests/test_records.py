@@ -523,7 +523,9 @@ def test_gc_reads_each_entry_and_record_at_most_once(
 
     monkeypatch.setattr(_files, "_read_ident_at", counting)
     env.cni.gc_network_list(net, GCArgs([GCAttachment("b", "eth0")]))
-    assert reads and len(reads) == len(set(reads)), "\n".join(sorted(r.split("cache")[-1] for r in reads))
+    assert reads and len(reads) == len(set(reads)), "\n".join(
+        sorted(r.split("cache")[-1] for r in reads)
+    )
     assert not [p for p in reads if "/results/net-b-" in p]  # valid: not even read
     assert sorted(a.container_id for a in env.cni.get_cached_attachments()) == ["a", "b"]
 

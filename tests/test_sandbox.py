@@ -190,7 +190,10 @@ def test_internal_loopback_brings_lo_up_and_caches_nothing(
         assert view.netns == ns.path
         assert [(a.network, a.ifname) for a in view.attachments] == [("a", "eth0"), ("b", "eth1")]
         assert env.cached() == ["a-c1-eth0", "b-c1-eth1"]  # no cni-loopback entry
-        assert sorted(env.netns_calls()) == [("ADD", "a", "eth0", ns.path), ("ADD", "b", "eth1", ns.path)]
+        assert sorted(env.netns_calls()) == [
+            ("ADD", "a", "eth0", ns.path),
+            ("ADD", "b", "eth1", ns.path),
+        ]
         assert [(a.network, a.ifname) for a in m.inspect("c1").attachments] == [
             ("a", "eth0"),
             ("b", "eth1"),

@@ -120,7 +120,9 @@ def test_setup_spans_operation_network_plugin_under_the_callers_span(
     ]
     setup = spans[6]
     assert parent_of(setup) == caller.get_span_context().span_id
-    assert {context_of(s).trace_id for s in spans if s.context} == {caller.get_span_context().trace_id}
+    assert {context_of(s).trace_id for s in spans if s.context} == {
+        caller.get_span_context().trace_id
+    }
     assert setup.attributes == {"cni.operation": "setup", "cni.container_id": "c1"}
     for net, run in ((spans[1], spans[0]), (spans[3], spans[2]), (spans[5], spans[4])):
         assert parent_of(net) == context_of(setup).span_id
@@ -333,7 +335,9 @@ def check_tree(spans: Sequence[ReadableSpan], callers: dict[str, int]) -> None:
         assert setup.attributes is not None
         cid = str(setup.attributes["cni.container_id"])
         assert parent_of(setup) == callers[cid]
-        nets = [s for s in spans if " network " in s.name and parent_of(s) == context_of(setup).span_id]
+        nets = [
+            s for s in spans if " network " in s.name and parent_of(s) == context_of(setup).span_id
+        ]
         assert sorted(str(n.attributes["cni.network"]) for n in nets if n.attributes) == [
             "a",
             "b",

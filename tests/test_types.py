@@ -233,7 +233,9 @@ def test_result_from_dict_needs_a_mapping(obj: Any) -> None:
         ({"x": {"y": {1, 2}}}, "x: value has no JSON form"),
     ],
 )
-def test_result_from_dict_refuses_values_without_json_form(extra: dict[str, Any], field: str) -> None:
+def test_result_from_dict_refuses_values_without_json_form(
+    extra: dict[str, Any], field: str
+) -> None:
     with pytest.raises(DecodeError) as info:
         result_from_dict({"cniVersion": "1.0.0", **extra})
     assert field in str(info.value)
@@ -427,7 +429,9 @@ def test_nulls_count_as_absent() -> None:
 
 
 def test_empty_gateway_is_none() -> None:
-    result = result_from_dict({"cniVersion": "1.0.0", "ips": [{"address": "10.0.0.1/8", "gateway": ""}]})
+    result = result_from_dict(
+        {"cniVersion": "1.0.0", "ips": [{"address": "10.0.0.1/8", "gateway": ""}]}
+    )
     assert isinstance(result, Result100)
     assert result.ips[0].gateway is None
 
@@ -625,7 +629,10 @@ def test_unknown_field_known_in_the_target_is_interpreted() -> None:
     assert r100.interfaces[1] == Interface100(name="eth1")
 
     legacy = result_from_dict(
-        {"cniVersion": "0.2.0", "ip4": {"ip": "10.0.0.2/8", "routes": [{"dst": "10.0.0.0/8", "mtu": 9000}]}}
+        {
+            "cniVersion": "0.2.0",
+            "ip4": {"ip": "10.0.0.2/8", "routes": [{"dst": "10.0.0.0/8", "mtu": 9000}]},
+        }
     )
     r04 = legacy.as_version("0.4.0")
     assert isinstance(r04, Result040)
@@ -648,16 +655,22 @@ def test_stray_version_in_100_ip_gives_way_to_family() -> None:
 
 
 MALFORMED: list[tuple[str, dict[str, Any], str]] = [
-    ("1.0.0", {"ips": [{"address": "10.0.0.1/8"}, {"address": "10.0.0.300/24"}]},
-     "ips[1].address: invalid CIDR '10.0.0.300/24'"),
+    (
+        "1.0.0",
+        {"ips": [{"address": "10.0.0.1/8"}, {"address": "10.0.0.300/24"}]},
+        "ips[1].address: invalid CIDR '10.0.0.300/24'",
+    ),
     ("1.0.0", {"ips": [{"address": "10.0.0.1"}]}, "ips[0].address: invalid CIDR '10.0.0.1'"),
     ("1.0.0", {"ips": [{"address": "10.0.0.1/33"}]}, "ips[0].address: invalid CIDR"),
     ("1.0.0", {"ips": [{"address": "10.0.0.1/255.0.0.0"}]}, "ips[0].address: invalid CIDR"),
     ("1.0.0", {"ips": [{"address": "fd00::1/129"}]}, "ips[0].address: invalid CIDR"),
     ("1.0.0", {"ips": [{"address": 10}]}, "ips[0].address"),
     ("1.0.0", {"ips": [{}]}, "ips[0].address: missing"),
-    ("1.0.0", {"ips": [{"address": "10.0.0.1/8", "gateway": "10.0.0"}]},
-     "ips[0].gateway: invalid IP address '10.0.0'"),
+    (
+        "1.0.0",
+        {"ips": [{"address": "10.0.0.1/8", "gateway": "10.0.0"}]},
+        "ips[0].gateway: invalid IP address '10.0.0'",
+    ),
     ("1.0.0", {"ips": [{"address": "10.0.0.1/8", "gateway": 5}]}, "ips[0].gateway"),
     ("1.0.0", {"ips": [{"address": "10.0.0.1/8", "interface": -1}]}, "ips[0].interface"),
     ("1.0.0", {"ips": [{"address": "10.0.0.1/8", "interface": "0"}]}, "ips[0].interface"),
@@ -690,8 +703,11 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
     ("1.0.0", {"dns": {"options": {}}}, "options"),
     ("0.4.0", {"ips": [{"version": "5", "address": "10.0.0.1/8"}]}, "ips[0].version"),
     ("0.4.0", {"ips": [{"version": 4, "address": "10.0.0.1/8"}]}, "ips[0].version"),
-    ("0.4.0", {"ips": [{"version": "6", "address": "10.0.0.1/8"}]},
-     "ips[0].version: '6' does not match address '10.0.0.1/8'"),
+    (
+        "0.4.0",
+        {"ips": [{"version": "6", "address": "10.0.0.1/8"}]},
+        "ips[0].version: '6' does not match address '10.0.0.1/8'",
+    ),
     ("0.3.1", {"ips": [{"version": "4", "address": "fd00::1/64"}]}, "ips[0].version"),
     ("0.3.0", {"ips": [{"version": "4", "address": "10.0.0.1"}]}, "ips[0].address: invalid CIDR"),
     ("0.4.0", {"interfaces": [{"name": "a", "mac": 1}]}, "interfaces[0].mac"),
@@ -702,10 +718,16 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
     ("0.2.0", {"ip4": {}}, "ip4.ip: missing"),
     ("0.2.0", {"ip4": "10.0.0.1/8"}, "ip4: must be an object"),
     ("0.2.0", {"ip4": {"ip": "10.0.0.1/8", "gateway": "10.0.0.256"}}, "ip4.gateway"),
-    ("0.1.0", {"ip6": {"ip": "fd00::1/64", "routes": [{"dst": "::/0"}, {"dst": "::"}]}},
-     "ip6.routes[1].dst: invalid CIDR '::'"),
-    ("0.1.0", {"ip4": {"ip": "10.0.0.1/8", "routes": [{"dst": "0.0.0.0/0", "gw": 1}]}},
-     "ip4.routes[0].gw"),
+    (
+        "0.1.0",
+        {"ip6": {"ip": "fd00::1/64", "routes": [{"dst": "::/0"}, {"dst": "::"}]}},
+        "ip6.routes[1].dst: invalid CIDR '::'",
+    ),
+    (
+        "0.1.0",
+        {"ip4": {"ip": "10.0.0.1/8", "routes": [{"dst": "0.0.0.0/0", "gw": 1}]}},
+        "ip4.routes[0].gw",
+    ),
     ("0.1.0", {"ip4": {"ip": "10.0.0.1/8", "routes": {}}}, "ip4.routes: must be a list"),
     ("0.2.0", {"dns": {"nameservers": [None]}}, "nameservers"),
 ]
@@ -899,9 +921,7 @@ TO_LEGACY_EXPECTED = {
 def test_to_legacy(source: str, target: str) -> None:
     doc = {"cniVersion": source, **TO_LEGACY_SOURCE}
     if not source.startswith("1."):
-        doc["ips"] = [
-            {**ip, "version": "6" if ":" in ip["address"] else "4"} for ip in doc["ips"]
-        ]
+        doc["ips"] = [{**ip, "version": "6" if ":" in ip["address"] else "4"} for ip in doc["ips"]]
     converted = result_from_dict(doc).as_version(target)
     assert isinstance(converted, Result020)
     assert converted.to_dict() == {"cniVersion": target, **TO_LEGACY_EXPECTED}

@@ -45,7 +45,9 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 unknown_keys = st.text(min_size=1, max_size=8).filter(lambda k: k not in KNOWN_NAMES)
@@ -127,9 +129,7 @@ def _ip(draw: st.DrawFn, with_version: bool) -> dict[str, Any]:
     required: dict[str, Any] = {"address": addr}
     if with_version:
         required["version"] = str(family)
-    return with_optional(
-        draw, required, gateway=address(family), interface=st.integers(0, 2**31)
-    )
+    return with_optional(draw, required, gateway=address(family), interface=st.integers(0, 2**31))
 
 
 @functools.cache
@@ -152,7 +152,9 @@ def _interface_100(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def _interface_040(draw: st.DrawFn) -> dict[str, Any]:
-    return with_optional(draw, {"name": draw(nonempty_text)}, mac=nonempty_text, sandbox=nonempty_text)
+    return with_optional(
+        draw, {"name": draw(nonempty_text)}, mac=nonempty_text, sandbox=nonempty_text
+    )
 
 
 interfaces_100 = _interface_100()
@@ -320,8 +322,8 @@ def test_100_there_and_back(doc: dict[str, Any], target: str) -> None:
     if target in V04 and "interfaces" in doc:
         # 0.3/0.4 interfaces have no mtu, socketPath, pciID.
         expected["interfaces"] = [
-                _without(i, "mtu", "socketPath", "pciID") for i in doc["interfaces"]
-            ]
+            _without(i, "mtu", "socketPath", "pciID") for i in doc["interfaces"]
+        ]
     assert back.to_dict() == expected
 
 

@@ -66,7 +66,9 @@ def completed_json(record_json: bytes, result: dict[str, Any] | None) -> bytes:
     try:
         encoded = _encoder()(result).encode("ascii")
     except (TypeError, ValueError, RecursionError) as e:
-        raise CacheError("cannot encode the result for the cache", str(e) or type(e).__name__) from None
+        raise CacheError(
+            "cannot encode the result for the cache", str(e) or type(e).__name__
+        ) from None
     return body[:-1] + b',"result":' + encoded + b"}"
 
 
@@ -106,7 +108,9 @@ def loads(data: bytes | str, source: str) -> Any:
         # Go's encoding/json has no NaN / Infinity; neither does a valid cache file.
         return strict_loads(text)
     except RecursionError:
-        raise CorruptEntryError(f"cache entry {source} is not valid JSON", "nested too deeply") from None
+        raise CorruptEntryError(
+            f"cache entry {source} is not valid JSON", "nested too deeply"
+        ) from None
     except ValueError as e:  # json.JSONDecodeError is a ValueError
         raise CorruptEntryError(f"cache entry {source} is not valid JSON", str(e)) from None
 

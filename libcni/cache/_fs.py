@@ -56,7 +56,8 @@ def check_name(value: object, what: str) -> str:
         )
     if not value:
         raise ValidationError(
-            f"invalid {what} for the cache: must not be empty", "",
+            f"invalid {what} for the cache: must not be empty",
+            "",
             code=_CODES.get(what, CODE_INVALID_ENV),
         )
     if not value.isascii():
@@ -158,9 +159,7 @@ def _not_dir_error(path: str, action: str) -> CacheError:
     except OSError:
         return CacheError(f"cannot {action}: {path} is not a directory")
     if stat.S_ISLNK(st.st_mode):
-        return CacheError(
-            f"cannot {action}: {path} is a symbolic link; refusing to follow it"
-        )
+        return CacheError(f"cannot {action}: {path} is a symbolic link; refusing to follow it")
     return CacheError(f"cannot {action}: {path} is not a directory")
 
 
@@ -200,9 +199,7 @@ def untrusted(st: os.stat_result, path: str, action: str) -> CacheError | None:
         return None  # the usual case, at once
     if not stat.S_ISDIR(st.st_mode):
         if stat.S_ISLNK(st.st_mode):
-            return CacheError(
-                f"cannot {action}: {path} is a symbolic link; refusing to follow it"
-            )
+            return CacheError(f"cannot {action}: {path} is a symbolic link; refusing to follow it")
         return CacheError(f"cannot {action}: {path} is not a directory")
     euid = os.geteuid()
     if st.st_uid != euid:

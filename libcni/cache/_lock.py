@@ -33,9 +33,7 @@ from ._fs import open_dir, open_subdir
 
 __all__ = ["CacheLock", "acquire"]
 
-_LOCK_FILE_FLAGS = (
-    os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-)
+_LOCK_FILE_FLAGS = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 # -- the locks of this process, for fork ---------------------------------------
 

@@ -540,7 +540,6 @@ def _add_network_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> 
     p.set_defaults(func=_cmd_version)
 
 
-
 def _add_cache_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     """``cache list``."""
     p = sub.add_parser(

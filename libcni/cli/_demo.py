@@ -900,9 +900,7 @@ def _sandbox_shown(
 ) -> None:
     """A sandbox on ``nets``: the merged view and the kernel's, then its teardown."""
     start = time.monotonic()
-    with manager.sandbox(
-        cid, networks=nets, capability_args=cap_args, netns_dir=netns_dir
-    ) as view:
+    with manager.sandbox(cid, networks=nets, capability_args=cap_args, netns_dir=netns_dir) as view:
         out.write(f"SETUP  ok ({_ms(start)}): " + ", ".join(
             ["lo (internal)", *(f"{a.ifname} ({a.network})" for a in view.attachments)]
         ) + "\n")  # fmt: skip

@@ -48,7 +48,16 @@ from ._raw import _deadline, _Launch, _remaining, _Retry, _Run, _terminating, _t
 if TYPE_CHECKING:
     from ._raw import RawExec
 
-__all__ = ["AGE", "ORDER", "SLOTS", "STEPS", "aexec", "operation_ended", "operation_started", "step"]
+__all__ = [
+    "AGE",
+    "ORDER",
+    "SLOTS",
+    "STEPS",
+    "aexec",
+    "operation_ended",
+    "operation_started",
+    "step",
+]
 
 #: Runs that may be young at once (twice the CPUs: enough to keep them busy).
 SLOTS = max(2, 2 * (os.cpu_count() or 1))
@@ -432,7 +441,11 @@ def _hub(loop: asyncio.AbstractEventLoop) -> _Hub:
 
 
 async def _admitted(
-    loop: asyncio.AbstractEventLoop, hub: _Hub, path: str, deadline: float | None, timeout: float | None
+    loop: asyncio.AbstractEventLoop,
+    hub: _Hub,
+    path: str,
+    deadline: float | None,
+    timeout: float | None,
 ) -> list[Any]:
     slot, waiter = hub.admit(loop, ORDER.get() or next(_orders))
     if waiter is None:

@@ -400,7 +400,14 @@ def _signals_clean() -> bool:
 #: process group, no uid/gid/umask change, no preexec_fn, vfork allowed), for
 #: the Python versions whose signature is known; others go through ``Popen``.
 _FORK_EXEC_TAIL: tuple[Any, ...] | None = {
-    (3, 10): (True, None, None, None, -1, None),  # start_new_session, gid, gids, uid, umask, preexec
+    (3, 10): (
+        True,
+        None,
+        None,
+        None,
+        -1,
+        None,
+    ),  # start_new_session, gid, gids, uid, umask, preexec
     (3, 11): (False, 0, None, None, None, -1, None, True),  # ..., process_group=0, ..., allow_vfork
     (3, 12): (False, 0, None, None, None, -1, None, True),
     (3, 13): (False, 0, None, None, None, -1, None, True),
@@ -762,7 +769,10 @@ class RawExec:
         try:
             try:
                 exited = self._wait(run, deadline)
-            except (KeyboardInterrupt, SystemExit):  # a signal handler raised: end it as a timeout does
+            except (
+                KeyboardInterrupt,
+                SystemExit,
+            ):  # a signal handler raised: end it as a timeout does
                 self._terminate(run)
                 raise
             if not exited:

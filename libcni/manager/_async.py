@@ -215,11 +215,11 @@ class AsyncNetworkManager(_ManagerBase):
             container_id,
         )
 
-    async def check(self, container_id: str, netns: str = "", *, timeout: float | None = None) -> None:
+    async def check(
+        self, container_id: str, netns: str = "", *, timeout: float | None = None
+    ) -> None:
         """As :meth:`NetworkManager.check`."""
-        await self._operation(
-            self._core.check(container_id, netns, timeout), "check", container_id
-        )
+        await self._operation(self._core.check(container_id, netns, timeout), "check", container_id)
 
     async def inspect(self, container_id: str) -> ContainerNetworks:
         """As :meth:`NetworkManager.inspect`."""

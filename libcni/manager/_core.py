@@ -327,7 +327,9 @@ def attachment_order(ifname: str, network: str) -> tuple[Any, ...]:
     return (ifname != LOOPBACK_IFNAME, _natural(ifname), network)
 
 
-def _requests(networks: Sequence[str | NetworkRequest] | str | NetworkRequest) -> list[NetworkRequest]:
+def _requests(
+    networks: Sequence[str | NetworkRequest] | str | NetworkRequest,
+) -> list[NetworkRequest]:
     """``networks`` as requests (a name ``s`` is ``NetworkRequest(s)``); ``ConfigError`` for others."""
     if isinstance(networks, (str, NetworkRequest)):
         networks = [networks]
@@ -529,8 +531,7 @@ class Core:
         unknown = [r.network for r in requests if r.network not in loaded.networks]
         if unknown:
             raise ConfigError(
-                f"network(s) {', '.join(repr(n) for n in unknown)} not configured "
-                f"{self._where()}",
+                f"network(s) {', '.join(repr(n) for n in unknown)} not configured {self._where()}",
                 "; ".join(f"{p}: {w}" for p, w in loaded.skipped.items()),
             )
         ifnames = self._ifnames(container_id, requests)
@@ -999,9 +1000,7 @@ class Core:
         if unknown:
             loaded: LoadedNetworks = yield from self.current()
             for r, ifname in unknown:
-                item = self._uncached(
-                    loaded, container_id, netns, r, ifname, args, capability_args
-                )
+                item = self._uncached(loaded, container_id, netns, r, ifname, args, capability_args)
                 if item is not None:
                     todo.append(item)
             todo.sort(key=lambda att: attachment_order(att.ifname, _network(att)))

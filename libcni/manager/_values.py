@@ -239,9 +239,7 @@ class _Merging:
         if r.dns.nameservers or r.dns.domain or r.dns.search or r.dns.options:
             self.dns.append(r.dns)
 
-    def _interfaces(
-        self, att: AttachmentResult, r: Any
-    ) -> tuple[list[str | None], str | None]:
+    def _interfaces(self, att: AttachmentResult, r: Any) -> tuple[list[str | None], str | None]:
         """The container-side name of each interface of ``r`` (``None``: a host-side one,
         kept in ``host``) and the attachment's own interface, if ``r`` lists it.
 

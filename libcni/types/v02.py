@@ -56,7 +56,9 @@ class Result020(Result):
     :class:`~libcni.types.DNS`. ``extra`` holds unknown top-level fields.
     """
 
-    cni_version: str = field(default=VERSIONS[-1], validator=_check_version, key="cniVersion", always=True)
+    cni_version: str = field(
+        default=VERSIONS[-1], validator=_check_version, key="cniVersion", always=True
+    )
     ip4: IPConfig020 | None = None
     ip6: IPConfig020 | None = None
     dns: DNS = field(factory=DNS, always=True)

@@ -92,7 +92,9 @@ class Result040(Result):
     :class:`~libcni.types.DNS`. ``extra`` holds unknown top-level fields.
     """
 
-    cni_version: str = field(default=VERSIONS[-1], validator=_check_version, key="cniVersion", always=True)
+    cni_version: str = field(
+        default=VERSIONS[-1], validator=_check_version, key="cniVersion", always=True
+    )
     interfaces: tuple[Interface040, ...] = ()
     ips: tuple[IPConfig040, ...] = ()
     routes: tuple[Route, ...] = ()

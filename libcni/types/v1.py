@@ -73,7 +73,9 @@ class Result100(Result):
     :class:`~libcni.types.DNS`. ``extra`` holds unknown top-level fields.
     """
 
-    cni_version: str = field(default=VERSIONS[-1], validator=_check_version, key="cniVersion", always=True)
+    cni_version: str = field(
+        default=VERSIONS[-1], validator=_check_version, key="cniVersion", always=True
+    )
     interfaces: tuple[Interface100, ...] = ()
     ips: tuple[IPConfig100, ...] = ()
     routes: tuple[Route, ...] = ()

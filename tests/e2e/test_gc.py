@@ -80,7 +80,9 @@ def test_gc_deletes_stale_attachments_and_keeps_valid_ones(e2e: E2E) -> None:
     ]
     assert ("bridge", "DEL", stale_id) in calls, calls
     del_calls = [c for c in calls if c[1] == "DEL"]
-    assert all(cid == stale_id for _, _, cid in del_calls), f"GC DELed the valid attachment: {calls}"
+    assert all(cid == stale_id for _, _, cid in del_calls), (
+        f"GC DELed the valid attachment: {calls}"
+    )
     gcs = [r for r in read_records(record) if r["command"] == "GC"]
     if version == "1.0.0":
         assert not gcs, f"GC command sent at 1.0.0: {calls}"

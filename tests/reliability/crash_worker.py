@@ -45,18 +45,21 @@ def conflist_bytes(variant: int) -> bytes:
     """The configuration of one variant; its result is embedded in it (see the module doc)."""
     result = {
         "cniVersion": "1.0.0",
-        "interfaces": [{"name": "eth0", "mac": f"0a:58:00:00:{variant // 256 % 256:02x}:"
-                        f"{variant % 256:02x}"}],
-        "ips": [{"address": f"10.{variant // 65536 % 256}.{variant // 256 % 256}."
-                 f"{variant % 256}/8", "interface": 0}],
+        "interfaces": [
+            {"name": "eth0", "mac": f"0a:58:00:00:{variant // 256 % 256:02x}:{variant % 256:02x}"}
+        ],
+        "ips": [
+            {
+                "address": f"10.{variant // 65536 % 256}.{variant // 256 % 256}.{variant % 256}/8",
+                "interface": 0,
+            }
+        ],
         "variant": variant,
     }
     obj = {
         "cniVersion": "1.0.0",
         "name": NETWORK,
-        "plugins": [
-            {"type": "p1", "test": {"ADD": {"result": result}}}
-        ],
+        "plugins": [{"type": "p1", "test": {"ADD": {"result": result}}}],
     }
     return json.dumps(obj).encode()
 
@@ -87,7 +90,9 @@ def work(plugin_dir: str, cache_dir: str, journal_path: str, seed: int, mode: st
         variant = seed * 1000 + n
         net = libcni.conf_list_from_bytes(conflist_bytes(variant))
         rt = RuntimeConf(
-            cid, f"/var/run/netns/{cid}", ifname,
+            cid,
+            f"/var/run/netns/{cid}",
+            ifname,
             args=[("VARIANT", str(variant))],
             capability_args={"pad": PAD, "variant": variant},
         )
@@ -119,9 +124,7 @@ def recover(plugin_dir: str, cache_dir: str, journal_path: str) -> None:
         deleted += 1
     results = os.path.join(cache_dir, "results")
     left = sorted(os.listdir(results)) if os.path.isdir(results) else []
-    attachments = [
-        (a.network, a.container_id, a.ifname) for a in cni.get_cached_attachments()
-    ]
+    attachments = [(a.network, a.container_id, a.ifname) for a in cni.get_cached_attachments()]
     print(json.dumps({"deleted": deleted, "files": left, "attachments": attachments}))
 
 

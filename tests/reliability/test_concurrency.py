@@ -34,9 +34,17 @@ def test_threads_and_processes_share_attachments_without_deadlock(env: Env) -> N
     until = time.monotonic() + DURATION
     procs = [
         subprocess.Popen(
-            [sys.executable, str(HERE / "busy_worker.py"), str(env.plugins), str(env.cache),
-             str(DURATION), str(seed)],
-            env=python_env(), stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                str(HERE / "busy_worker.py"),
+                str(env.plugins),
+                str(env.cache),
+                str(DURATION),
+                str(seed),
+            ],
+            env=python_env(),
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for seed in (101, 102)
     ]

@@ -120,8 +120,16 @@ def _start(env: Env, journal: Path, seed: int, mode: str) -> subprocess.Popen[st
     # The plugins record their pids, so that the test can see they all end.
     child_env = dict(python_env(), TESTPLUGIN_RECORD=str(env.record))
     return subprocess.Popen(
-        [sys.executable, WORKER, "work", str(env.plugins), str(env.cache), str(journal),
-         str(seed), mode],
+        [
+            sys.executable,
+            WORKER,
+            "work",
+            str(env.plugins),
+            str(env.cache),
+            str(journal),
+            str(seed),
+            mode,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -183,7 +191,11 @@ def test_sigkill_at_random_moments_leaves_old_or_new_entries_and_all_can_be_dele
 
     recovered = subprocess.run(
         [sys.executable, WORKER, "recover", str(env.plugins), str(env.cache), str(journal)],
-        capture_output=True, text=True, env=python_env(), timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=python_env(),
+        timeout=60,
+        check=False,
     )
     assert recovered.returncode == 0, recovered.stderr
     summary = json.loads(recovered.stdout)

@@ -72,9 +72,7 @@ def _added_and_aged(env: Env) -> tuple[NetworkConfigList, Path, bytes]:
 
 def _dels(env: Env, cid: str = "ctr1") -> list[dict[str, Any]]:
     return [
-        c
-        for c in env.calls()
-        if c.get("command") == "DEL" and c["env"]["CNI_CONTAINERID"] == cid
+        c for c in env.calls() if c.get("command") == "DEL" and c["env"]["CNI_CONTAINERID"] == cid
     ]
 
 
@@ -118,10 +116,17 @@ def test_an_entry_that_cannot_be_read_is_kept_by_del_and_gc(env: Env) -> None:
     and the entry has mode 000: a real EACCES, not an injected one.
     """
     net, entry, before = _added_and_aged(env)
-    cmd = without_dac_override([
-        sys.executable, "-c", _READ_FAULT,
-        str(env.plugins), str(env.cache), str(env.record), str(entry),
-    ])
+    cmd = without_dac_override(
+        [
+            sys.executable,
+            "-c",
+            _READ_FAULT,
+            str(env.plugins),
+            str(env.cache),
+            str(env.record),
+            str(entry),
+        ]
+    )
     entry.chmod(0o000)
     try:
         proc = subprocess.run(
@@ -205,9 +210,20 @@ def test_del_out_of_file_descriptors_keeps_the_entry(env: Env) -> None:
     env.cni.add_network_list(net, env.rt)
     entry = env.entry_path()
     proc = subprocess.run(
-        [sys.executable, "-c", _EMFILE, str(env.plugins), str(env.cache), str(env.record),
-         str(entry)],
-        capture_output=True, text=True, env=python_env(), timeout=120, check=False,
+        [
+            sys.executable,
+            "-c",
+            _EMFILE,
+            str(env.plugins),
+            str(env.cache),
+            str(env.record),
+            str(entry),
+        ],
+        capture_output=True,
+        text=True,
+        env=python_env(),
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     attempts = json.loads(proc.stdout)
@@ -242,10 +258,29 @@ def test_an_entry_that_fails_with_eio_is_kept_by_del_and_gc(env: Env) -> None:
     net, entry, before = _added_and_aged(env)
     mount_then_exec = 'mount --bind "/proc/$$/mem" "$1" && shift && exec "$@"'
     proc = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount_then_exec, "sh",
-         str(entry), sys.executable, "-c", _READ_FAULT, str(env.plugins), str(env.cache),
-         str(env.record), str(entry)],
-        capture_output=True, text=True, env=python_env(), timeout=60, check=False,
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            mount_then_exec,
+            "sh",
+            str(entry),
+            sys.executable,
+            "-c",
+            _READ_FAULT,
+            str(env.plugins),
+            str(env.cache),
+            str(env.record),
+            str(entry),
+        ],
+        capture_output=True,
+        text=True,
+        env=python_env(),
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -273,16 +308,34 @@ UNUSABLE = {
     "not-object": b"[1,2]",
     "wrong-types": json.dumps({"kind": "cniCacheV1", "containerId": 5}).encode(),
     "unknown-version": json.dumps(
-        {"kind": "cniCacheV1", "containerId": "ctr1", "ifName": "eth0",
-         "networkName": "testnet", "config": "", "result": {"cniVersion": "9.9.9"}}
+        {
+            "kind": "cniCacheV1",
+            "containerId": "ctr1",
+            "ifName": "eth0",
+            "networkName": "testnet",
+            "config": "",
+            "result": {"cniVersion": "9.9.9"},
+        }
     ).encode(),
     "bad-result": json.dumps(
-        {"kind": "cniCacheV1", "containerId": "ctr1", "ifName": "eth0",
-         "networkName": "testnet", "config": "", "result": {"cniVersion": "1.0.0", "ips": 5}}
+        {
+            "kind": "cniCacheV1",
+            "containerId": "ctr1",
+            "ifName": "eth0",
+            "networkName": "testnet",
+            "config": "",
+            "result": {"cniVersion": "1.0.0", "ips": 5},
+        }
     ).encode(),
     "over-16-MiB": json.dumps(
-        {"kind": "cniCacheV1", "containerId": "ctr1", "ifName": "eth0", "networkName": "testnet",
-         "config": "", "result": {"cniVersion": "1.0.0", "x": "x" * (16 << 20)}}
+        {
+            "kind": "cniCacheV1",
+            "containerId": "ctr1",
+            "ifName": "eth0",
+            "networkName": "testnet",
+            "config": "",
+            "result": {"cniVersion": "1.0.0", "x": "x" * (16 << 20)},
+        }
     ).encode(),
 }
 
@@ -533,8 +586,9 @@ def test_a_1_tib_sparse_entry_is_refused_fast_and_only_cni_errors_escape(env: En
         assert info.value.details == f"{1 << 40} bytes"
     with pytest.raises(CacheError, match="larger than 16 MiB"):
         env.cni.check_network_list(net, env.rt)
-    env.cni.gc_network_list(net, GCArgs([GCAttachment("other", "eth0"),
-                                         GCAttachment("ctr1", "eth0")]))
+    env.cni.gc_network_list(
+        net, GCArgs([GCAttachment("other", "eth0"), GCAttachment("ctr1", "eth0")])
+    )
     assert entry.exists()  # valid: kept
     env.cni.del_network_list(net, env.rt)  # goes on without prevResult, then removes it
     assert not entry.exists()
@@ -591,8 +645,9 @@ SURROGATE = "x\ud800"
 
 def test_names_with_a_lone_surrogate_are_validation_errors_everywhere(env: Env) -> None:
     net = env.conflist(env.plugin("p1"), version="1.1.0")
-    single = conf_from_bytes(json.dumps({"cniVersion": "1.1.0", "name": "single",
-                                         **env.plugin("p1")}).encode())
+    single = conf_from_bytes(
+        json.dumps({"cniVersion": "1.1.0", "name": "single", **env.plugin("p1")}).encode()
+    )
     bad_rts = [
         RuntimeConf("ctr1", "", SURROGATE),
         RuntimeConf("c" + SURROGATE, "", "eth0"),

@@ -177,7 +177,12 @@ def test_unwritable_cache_directory_gives_cache_error_naming_it(unwritable: str)
         cmd = without_dac_override([sys.executable, "-c", _AS_USER, str(base / "bin"), str(cache)])
         target.chmod(0o500)
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=python_env(), timeout=60, check=False,
+            cmd,
+            capture_output=True,
+            text=True,
+            env=python_env(),
+            timeout=60,
+            check=False,
             cwd=base,
         )
         assert proc.returncode == 0, proc.stderr

@@ -219,10 +219,16 @@ def test_escaping_plugin_types_are_refused_by_every_operation(
 
 
 def _valid_entry(cid: str = "ctr1") -> bytes:
-    return json.dumps({
-        "kind": "cniCacheV1", "containerId": cid, "networkName": "testnet", "ifName": "eth0",
-        "config": "e30=", "result": {"cniVersion": "1.0.0", "ips": [{"address": "10.6.6.6/8"}]},
-    }).encode()
+    return json.dumps(
+        {
+            "kind": "cniCacheV1",
+            "containerId": cid,
+            "networkName": "testnet",
+            "ifName": "eth0",
+            "config": "e30=",
+            "result": {"cniVersion": "1.0.0", "ips": [{"address": "10.6.6.6/8"}]},
+        }
+    ).encode()
 
 
 def test_symlink_at_an_entry_is_never_followed(env: Env) -> None:
@@ -261,9 +267,7 @@ def test_symlink_at_an_entry_is_never_followed(env: Env) -> None:
 
 
 @pytest.mark.parametrize("what", ["results", "locks", "lock-file", "network-lock-file"])
-def test_symlinked_cache_directories_and_lock_files_are_never_followed(
-    env: Env, what: str
-) -> None:
+def test_symlinked_cache_directories_and_lock_files_are_never_followed(env: Env, what: str) -> None:
     net = env.conflist(env.plugin("p1"))
     elsewhere = env.root / "elsewhere"
     elsewhere.mkdir()

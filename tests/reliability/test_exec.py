@@ -76,9 +76,7 @@ def _sig_bits(text: str, field: str) -> set[int]:
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
-def test_plugin_starts_with_empty_signal_mask_and_default_dispositions(
-    env: Env, api: str
-) -> None:
+def test_plugin_starts_with_empty_signal_mask_and_default_dispositions(env: Env, api: str) -> None:
     out = env.root / "signals"
     script = env.plugins / "sig"
     script.write_text(_SIGNAL_REPORTER.format(out=out))
@@ -93,12 +91,16 @@ def test_plugin_starts_with_empty_signal_mask_and_default_dispositions(
     os.set_inheritable(leak, True)  # ...and has an inheritable descriptor
     try:
         if api == "sync":
-            _in_thread(lambda: env.cni.add_network_list(net, env.rt), block={signal.SIGTERM,
-                                                                             signal.SIGUSR2})
+            _in_thread(
+                lambda: env.cni.add_network_list(net, env.rt),
+                block={signal.SIGTERM, signal.SIGUSR2},
+            )
         else:
             acni = AsyncCNIConfig([env.plugins], cache_dir=env.cache)
-            _in_thread(lambda: asyncio.run(acni.add_network_list(net, env.rt)),
-                       block={signal.SIGTERM, signal.SIGUSR2})
+            _in_thread(
+                lambda: asyncio.run(acni.add_network_list(net, env.rt)),
+                block={signal.SIGTERM, signal.SIGUSR2},
+            )
     finally:
         signal.signal(signal.SIGUSR1, old)
         os.close(leak)
@@ -277,7 +279,10 @@ def test_plugin_flooding_stdout_endlessly_is_killed_and_memory_stays_bounded(env
     script.chmod(0o755)
     proc = subprocess.run(
         [sys.executable, "-c", _FLOOD, str(env.plugins), str(env.cache), str(env.record)],
-        env=python_env(), capture_output=True, text=True, timeout=120,
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
@@ -357,7 +362,9 @@ def test_operations_survive_a_thread_changing_os_environ(env: Env) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [{1: "a", "1": "b"}, {"portMappings": [{"hostPort": 80, 80: "x"}]}], ids=["top", "nested"]
+    "args",
+    [{1: "a", "1": "b"}, {"portMappings": [{"hostPort": 80, 80: "x"}]}],
+    ids=["top", "nested"],
 )
 def test_capability_args_with_non_string_keys_are_refused_before_anything_runs(
     env: Env, args: dict[Any, Any]

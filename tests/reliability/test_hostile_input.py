@@ -61,11 +61,13 @@ needs_cli = pytest.mark.skipif(cli is None, reason="libcni.cli is not there yet"
 # LIBCNI_FUZZ_SCALE=20 runs twenty times as many examples (a longer hunt for bugs).
 SCALE = float(os.environ.get("LIBCNI_FUZZ_SCALE", "1") or 1)
 FAST = settings(
-    max_examples=max(1, int(250 * SCALE)), deadline=None,
+    max_examples=max(1, int(250 * SCALE)),
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 SLOW = settings(
-    max_examples=max(1, int(120 * SCALE)), deadline=None,
+    max_examples=max(1, int(120 * SCALE)),
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
@@ -83,26 +85,82 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=15,
 )
-versions = st.sampled_from([*VERSIONS, "", "1", "1.0", "0.4", "9.9.9", "1.0.0.0", "x", "1..0",
-                            "-1.0.0", " 1.0.0", "01.0.0", "1.0.0\0"])
-plausible_strings = st.sampled_from([
-    "10.1.2.3/24", "10.1.2.3", "fd00::2/64", "fd00::1", "0.0.0.0/0", "::/0", "10.0.0.256/8",
-    "10.1.2.3/33", "eth0", "0a:58:0a:01:02:03", "/var/run/netns/x", "4", "6", "", "link",
-    "host", "universe", "\0", "\ud800", "../..",
-])
-field_values = (
-    json_values | plausible_strings | versions
-    | st.integers(min_value=-(2**64), max_value=2**64)
+versions = st.sampled_from(
+    [
+        *VERSIONS,
+        "",
+        "1",
+        "1.0",
+        "0.4",
+        "9.9.9",
+        "1.0.0.0",
+        "x",
+        "1..0",
+        "-1.0.0",
+        " 1.0.0",
+        "01.0.0",
+        "1.0.0\0",
+    ]
 )
-leaf_keys = st.sampled_from([
-    "name", "mac", "mtu", "sandbox", "socketPath", "pciID", "address", "gateway", "interface",
-    "version", "dst", "gw", "advmss", "priority", "table", "scope", "ip", "routes",
-    "nameservers", "domain", "search", "options", "type",
-])
+plausible_strings = st.sampled_from(
+    [
+        "10.1.2.3/24",
+        "10.1.2.3",
+        "fd00::2/64",
+        "fd00::1",
+        "0.0.0.0/0",
+        "::/0",
+        "10.0.0.256/8",
+        "10.1.2.3/33",
+        "eth0",
+        "0a:58:0a:01:02:03",
+        "/var/run/netns/x",
+        "4",
+        "6",
+        "",
+        "link",
+        "host",
+        "universe",
+        "\0",
+        "\ud800",
+        "../..",
+    ]
+)
+field_values = (
+    json_values | plausible_strings | versions | st.integers(min_value=-(2**64), max_value=2**64)
+)
+leaf_keys = st.sampled_from(
+    [
+        "name",
+        "mac",
+        "mtu",
+        "sandbox",
+        "socketPath",
+        "pciID",
+        "address",
+        "gateway",
+        "interface",
+        "version",
+        "dst",
+        "gw",
+        "advmss",
+        "priority",
+        "table",
+        "scope",
+        "ip",
+        "routes",
+        "nameservers",
+        "domain",
+        "search",
+        "options",
+        "type",
+    ]
+)
 leaf_objects = st.dictionaries(leaf_keys | st.text(max_size=4), field_values, max_size=6)
 result_objects = st.fixed_dictionaries(
     {},
@@ -122,8 +180,7 @@ plugin_objects = st.fixed_dictionaries(
     optional={
         "name": st.text(max_size=8) | json_values,
         "cniVersion": versions | json_values,
-        "capabilities": st.dictionaries(st.text(max_size=6), json_values, max_size=3)
-        | json_values,
+        "capabilities": st.dictionaries(st.text(max_size=6), json_values, max_size=3) | json_values,
         "ipam": leaf_objects | json_values,
         "dns": leaf_objects | json_values,
         "prevResult": result_objects | json_values,
@@ -148,8 +205,7 @@ cache_objects = st.fixed_dictionaries(
         "containerId": st.just("ctr1") | json_values,
         "networkName": st.just("testnet") | json_values,
         "ifName": st.just("eth0") | json_values,
-        "config": st.sampled_from(["", "e30=", "!!!", "eyJ0eXBlIjoicDEifQ==", "e30"])
-        | json_values,
+        "config": st.sampled_from(["", "e30=", "!!!", "eyJ0eXBlIjoicDEifQ==", "e30"]) | json_values,
         "netns": st.text(max_size=8) | json_values,
         "cniArgs": st.lists(st.lists(st.text(max_size=4) | json_values, max_size=3), max_size=3)
         | json_values,
@@ -171,7 +227,7 @@ def _json_bytes(objects: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes]:
         encoded,
         st.tuples(encoded, st.integers(min_value=0, max_value=200)).map(lambda t: t[0][: t[1]]),
         st.tuples(encoded, st.integers(min_value=0), st.binary(min_size=1, max_size=3)).map(
-            lambda t: t[0][: t[1] % (len(t[0]) + 1)] + t[2] + t[0][t[1] % (len(t[0]) + 1) + 1:]
+            lambda t: t[0][: t[1] % (len(t[0]) + 1)] + t[2] + t[0][t[1] % (len(t[0]) + 1) + 1 :]
         ),
         st.binary(max_size=200),
     )
@@ -244,8 +300,10 @@ def test_fuzz_conf_list_from_bytes(data: bytes) -> None:
 @SLOW
 @given(
     files=st.lists(
-        st.tuples(st.sampled_from(["a.conflist", "b.conf", "c.json", "d.conflist", "testnet/x.conf"]),
-                  _json_bytes(list_objects | plugin_objects)),
+        st.tuples(
+            st.sampled_from(["a.conflist", "b.conf", "c.json", "d.conflist", "testnet/x.conf"]),
+            _json_bytes(list_objects | plugin_objects),
+        ),
         max_size=4,
     ),
     name=st.sampled_from(["testnet", "", "..", "../x", "a/b", "x\0y", "\ud800", "n" * 300])
@@ -264,7 +322,7 @@ def test_fuzz_load_conf_list_from_files(files: list[tuple[str, bytes]], name: st
 
 
 def test_deep_and_huge_configuration_is_refused_or_handled(tmp_path: Path) -> None:
-    for deep in (b"[" * DEEP, b"{\"a\":" * DEEP, b"[" * DEEP + b"]" * DEEP):
+    for deep in (b"[" * DEEP, b'{"a":' * DEEP, b"[" * DEEP + b"]" * DEEP):
         with pytest.raises(libcni.ConfigError):
             conf_list_from_bytes(deep)
         with pytest.raises(libcni.ConfigError):
@@ -276,8 +334,9 @@ def test_deep_and_huge_configuration_is_refused_or_handled(tmp_path: Path) -> No
     # 50 MB: parsed (or refused with ConfigError), and a valid network beside it still loads.
     big = b'{"cniVersion":"1.0.0","name":"big","plugins":[{"type":"p1","x":"' + b"x" * BIG + b'"}]}'
     (tmp_path / "big.conflist").write_bytes(big)
-    (tmp_path / "ok.conflist").write_bytes(_dumps(
-        {"cniVersion": "1.0.0", "name": "testnet", "plugins": [{"type": "p1"}]}))
+    (tmp_path / "ok.conflist").write_bytes(
+        _dumps({"cniVersion": "1.0.0", "name": "testnet", "plugins": [{"type": "p1"}]})
+    )
     assert load_conf_list(tmp_path, "testnet").name == "testnet"
     got = only_cni_errors(lambda: load_conf_list(tmp_path, "big"))
     assert isinstance(got, (libcni.NetworkConfigList, libcni.ConfigError))
@@ -410,9 +469,7 @@ def _every_cache_operation(sb: Sandbox, version: str, another: bool = False) -> 
         listed = only_cni_errors(lambda c=cid: sb.cni.get_cached_attachments(c))  # type: ignore[misc]
         assert not isinstance(listed, CNIError), listed
     only_cni_errors(lambda: sb.cni.check_network_list(net, rt))
-    only_cni_errors(
-        lambda: sb.cni.gc_network_list(net, GCArgs([GCAttachment("ctr1", "eth0")]))
-    )
+    only_cni_errors(lambda: sb.cni.gc_network_list(net, GCArgs([GCAttachment("ctr1", "eth0")])))
     # Whatever the entry holds, DEL succeeds and forgets it (unless it is another's).
     sb.cni.del_network_list(net, rt)
     assert sb.entry_path().exists() == another
@@ -420,13 +477,15 @@ def _every_cache_operation(sb: Sandbox, version: str, another: bool = False) -> 
 
 
 @SLOW
-@given(data=_json_bytes(cache_objects), version=st.sampled_from(["0.2.0", "0.4.0", "1.0.0",
-                                                                  "1.1.0"]))
+@given(
+    data=_json_bytes(cache_objects), version=st.sampled_from(["0.2.0", "0.4.0", "1.0.0", "1.1.0"])
+)
 @example(data=b"", version="1.0.0")
 @example(data=b"[" * DEEP, version="1.0.0")
 @example(data=b'{"kind":"cniCacheV1","result":' * DEEP, version="1.0.0")
-@example(data=b'{"kind":"cniCacheV1","result":{"cniVersion":"1.0.0"},"containerId":"x"}',
-         version="0.2.0")
+@example(
+    data=b'{"kind":"cniCacheV1","result":{"cniVersion":"1.0.0"},"containerId":"x"}', version="0.2.0"
+)
 def test_fuzz_cache_file_contents(data: bytes, version: str) -> None:
     with sandbox() as sb:
         sb.entry_path().parent.mkdir(parents=True)
@@ -445,8 +504,16 @@ def test_fuzz_legacy_bare_result_cache_files(result: dict[str, Any], version: st
 
 def test_deep_huge_and_special_cache_files(tmp_path: Path) -> None:
     big_result = {"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}], "x": "x" * BIG}
-    big = _dumps({"kind": "cniCacheV1", "containerId": "ctr1", "networkName": "testnet",
-                  "ifName": "eth0", "config": "e30=", "result": big_result})
+    big = _dumps(
+        {
+            "kind": "cniCacheV1",
+            "containerId": "ctr1",
+            "networkName": "testnet",
+            "ifName": "eth0",
+            "config": "e30=",
+            "result": big_result,
+        }
+    )
     for content in (b"[" * DEEP, b'{"kind":"cniCacheV1","capabilityArgs":' * DEEP, big):
         with sandbox() as sb:
             sb.entry_path().parent.mkdir(parents=True)
@@ -506,10 +573,20 @@ env_text = st.text(
 cap_args_text = st.one_of(
     env_text,
     json_values.map(json.dumps),
-    st.dictionaries(st.sampled_from(["portMappings", "mac", "ips", "bandwidth"]), json_values,
-                    max_size=3).map(json.dumps),
-    st.sampled_from(["NaN", '{"a": NaN}', '{"a": Infinity}', '{"a": 1e999}', "[" * DEEP, "null",
-                     '{"a": "\\ud800"}']),
+    st.dictionaries(
+        st.sampled_from(["portMappings", "mac", "ips", "bandwidth"]), json_values, max_size=3
+    ).map(json.dumps),
+    st.sampled_from(
+        [
+            "NaN",
+            '{"a": NaN}',
+            '{"a": Infinity}',
+            '{"a": 1e999}',
+            "[" * DEEP,
+            "null",
+            '{"a": "\\ud800"}',
+        ]
+    ),
 )
 cni_args_text = st.one_of(
     env_text,
@@ -542,7 +619,8 @@ def test_fuzz_cli_cni_args(text: str) -> None:
 
 
 _BUILTIN_ERRORS = tuple(
-    name for name, obj in vars(builtins).items()
+    name
+    for name, obj in vars(builtins).items()
     if isinstance(obj, type) and issubclass(obj, BaseException)
 )
 
@@ -562,9 +640,17 @@ def test_fuzz_cli_environment_gives_one_line_errors(
     with sandbox() as sb, pytest.MonkeyPatch.context() as mp:
         netdir = sb.root / "net.d"
         netdir.mkdir()
-        (netdir / "testnet.conflist").write_bytes(_dumps(
-            {"cniVersion": "1.0.0", "name": "testnet",
-             "plugins": [{"type": "p1", "capabilities": {"portMappings": True, "mac": True}}]}))
+        (netdir / "testnet.conflist").write_bytes(
+            _dumps(
+                {
+                    "cniVersion": "1.0.0",
+                    "name": "testnet",
+                    "plugins": [
+                        {"type": "p1", "capabilities": {"portMappings": True, "mac": True}}
+                    ],
+                }
+            )
+        )
 
         class FakeCNI(CNIConfig):
             def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -589,13 +675,18 @@ def test_fuzz_cli_environment_gives_one_line_errors(
             assert line.startswith("libcni: "), text
             assert not line.startswith(tuple(f"libcni: {n}" for n in _BUILTIN_ERRORS)), text
         if status == 0 and command == "add":
-            assert sb.entry_path(net="testnet", cid=cli.container_id_for_netns("/var/run/netns/fuzz"),
-                            ifname=ifname or "eth0").exists()
+            assert sb.entry_path(
+                net="testnet",
+                cid=cli.container_id_for_netns("/var/run/netns/fuzz"),
+                ifname=ifname or "eth0",
+            ).exists()
         # Nothing is ever written outside the cache directory's own sub-directories.
         for dirpath, _, filenames in os.walk(sb.cache):
             for f in filenames:
                 assert Path(dirpath).parent == sb.cache or Path(dirpath).parent.name in (
-                    "locks", "records"), (dirpath, f)
+                    "locks",
+                    "records",
+                ), (dirpath, f)
 
 
 @needs_cli
@@ -626,9 +717,7 @@ def test_unencodable_capability_args_are_refused_before_any_plugin_runs(
     assert env.calls() == [], "plugins ran although the ADD could never be cached"
 
 
-@pytest.mark.parametrize(
-    "where", ["interface-name", "unknown-field", "dns-domain"]
-)
+@pytest.mark.parametrize("where", ["interface-name", "unknown-field", "dns-domain"])
 def test_result_with_a_lone_surrogate_escape_can_be_deleted(env: Env, where: str) -> None:
     # "\ud800" is valid JSON text but no valid Unicode: Go decodes it as U+FFFD. A
     # result holding one must not make every later DEL (and the next plugin) fail.

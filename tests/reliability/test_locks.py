@@ -78,7 +78,10 @@ def held_elsewhere(cache: Path, *what: str) -> Iterator[subprocess.Popen[str]]:
     """
     proc = subprocess.Popen(
         [sys.executable, "-c", _HOLD, str(cache), *what],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=python_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=python_env(),
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
@@ -100,22 +103,30 @@ def aio(env: Env) -> AsyncCNIConfig:
     return AsyncCNIConfig([env.plugins], cache_dir=env.cache, exec=RawExec(grace=0.3))
 
 
-def run(env: Env, api: str, command: str, net: libcni.NetworkConfigList, rt: RuntimeConf,
-        **kw: Any) -> Any:
+def run(
+    env: Env, api: str, command: str, net: libcni.NetworkConfigList, rt: RuntimeConf, **kw: Any
+) -> Any:
     """One operation through the sync or the async API."""
     if api == "sync":
         cni = env.cni
-        call = {"ADD": cni.add_network_list, "CHECK": cni.check_network_list,
-                "DEL": cni.del_network_list}[command]
+        call = {
+            "ADD": cni.add_network_list,
+            "CHECK": cni.check_network_list,
+            "DEL": cni.del_network_list,
+        }[command]
         return call(net, rt, **kw)
     acni = aio(env)
-    acall = {"ADD": acni.add_network_list, "CHECK": acni.check_network_list,
-             "DEL": acni.del_network_list}[command]
+    acall = {
+        "ADD": acni.add_network_list,
+        "CHECK": acni.check_network_list,
+        "DEL": acni.del_network_list,
+    }[command]
     return asyncio.run(acall(net, rt, **kw))
 
 
-def gc(env: Env, api: str, net: libcni.NetworkConfigList, args: GCArgs | None = None,
-       **kw: Any) -> None:
+def gc(
+    env: Env, api: str, net: libcni.NetworkConfigList, args: GCArgs | None = None, **kw: Any
+) -> None:
     if api == "sync":
         env.cni.gc_network_list(net, args, **kw)
     else:
@@ -163,13 +174,19 @@ def test_wait_for_a_lock_another_process_holds_ends_with_lock_timeout_error(
 def test_gc_behind_a_running_add_ends_with_lock_timeout_error(env: Env, api: str) -> None:
     slow = env.conflist(env.plugin(ADD={"sleep": 60}), version="1.1.0")
     adder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, libcni\n"
-         "cni = libcni.CNIConfig([sys.argv[1]], cache_dir=sys.argv[2])\n"
-         "cni.add_network_list(libcni.conf_list_from_bytes(sys.argv[3].encode()),\n"
-         "                     libcni.RuntimeConf('busy', '/var/run/netns/busy', 'eth0'))\n",
-         str(env.plugins), str(env.cache), slow.bytes.decode()],
-        env=python_env(), stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-c",
+            "import sys, libcni\n"
+            "cni = libcni.CNIConfig([sys.argv[1]], cache_dir=sys.argv[2])\n"
+            "cni.add_network_list(libcni.conf_list_from_bytes(sys.argv[3].encode()),\n"
+            "                     libcni.RuntimeConf('busy', '/var/run/netns/busy', 'eth0'))\n",
+            str(env.plugins),
+            str(env.cache),
+            slow.bytes.decode(),
+        ],
+        env=python_env(),
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_for_call(env, "ADD")  # the ADD holds the network's lock, shared
@@ -226,9 +243,19 @@ time.sleep(60)
 def test_child_forked_without_exec_does_not_keep_the_runtime_locks(env: Env, how: str) -> None:
     net = env.conflist(env.plugin(ADD={"sleep": 60, "passthrough": True}), version="1.1.0")
     runtime = subprocess.Popen(
-        [sys.executable, "-c", _RUNTIME, str(env.plugins), str(env.cache), net.bytes.decode(),
-         str(env.record), how],
-        stdout=subprocess.PIPE, text=True, env=python_env(),
+        [
+            sys.executable,
+            "-c",
+            _RUNTIME,
+            str(env.plugins),
+            str(env.cache),
+            net.bytes.decode(),
+            str(env.record),
+            how,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=python_env(),
     )
     child = 0
     try:
@@ -300,7 +327,9 @@ def wait_for_flock_waiter(path: Path, timeout: float = 10.0) -> None:
     """
     needle = f":{os.stat(path).st_ino} "
     end = time.monotonic() + timeout
-    while not any("->" in ln and needle in ln for ln in Path("/proc/locks").read_text().splitlines()):
+    while not any(
+        "->" in ln and needle in ln for ln in Path("/proc/locks").read_text().splitlines()
+    ):
         assert time.monotonic() < end, f"nobody waits for the lock of {path}"
         time.sleep(0.005)
 
@@ -394,7 +423,9 @@ def test_exclusion_holds_while_lock_files_are_removed_and_swept(env: Env) -> Non
     procs = [
         subprocess.Popen(
             [sys.executable, str(HERE / "lock_worker.py"), cache_dir, str(seconds), str(seed)],
-            stdout=subprocess.PIPE, text=True, env=python_env(),
+            stdout=subprocess.PIPE,
+            text=True,
+            env=python_env(),
         )
         for seed in (1, 2)
     ]
@@ -406,8 +437,10 @@ def test_exclusion_holds_while_lock_files_are_removed_and_swept(env: Env) -> Non
         while not stop.is_set():
             cache.remove_orphan_locks()
 
-    threads = [threading.Thread(target=lambda s=s: overlaps.append(hammer(cache_dir, seconds, s)))
-               for s in (3, 4, 5)]
+    threads = [
+        threading.Thread(target=lambda s=s: overlaps.append(hammer(cache_dir, seconds, s)))
+        for s in (3, 4, 5)
+    ]
     sweeper = threading.Thread(target=sweep)
     for t in [*threads, sweeper]:
         t.start()

@@ -66,10 +66,12 @@ def _names_plugin(e: PluginError, command: str = "ADD") -> None:
         pytest.param({"sleep": 60}, id="hangs"),
         pytest.param({"ignoreTerm": True, "sleep": 60}, id="ignores-sigterm"),
         pytest.param({"spawnChild": 60, "sleep": 60}, id="hangs-with-a-child"),
-        pytest.param({"ignoreTerm": True, "spawnChild": 60, "sleep": 60},
-                     id="ignores-sigterm-with-a-child"),
-        pytest.param({"stdoutBytes": 8 * MiB, "stderrBytes": 8 * MiB, "sleep": 60},
-                     id="floods-then-hangs"),
+        pytest.param(
+            {"ignoreTerm": True, "spawnChild": 60, "sleep": 60}, id="ignores-sigterm-with-a-child"
+        ),
+        pytest.param(
+            {"stdoutBytes": 8 * MiB, "stderrBytes": 8 * MiB, "sleep": 60}, id="floods-then-hangs"
+        ),
     ],
 )
 @pytest.mark.parametrize("command", ["ADD", "DEL"])
@@ -104,8 +106,9 @@ def test_plugin_whose_child_outlives_it_returns_at_once_and_the_child_is_killed(
 
 
 def test_plugin_whose_child_outlives_a_failed_call_is_killed(env: Env) -> None:
-    net = env.conflist(env.plugin("p1", ADD={"spawnChild": 60, "error": {"code": 11,
-                                                                          "msg": "busy"}}))
+    net = env.conflist(
+        env.plugin("p1", ADD={"spawnChild": 60, "error": {"code": 11, "msg": "busy"}})
+    )
     with pytest.raises(PluginError) as info:
         env.cni.add_network_list(net, env.rt, timeout=30)
     assert (info.value.code, info.value.msg) == (11, "busy")
@@ -152,8 +155,11 @@ def test_plugin_killed_by_a_signal(env: Env, sig: signal.Signals) -> None:
 
 @pytest.mark.parametrize("exit_code", [0, 1])
 def test_plugin_flooding_stdout_and_stderr(env: Env, exit_code: int) -> None:
-    net = env.conflist(env.plugin("p1", ADD={"stdoutBytes": 8 * MiB, "stderrBytes": 8 * MiB,
-                                            "exitCode": exit_code}))
+    net = env.conflist(
+        env.plugin(
+            "p1", ADD={"stdoutBytes": 8 * MiB, "stderrBytes": 8 * MiB, "exitCode": exit_code}
+        )
+    )
     start = time.monotonic()
     with pytest.raises(PluginError) as info:
         env.cni.add_network_list(net, env.rt, timeout=60)
@@ -172,7 +178,7 @@ def test_plugin_flooding_stdout_and_stderr(env: Env, exit_code: int) -> None:
     [
         pytest.param("this is not JSON", id="garbage"),
         pytest.param("\xff\xfe\x00binary", id="binary"),
-        pytest.param("{\"cniVersion\": \"1.0.0\", \"ips\": [", id="truncated"),
+        pytest.param('{"cniVersion": "1.0.0", "ips": [', id="truncated"),
         pytest.param("[]", id="array"),
         pytest.param('"x"', id="string"),
         pytest.param("42", id="number"),
@@ -180,8 +186,9 @@ def test_plugin_flooding_stdout_and_stderr(env: Env, exit_code: int) -> None:
         pytest.param('{"cniVersion": 1}', id="version-not-a-string"),
         pytest.param('{"cniVersion": "9.9.9"}', id="unknown-version"),
         pytest.param('{"cniVersion": "1.0.0", "ips": "all"}', id="wrong-field-type"),
-        pytest.param('{"cniVersion": "1.0.0", "ips": [{"address": "10.0.0.1"}]}',
-                     id="address-not-cidr"),
+        pytest.param(
+            '{"cniVersion": "1.0.0", "ips": [{"address": "10.0.0.1"}]}', id="address-not-cidr"
+        ),
         pytest.param("[" * 100_000, id="deeply-nested"),
         pytest.param('{"cniVersion": "1.0.0", "x": NaN}', id="nan"),
     ],
