@@ -153,6 +153,19 @@ def _mkdirs(path: str) -> None:
         _fsync_dir(os.path.dirname(q))
 
 
+def _open_dir_error(e: OSError, path: str, action: str) -> CacheError:
+    """The error of a directory of the cache that could not be opened (a symlink or a
+    file there: :func:`_not_dir_error`)."""
+    if e.errno in (errno.ENOTDIR, errno.ELOOP):
+        return _not_dir_error(path, action)
+    return CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e))
+
+
+def _create_dir_error(e: OSError, path: str, action: str) -> CacheError:
+    """The error of a directory of the cache that could not be created."""
+    return CacheError(f"cannot {action}: cannot create directory {path}", e.strerror or str(e))
+
+
 def _not_dir_error(path: str, action: str) -> CacheError:
     try:
         st = os.lstat(path)
@@ -236,17 +249,13 @@ def _open_checked(path: str, *, create: bool, action: str) -> tuple[int, os.stat
             if not create:
                 return None
         except OSError as e:
-            if e.errno in (errno.ENOTDIR, errno.ELOOP):
-                raise _not_dir_error(path, action) from None
-            raise CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e)) from None
+            raise _open_dir_error(e, path, action) from None
         else:
             return fd, _checked(fd, path, action)
         try:
             _mkdirs(path)
         except OSError as e:
-            raise CacheError(
-                f"cannot {action}: cannot create directory {path}", e.strerror or str(e)
-            ) from None
+            raise _create_dir_error(e, path, action) from None
     raise CacheError(f"cannot {action}: {path} vanished while being created")
 
 
@@ -369,17 +378,13 @@ def open_subdir(
             if not create:
                 return None
         except OSError as e:
-            if e.errno in (errno.ENOTDIR, errno.ELOOP):
-                raise _not_dir_error(path, action) from None
-            raise CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e)) from None
+            raise _open_dir_error(e, path, action) from None
         try:
             os.mkdir(name, DIR_MODE, dir_fd=parent_fd)
         except FileExistsError:
             continue
         except OSError as e:
-            raise CacheError(
-                f"cannot {action}: cannot create directory {path}", e.strerror or str(e)
-            ) from None
+            raise _create_dir_error(e, path, action) from None
         with contextlib.suppress(OSError):
             os.fsync(parent_fd)
     raise CacheError(f"cannot {action}: {path} vanished while being created")

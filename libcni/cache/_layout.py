@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from ..errors import CacheError
 from ._files import _strerror
-from ._fs import DIR_MODE, DirFds, open_subdir, untrusted
+from ._fs import DIR_MODE, DirFds, _create_dir_error, open_subdir, untrusted
 from ._recent import Recent
 
 __all__ = ["CacheDirs"]
@@ -82,9 +82,7 @@ class CacheDirs:
             except FileExistsError:
                 pass
             except OSError as e:
-                raise CacheError(
-                    f"cannot {action}: cannot create directory {path}", _strerror(e)
-                ) from None
+                raise _create_dir_error(e, path, action) from None
         raise CacheError(f"cannot {action}: {path} keeps being removed")
 
     def _container_checked(self, top: int, container_id: str, action: str) -> bool:
