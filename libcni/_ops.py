@@ -998,7 +998,12 @@ class Operations:
         entry = self._entry(chain, rt)
         if entry is None or entry.kind != CNI_CACHE_V1:
             # An attachment in progress: what its ADD recorded before its first plugin ran.
-            entry = self._cache(rt).read_record(chain.name, rt.container_id, rt.ifname)
+            try:
+                entry = self._cache(rt).read_record(chain.name, rt.container_id, rt.ifname)
+            except CorruptEntryError as e:
+                # Killed while writing it: no plugin had run. Nothing is cached (GC removes it).
+                log.warning("unusable write-ahead record, taken as absent: %s", e)
+                return None
             if entry is None:
                 return None
         return entry.config, attrs.evolve(

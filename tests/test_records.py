@@ -435,6 +435,22 @@ def test_a_torn_new_record_is_replaced_and_removed_by_gc(env: Env) -> None:
     assert not d.exists()
 
 
+@pytest.mark.parametrize("torn", ["", '{"kind":"libcniRe'])
+def test_a_torn_record_is_no_cached_configuration_and_del_goes_on(env: Env, torn: str) -> None:
+    # A runtime killed while writing a new record (before any plugin ran): a restarted
+    # runtime asking what was cached gets nothing (it DELs with the current
+    # configuration, as crash_worker's recovery does), and the DEL removes the record.
+    d = env.cache / "records" / "ctr1"
+    d.mkdir(parents=True, mode=0o700)
+    (env.cache / "records").chmod(0o700)
+    (d / "net-ctr1-eth0").write_text(torn)
+    net = env.chain(name="net")
+    assert env.cni.get_network_list_cached_config(net, rt()) is None
+    assert asyncio.run(env.aio().get_network_list_cached_config(net, rt())) is None
+    env.cni.del_network_list(net, rt())
+    assert not record_path(env).exists()
+
+
 def test_writers_and_removers_of_one_container_never_fail_each_other() -> None:
     # A DEL removing a container's last record removes its directory while an ADD of
     # another network of the container writes there: the writer opens it again.
