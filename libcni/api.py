@@ -133,7 +133,11 @@ class CNIConfig(Operations):
     def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
-        """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
+        """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``.
+
+        For an attachment in progress they come from its write-ahead record; a
+        record torn by a kill before any plugin ran counts as nothing cached.
+        """
         return self._cached_config(as_list(net, "get_network_list_cached_config"), rt)
 
     def get_network_cached_config(
