@@ -415,3 +415,94 @@ def test_a_cached_configuration_that_cannot_be_used_names_where_networks_come_fr
     [error] = info.value.errors
     assert "among the networks given to the manager" in str(error), str(error)
     assert "in None" not in str(error)
+
+
+def _networks_in_flight(events: list[libcni.Event]) -> int:
+    """The most network GCs of one manager GC under way at once, from their events."""
+    now = most = 0
+    for e in events:
+        if e.kind == "network":
+            now += 1 if e.phase == "start" else -1
+            most = max(most, now)
+    return most
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_gc_collects_the_networks_a_few_at_a_time(env: Env, mode: str) -> None:
+    # The networks of one GC are independent: their plugins' GC requests overlap (each
+    # plugin sleeps, so that they would not by chance), at most GC_WIDTH of them at once,
+    # and each network is still collected as alone (its own valid attachments, its stale
+    # entry DELeted), the failure of one reported with the others collected.
+    from libcni.manager._core import GC_WIDTH
+
+    count = GC_WIDTH + 2
+    names = [f"n{i}" for i in range(count)]
+    slow = {"type": "testplugin", "test": {"GC": {"sleep": 0.3}}}
+    failing = {"type": "testplugin", "test": {"GC": {"error": {"code": 7, "msg": "no"}}}}
+    for i, n in enumerate(names):
+        env.write(f"{i:02d}-{n}.conflist", n, failing if i == 1 else slow, version="1.1.0")
+    cache = ResultCache(env.cache)
+    for n in names:
+        leave(cache, n, "alive", version="1.1.0")
+        leave(cache, n, "gone", version="1.1.0")
+    seen: list[libcni.Event] = []
+    if mode == "sync":
+        m = env.manager(loopback=False, observers=[seen.append])
+        with pytest.raises(GCError) as info:
+            m.gc(["alive"])
+    else:
+        import asyncio
+
+        am = env.amanager(loopback=False, observers=[seen.append])
+        with pytest.raises(GCError) as info:
+            asyncio.run(am.gc(["alive"]))
+    [error] = info.value.errors
+    assert "no" in str(error)
+    assert _networks_in_flight(seen) == GC_WIDTH
+    gcs = {r["stdin"]["name"]: r["stdin"] for r in env.runs() if r["command"] == "GC"}
+    assert sorted(gcs) == sorted(names)
+    for n in names:
+        assert gcs[n]["cni.dev/valid-attachments"] == [{"containerID": "alive", "ifname": "eth0"}]
+    dels = sorted(
+        (r["stdin"]["name"], r["env"]["CNI_CONTAINERID"])
+        for r in env.runs()
+        if r["command"] == "DEL"
+    )
+    assert dels == [(n, "gone") for n in sorted(names)]
+    assert env.cached() == sorted(f"{n}-alive-eth0" for n in names)
+
+
+def test_gc_right_after_adds_lists_the_cache_once(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A runtime's GC often follows ADDs closely. results/ changed a few ticks of the
+    # kernel's clock before the listing cannot change later without a newer timestamp:
+    # the listing is trusted for every network (not listed again under each lock).
+    names = [f"n{i}" for i in range(6)]
+    for n in names:
+        env.write(f"10-{n}.conflist", n)
+    cache = ResultCache(env.cache)
+    for n in names:
+        leave(cache, n, "alive")
+    time.sleep(0.05)  # five ticks at HZ = 100
+    with reads_and_listings(monkeypatch, env.cache) as seen:
+        env.manager(loopback=False).gc(["alive"])
+    assert seen["ops"].listed["results"] == 1, seen["ops"].listed
+    assert env.cached() == sorted(f"{n}-alive-eth0" for n in names)
+
+
+def test_gc_collects_networks_without_plugins_gc_one_after_the_other(env: Env) -> None:
+    # Before 1.1.0 (or with GC disabled) a network's GC is the cache's work and the DELs of
+    # what is stale: nothing worth the threads' hand-offs, so one network at a time.
+    names = ["a", "b", "c"]
+    for n in names:
+        env.write(f"10-{n}.conflist", n)
+    env.write("20-d.conflist", "d", version="1.1.0")  # one network with plugins' GC
+    cache = ResultCache(env.cache)
+    for n in [*names, "d"]:
+        leave(cache, n, "gone")
+    seen: list[libcni.Event] = []
+    env.manager(loopback=False, observers=[seen.append]).gc([])
+    assert _networks_in_flight(seen) == 1
+    assert env.cached() == []
+    assert sorted(r["stdin"]["name"] for r in env.runs() if r["command"] == "GC") == ["d"]

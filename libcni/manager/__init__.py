@@ -236,7 +236,7 @@ class NetworkManager(_ManagerBase):
         if isinstance(effect, Call):
             return effect.call(self._calls)
         if isinstance(effect, Together):
-            return self._together(effect.calls)
+            return self._together(effect.calls, effect.width)
         if isinstance(effect, LockContainer):
             try:  # waits in flock, or tries after the pauses of _deadline.backoff
                 return effect.cache.container_lock(effect.container_id, effect.timeout).release
@@ -248,7 +248,7 @@ class NetworkManager(_ManagerBase):
         assert isinstance(effect, Blocking)
         return effect.call(*effect.args)
 
-    def _together(self, calls: Sequence[Call | Op]) -> list[Outcome]:
+    def _together(self, calls: Sequence[Call | Op], width: int = 0) -> list[Outcome]:
         def one(call: Call | Op) -> Outcome:
             try:
                 if isinstance(call, Call):
@@ -262,7 +262,8 @@ class NetworkManager(_ManagerBase):
         # Each call in a copy of the caller's context, as an asyncio task runs
         # (what an observer or an Exec reads from context variables: the trace).
         contexts = [contextvars.copy_context() for _ in calls]
-        with ThreadPoolExecutor(len(calls), thread_name_prefix="libcni-setup") as pool:
+        threads = min(len(calls), width) if width else len(calls)
+        with ThreadPoolExecutor(threads, thread_name_prefix="libcni-setup") as pool:
             return list(pool.map(lambda call, ctx: ctx.run(one, call), calls, contexts))
 
     # -- the operations ----------------------------------------------------
@@ -345,7 +346,11 @@ class NetworkManager(_ManagerBase):
 
     def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """Collect every attachment of containers not in ``valid_containers``, on every
-        configured or cached network; failures raise together as :class:`~libcni.errors.GCError`."""
+        configured or cached network; failures raise together as :class:`~libcni.errors.GCError`.
+
+        The networks whose plugins receive a GC request (1.1.0) are collected a
+        few at a time from worker threads (their plugin runs overlap), the
+        others one after the other."""
         self._operation(self._core.gc(valid_containers, timeout), "gc")
 
     def sandbox(

@@ -119,7 +119,7 @@ class AsyncNetworkManager(_ManagerBase):
         if isinstance(effect, Call):
             return await effect.call(self._calls)
         if isinstance(effect, Together):
-            return await self._together(effect.calls)
+            return await self._together(effect.calls, effect.width)
         if isinstance(effect, LockContainer):
             await step()
             return await self._lock(effect)
@@ -134,11 +134,16 @@ class AsyncNetworkManager(_ManagerBase):
         await step()
         return effect.call(*effect.args)
 
-    async def _together(self, calls: Sequence[Call | Op]) -> list[Outcome]:
-        tasks = [
-            asyncio.ensure_future(self._perform(c) if isinstance(c, Call) else self._drive(c))
-            for c in calls
-        ]
+    async def _together(self, calls: Sequence[Call | Op], width: int = 0) -> list[Outcome]:
+        room = asyncio.Semaphore(width) if width and width < len(calls) else None
+
+        async def one(c: Call | Op) -> Any:
+            if room is None:
+                return await (self._perform(c) if isinstance(c, Call) else self._drive(c))
+            async with room:
+                return await (self._perform(c) if isinstance(c, Call) else self._drive(c))
+
+        tasks = [asyncio.ensure_future(one(c)) for c in calls]
         try:
             await asyncio.wait(tasks)
         except asyncio.CancelledError:
