@@ -225,3 +225,74 @@ def test_plugins_start_in_the_order_their_operations_began(
     # started its first two plugins (over 100 starts), the first for over 38.
     assert done_after[0] <= 32
     assert done_after[4] <= 64
+
+
+def _marking(tmp_path: Path, name: str, log: Path, sleep: float) -> str:
+    """A plugin that appends ``start <pid>`` to ``log``, sleeps, then ``end <pid>``."""
+    return _script(
+        tmp_path,
+        name,
+        "#!/bin/sh\ncat >/dev/null\n"
+        f'echo "start $$" >>{log}\nsleep {sleep}\necho "end $$" >>{log}\n'
+        'echo \'{"cniVersion": "1.0.0"}\'\n',
+    )
+
+
+def _most_at_once(log: Path) -> int:
+    now = most = 0
+    for line in log.read_text().splitlines():
+        now += 1 if line.startswith("start") else -1
+        most = max(most, now)
+    return most
+
+
+def test_no_more_young_runs_at_once_than_slots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Plugins that work for a while (as bridge does) never run more than SLOTS at once
+    # while they are young: the loop's thread keeps a CPU (the heartbeat's lag).
+    monkeypatch.setattr(_loop, "AGE", 60.0)  # every run stays young until it is over
+    log = tmp_path / "log"
+    plugin = _marking(tmp_path, "busy", log, 0.3)
+
+    async def main() -> None:
+        raw = RawExec()
+        env = {"CNI_COMMAND": "VERSION", "CNI_PATH": str(tmp_path)}
+        await asyncio.gather(
+            *(raw.aexec_plugin(plugin, b"{}", env, 30) for _ in range(3 * _loop.SLOTS))
+        )
+
+    asyncio.run(main())
+    assert len(log.read_text().splitlines()) == 6 * _loop.SLOTS
+    assert _most_at_once(log) == _loop.SLOTS
+
+
+def test_a_run_that_lasts_stops_holding_its_slot_after_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SLOTS plugins that wait (for a DHCP lease, say) do not hold a further start back
+    # once they are AGE old: it starts, and ends, while they still wait.
+    monkeypatch.setattr(_loop, "AGE", 0.05)
+    log = tmp_path / "log"
+    waiting = _marking(tmp_path, "waiting", log, 3)
+    quick = _marking(tmp_path, "quick", log, 0)
+
+    async def main() -> None:
+        raw = RawExec()
+        env = {"CNI_COMMAND": "VERSION", "CNI_PATH": str(tmp_path)}
+        slow = [
+            asyncio.ensure_future(raw.aexec_plugin(waiting, b"{}", env, 30))
+            for _ in range(_loop.SLOTS)
+        ]
+        for _ in range(1000):  # until every waiting one has started (at most 10 s)
+            if log.exists() and len(log.read_text().splitlines()) == _loop.SLOTS:
+                break
+            await asyncio.sleep(0.01)
+        await raw.aexec_plugin(quick, b"{}", env, 30)
+        assert not any(t.done() for t in slow)
+        await asyncio.gather(*slow)
+
+    asyncio.run(main())
+    lines = log.read_text().splitlines()
+    assert _most_at_once(log) == _loop.SLOTS + 1
+    assert lines.index(next(x for x in lines if x.startswith("end"))) == _loop.SLOTS + 1

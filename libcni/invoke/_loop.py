@@ -61,8 +61,13 @@ __all__ = [
 
 #: Runs that may be young at once (twice the CPUs: enough to keep them busy).
 SLOTS = max(2, 2 * (os.cpu_count() or 1))
-#: Seconds after which a run no longer counts against :data:`SLOTS`.
-AGE = 0.02
+#: Seconds after which a run no longer counts against :data:`SLOTS`: longer than what real
+#: plugins take (bridge with its iptables calls: 20 to 60 ms here), so that no more of
+#: them run at once than keep the CPUs busy, and the loop's own thread still gets one
+#: (with 128 containers of the reference plugins set up at once, a 10 ms heartbeat on
+#: the loop lagged 130 to 280 ms with 20 ms, 15 to 33 ms with 100 ms); short enough that
+#: a plugin that waits (for a DHCP lease) holds the others back for no longer.
+AGE = 0.1
 #: Steps of operations (to their next plugin start, lock, local read) run per turn of the
 #: loop when more are ready: a turn stays short however many operations are in flight.
 STEPS = 8
