@@ -203,7 +203,7 @@ class LockContainer:
     def timed_out(self) -> LockTimeoutError:
         """The error of a wait for this lock that outlasted ``timeout``, the same from both
         drivers (``ResultCache.container_lock``'s file as the details)."""
-        path = os.path.join(self.cache.locks_dir, "containers", self.container_id)
+        path = self.cache.container_lock_path(self.container_id)
         return lock_timeout(f"container {self.container_id!r}", path, self.timeout, self.operation)
 
 
