@@ -146,11 +146,11 @@ class TakeLock:
         """The error of a wait for this lock that outlasted the operation's timeout."""
         if self.attachment is None:
             what = f"network {self.network!r}"
-            path = os.path.join(self.cache.locks_dir, "networks", self.network)
+            path = self.cache.network_lock_path(self.network)
         else:
             cid, ifname = self.attachment
             what = f"attachment (network {self.network!r}, container {cid!r}, interface {ifname!r})"
-            path = os.path.join(self.cache.locks_dir, f"{self.network}-{cid}-{ifname}")
+            path = self.cache.attachment_lock_path(self.network, cid, ifname)
         limit = self.limit if self.limit is not None else self.timeout
         return lock_timeout(what, details or path, limit, self.command)
 

@@ -672,7 +672,7 @@ def test_read_ident_reuses_an_entry_just_read_only_while_its_file_is_unchanged(
     monkeypatch.setattr(_files, "_read_ident_at", counting)
 
     def listed() -> CacheEntry:
-        entries = cache._container("c-1", remember=True)[0]
+        entries = cache.attachments_of("c-1", remember=True)[0]
         assert len(entries) == 1
         reads.clear()
         return entries[0]

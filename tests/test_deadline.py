@@ -193,3 +193,6 @@ def test_add_sync_and_async_wait_for_a_busy_attachment_alike(
     assert fake.pauses == sync_pauses
     assert str(sync_error.value) == str(async_error.value)
     assert sync_error.value.msg.startswith("ADD timed out: the cache lock of attachment")
+    # The details name the file waited for, whichever driver waited.
+    assert sync_error.value.details == async_error.value.details == held.path
+    assert held.path == os.path.join(cache.locks_dir, "n-c1-eth0")

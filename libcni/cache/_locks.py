@@ -50,7 +50,7 @@ class Locks(CacheDirs):
                 timeout,
                 f"attachment (network {network!r}, container {container_id!r}, "
                 f"interface {ifname!r})",
-                os.path.join(self.locks_dir, name),
+                self.attachment_lock_path(network, container_id, ifname),
             )
         return lk
 
@@ -85,9 +85,7 @@ class Locks(CacheDirs):
             timeout=timeout,
         )
         if lk is None:
-            raise _timed_out(
-                timeout, f"network {network!r}", os.path.join(self.locks_dir, "networks", name)
-            )
+            raise _timed_out(timeout, f"network {network!r}", self.network_lock_path(network))
         return lk
 
     def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
@@ -126,9 +124,7 @@ class Locks(CacheDirs):
         )
         if lk is None:
             raise _timed_out(
-                timeout,
-                f"container {container_id!r}",
-                os.path.join(self.locks_dir, "containers", name),
+                timeout, f"container {container_id!r}", self.container_lock_path(container_id)
             )
         return lk
 
@@ -147,6 +143,20 @@ class Locks(CacheDirs):
     @staticmethod
     def _container_lock_name(container_id: str) -> str:
         return fit_name(check_name(container_id, "container ID"), "container ID")
+
+    # -- the files (for messages: what a wait that timed out was waiting for) --------------
+
+    def attachment_lock_path(self, network: str, container_id: str, ifname: str) -> str:
+        """The lock file of one attachment (:meth:`lock`)."""
+        return os.path.join(self.locks_dir, attachment_name(network, container_id, ifname))
+
+    def network_lock_path(self, network: str) -> str:
+        """The lock file of a network (:meth:`network_lock`)."""
+        return os.path.join(self.locks_dir, "networks", self._network_lock_name(network))
+
+    def container_lock_path(self, container_id: str) -> str:
+        """The lock file of a container (:meth:`container_lock`)."""
+        return os.path.join(self.locks_dir, "containers", self._container_lock_name(container_id))
 
     def _try_lock_file(self, network: str, name: str) -> CacheLock | None:
         """The attachment lock of the entry file ``name`` of ``network``, without waiting.

@@ -173,7 +173,7 @@ class Entries(CacheDirs):
         For :meth:`remove_read`: DEL reads the entry before its plugins run
         and removes it after, without reading it twice. An entry this cache
         just read for it (``_recent``: a container's entries listed by
-        ``_container``, GC's stale ones) is not read again while one
+        ``attachments_of``, GC's stale ones) is not read again while one
         ``lstat`` says its file is unchanged.
         """
         name = attachment_name(network, container_id, ifname)

@@ -13,7 +13,7 @@ is all of them over one directory:
 
 on :mod:`._layout` (the directories, kept open), :mod:`._files` (reading and
 writing one file) and :mod:`._names` (whose a file is). What spans two parts
-is here: a container's index (:meth:`ResultCache._container`), DEL's end
+is here: a container's index (:meth:`ResultCache.attachments_of`), DEL's end
 (:meth:`ResultCache.forget`) and GC's clean-up of one network's corrupt entries
 (:meth:`ResultCache.remove_corrupt`, a :class:`~._gc.GCScan` of it).
 """
@@ -76,7 +76,7 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         self.remove_record(network, container_id, ifname)
         return removed
 
-    def _container(
+    def attachments_of(
         self, container_id: str, remember: bool = False
     ) -> tuple[list[CacheEntry], list[CacheEntry]]:
         """What the cache holds of one container: its complete entries and its records

@@ -203,7 +203,7 @@ class LockContainer:
     def timed_out(self) -> LockTimeoutError:
         """The error of a wait for this lock that outlasted ``timeout``, the same from both
         drivers (``ResultCache.container_lock``'s file as the details)."""
-        path = os.path.join(self.cache.locks_dir, "containers", self.container_id)
+        path = self.cache.container_lock_path(self.container_id)
         return lock_timeout(f"container {self.container_id!r}", path, self.timeout, self.operation)
 
 
@@ -856,10 +856,10 @@ class Core:
         """The container's cache entries, in order (read under the container lock).
 
         The cache keeps each entry it read for the CHECK or DEL that follows
-        (``ResultCache._container(remember=True)``): that operation does not
+        (``ResultCache.attachments_of(remember=True)``): that operation does not
         read it again while one ``lstat`` says its file is unchanged.
         """
-        entries = self.cache._container(container_id, remember=True)[0]
+        entries = self.cache.attachments_of(container_id, remember=True)[0]
         entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
         return entries
 
@@ -868,12 +868,12 @@ class Core:
         entries and the records of attachments without one (in progress).
 
         Found through the container's records directory, its index
-        (``ResultCache._container``): the cost does not grow with the other
+        (``ResultCache.attachments_of``): the cost does not grow with the other
         containers cached; a container set up by the Go library or an older
         libcni (no records) is found by a listing of the entries.
         ``remember``: as for :meth:`_cached` (teardown's DELs).
         """
-        entries, records = self.cache._container(container_id, remember)
+        entries, records = self.cache.attachments_of(container_id, remember)
         held: list[Held] = [(e, True) for e in entries]
         held += [(r, False) for r in records]
         held.sort(key=lambda h: attachment_order(h[0].ifname, h[0].network_name))
