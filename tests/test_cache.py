@@ -405,11 +405,13 @@ def test_a_lock_directory_planted_after_use_is_refused(
 ) -> None:
     # The lock directories stay open between locks, each checked with one lstat: a
     # symlink planted at one after it was used is refused as on first use.
-    take = {
-        "locks": lambda: cache.lock("net", "c1", "eth0"),
-        "locks/networks": lambda: cache.network_lock("net", exclusive=True),
-        "locks/containers": lambda: cache.container_lock("c1"),
-    }[which]
+    def take() -> CacheLock:
+        if which == "locks":
+            return cache.lock("net", "c1", "eth0")
+        if which == "locks/networks":
+            return cache.network_lock("net", exclusive=True)
+        return cache.container_lock("c1")
+
     take().release()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
