@@ -399,6 +399,47 @@ def test_symlinked_locks_dir_is_refused(cache: ResultCache, tmp_path: Path) -> N
     assert os.listdir(elsewhere) == []
 
 
+@pytest.mark.parametrize("which", ["locks", "locks/networks", "locks/containers"])
+def test_a_lock_directory_planted_after_use_is_refused(
+    cache: ResultCache, tmp_path: Path, which: str
+) -> None:
+    # The lock directories stay open between locks, each checked with one lstat: a
+    # symlink planted at one after it was used is refused as on first use.
+    def take() -> CacheLock:
+        if which == "locks":
+            return cache.lock("net", "c1", "eth0")
+        if which == "locks/networks":
+            return cache.network_lock("net", exclusive=True)
+        return cache.container_lock("c1")
+
+    take().release()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted = Path(cache.dir) / which
+    shutil.rmtree(planted)
+    planted.symlink_to(elsewhere)
+    with pytest.raises(CacheError, match="symbolic link"):
+        take()
+    assert os.listdir(elsewhere) == []
+
+
+def test_a_lock_directory_removed_or_replaced_is_made_again(cache: ResultCache) -> None:
+    # Removed (an operator cleaning up) or replaced by another directory: the next lock
+    # uses the directory now at the path, where another process would look.
+    cache.lock("net", "c1", "eth0").release()
+    cache.network_lock("net", exclusive=True).release()
+    shutil.rmtree(cache.locks_dir)
+    with cache.network_lock("net", exclusive=False), cache.lock("net", "c1", "eth0") as lk:
+        assert os.path.exists(os.path.join(cache.locks_dir, "networks", "net"))
+        assert lk.path == os.path.join(cache.locks_dir, "net-c1-eth0")
+        assert os.path.exists(lk.path)
+    os.rename(cache.locks_dir, cache.locks_dir + ".old")
+    os.mkdir(cache.locks_dir, 0o700)
+    os.mkdir(os.path.join(cache.locks_dir, "networks"), 0o700)
+    with cache.network_lock("net", exclusive=True):
+        assert os.listdir(os.path.join(cache.locks_dir, "networks")) == ["net"]
+
+
 def test_results_path_that_is_a_file_is_refused(cache: ResultCache) -> None:
     Path(cache.dir).mkdir()
     results(cache).write_text("")

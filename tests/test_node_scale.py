@@ -506,3 +506,24 @@ def test_gc_collects_networks_without_plugins_gc_one_after_the_other(env: Env) -
     assert _networks_in_flight(seen) == 1
     assert env.cached() == []
     assert sorted(r["stdin"]["name"] for r in env.runs() if r["command"] == "GC") == ["d"]
+
+
+def test_the_lock_directories_are_opened_once_for_many_locks(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # locks/, locks/networks and locks/containers stay open from one lock to the next
+    # (checked with one lstat each): taking a lock opens its lock file and nothing else.
+    cache = ResultCache(env.cache)
+    cache.lock("n", "warm", "eth0").release()
+    cache.network_lock("n", exclusive=False).release()
+    cache.container_lock("warm").release()
+    with FileOps(env.cache).counting(monkeypatch) as ops:
+        for i in range(20):
+            cache.network_lock(f"n{i}", exclusive=False).release()
+            cache.lock(f"n{i}", f"c{i}", "eth0").release()
+            cache.container_lock(f"c{i}").release()
+    dirs = {
+        p: n for p, n in ops.opened.items() if p in ("locks", "locks/networks", "locks/containers")
+    }
+    assert dirs == {}, ops.opened
+    assert sum(ops.opened.values()) == 60  # the lock files

@@ -324,6 +324,43 @@ class DirFds:
                 self._replaced.append(old[0])
         return fd
 
+    def subdir(self, parent_fd: int, parent: str, name: str, *, action: str) -> int:
+        """The checked descriptor of the directory ``name`` in ``parent`` (created 0700 if
+        missing), ``parent_fd`` being the kept descriptor of ``parent`` (from :meth:`fd`).
+
+        Checked with one ``lstat`` *through* ``parent_fd`` (never through the path
+        of ``parent``, which may have been swapped since its check): the directory
+        opened earlier, still trusted, is used; anything else is opened anew
+        (:func:`open_subdir`'s rules) and kept.
+        """
+        path = f"{parent}/{name}"
+        try:
+            st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except OSError:
+            st = None  # missing, or anything else: open_subdir says what
+        held = self._held.get(path)
+        if (
+            st is not None
+            and held is not None
+            and held[2] == st.st_ino
+            and held[1] == st.st_dev
+            and st.st_mode & _DIR_OR_WRITABLE == stat.S_IFDIR
+            and st.st_uid == os.geteuid()
+        ):
+            return held[0]
+        fd = open_subdir(parent_fd, name, path, action=action)
+        try:
+            fst = os.fstat(fd)
+        except OSError as e:
+            os.close(fd)
+            raise CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e)) from None
+        with self._lock:
+            old = self._held.get(path)
+            self._held[path] = (fd, fst.st_dev, fst.st_ino)
+            if old is not None:
+                self._replaced.append(old[0])
+        return fd
+
     def close(self) -> None:
         """Close every descriptor (the cache object is going)."""
         with self._lock:

@@ -2,7 +2,8 @@
 
 :class:`CacheDirs` is what every part of :class:`~._store.ResultCache` builds
 on: the paths of ``results/``, ``locks/`` and ``records/``, the kept
-descriptors of ``results/`` and ``records/`` (:class:`~._fs.DirFds`), and the
+descriptors of ``results/``, ``records/`` and the lock directories
+(:class:`~._fs.DirFds`), and the
 checked access to ``records/<containerID>/``.
 """
 
@@ -33,14 +34,15 @@ class CacheDirs:
         """The directory of the lock files."""
         self.records_dir: str = os.path.join(self.dir, "records")
         """The directory of the write-ahead records, one directory per container."""
-        # results/ and records/ stay open between operations, checked by one lstat each use.
+        # results/, records/ and the lock directories stay open between operations,
+        # checked by one lstat each use.
         self._fds = DirFds()
         weakref.finalize(self, self._fds.close)
         # Entries read for a DEL or CHECK to come (the manager's teardown and check, GC).
         self._recent = Recent()
 
     def _dir(self, path: str, *, create: bool, action: str) -> int | None:
-        """The kept descriptor of ``results_dir`` or ``records_dir`` (:class:`DirFds`)."""
+        """The kept descriptor of ``results_dir``, ``records_dir`` or ``locks_dir`` (:class:`DirFds`)."""
         return self._fds.fd(path, create=create, action=action)
 
     @contextlib.contextmanager

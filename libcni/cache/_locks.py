@@ -44,6 +44,7 @@ class Locks(CacheDirs):
             blocking=True,
             timeout=timeout,
             entry=os.path.join(self.results_dir, name),
+            dirs=self._lock_dir,
         )
         if lk is None:
             raise _timed_out(
@@ -63,6 +64,7 @@ class Locks(CacheDirs):
             exclusive=True,
             blocking=False,
             entry=os.path.join(self.results_dir, name),
+            dirs=self._lock_dir,
         )
 
     def network_lock(
@@ -83,6 +85,7 @@ class Locks(CacheDirs):
             exclusive=exclusive,
             blocking=True,
             timeout=timeout,
+            dirs=self._network_locks,
         )
         if lk is None:
             raise _timed_out(timeout, f"network {network!r}", self.network_lock_path(network))
@@ -91,7 +94,14 @@ class Locks(CacheDirs):
     def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
         """:meth:`network_lock` without waiting: ``None`` if it is busy (for async callers)."""
         name = self._network_lock_name(network)
-        return acquire(self.locks_dir, name, subdir="networks", exclusive=exclusive, blocking=False)
+        return acquire(
+            self.locks_dir,
+            name,
+            subdir="networks",
+            exclusive=exclusive,
+            blocking=False,
+            dirs=self._network_locks,
+        )
 
     @staticmethod
     def _network_lock_name(network: str) -> str:
@@ -121,6 +131,7 @@ class Locks(CacheDirs):
             blocking=True,
             timeout=timeout,
             entry=os.path.join(self.records_dir, name),
+            dirs=self._container_locks,
         )
         if lk is None:
             raise _timed_out(
@@ -138,11 +149,26 @@ class Locks(CacheDirs):
             exclusive=True,
             blocking=False,
             entry=os.path.join(self.records_dir, name),
+            dirs=self._container_locks,
         )
 
     @staticmethod
     def _container_lock_name(container_id: str) -> str:
         return fit_name(check_name(container_id, "container ID"), "container ID")
+
+    def _lock_dir(self, subdir: str = "") -> int:
+        """The kept, checked descriptor of ``locks/`` or ``locks/<subdir>`` (created if
+        missing): one ``lstat`` each, instead of opening and checking them at every lock."""
+        action = "lock a cache file"
+        top = self._dir(self.locks_dir, create=True, action=action)
+        assert top is not None  # (create=True)
+        return top if not subdir else self._fds.subdir(top, self.locks_dir, subdir, action=action)
+
+    def _network_locks(self) -> int:
+        return self._lock_dir("networks")
+
+    def _container_locks(self) -> int:
+        return self._lock_dir("containers")
 
     # -- the files (for messages: what a wait that timed out was waiting for) --------------
 
