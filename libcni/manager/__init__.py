@@ -263,7 +263,7 @@ class NetworkManager(_ManagerBase):
         # (what an observer or an Exec reads from context variables: the trace).
         contexts = [contextvars.copy_context() for _ in calls]
         threads = min(len(calls), width) if width else len(calls)
-        with ThreadPoolExecutor(threads, thread_name_prefix="libcni-setup") as pool:
+        with ThreadPoolExecutor(threads, thread_name_prefix="libcni-together") as pool:
             return list(pool.map(lambda call, ctx: ctx.run(one, call), calls, contexts))
 
     # -- the operations ----------------------------------------------------
