@@ -527,3 +527,40 @@ def test_the_lock_directories_are_opened_once_for_many_locks(
     }
     assert dirs == {}, ops.opened
     assert sum(ops.opened.values()) == 60  # the lock files
+
+
+def test_a_cancelled_async_gc_stops_the_networks_in_flight_and_starts_no_more(env: Env) -> None:
+    # Cancelled while GC_WIDTH networks' plugins run and the others wait for their turn:
+    # the running plugins are killed and reaped, the waiting networks never start, and
+    # every network lock is free again.
+    import asyncio
+
+    from libcni.manager._core import GC_WIDTH
+
+    names = [f"n{i}" for i in range(GC_WIDTH + 2)]
+    slow = {"type": "testplugin", "test": {"GC": {"sleep": 30}}}
+    for i, n in enumerate(names):
+        env.write(f"{i:02d}-{n}.conflist", n, slow, version="1.1.0")
+
+    async def main() -> None:
+        task = asyncio.ensure_future(env.amanager(loopback=False).gc([]))
+        for _ in range(1000):  # until GC_WIDTH plugins run (at most 20 s)
+            if len([r for r in env.runs() if r["command"] == "GC"]) == GC_WIDTH:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # (no further start comes meanwhile)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    gcs = [r for r in env.runs() if r["command"] == "GC"]
+    assert len(gcs) == GC_WIDTH
+    for r in gcs:
+        with pytest.raises(ProcessLookupError):
+            os.kill(r["pid"], 0)  # killed and reaped
+    cache = ResultCache(env.cache)
+    for n in names:
+        lk = cache.try_network_lock(n, exclusive=True)
+        assert lk is not None, n
+        lk.release()
