@@ -159,7 +159,7 @@ def test_an_entry_that_cannot_be_read_is_kept_by_del_and_gc(env: Env) -> None:
 
 
 _EMFILE = r"""
-import json, os, resource, sys
+import gc, json, os, resource, sys
 import libcni
 from libcni import CNIConfig, RuntimeConf
 plugins, cache, record, entry = sys.argv[1:5]
@@ -181,9 +181,12 @@ while True:
 attempts = []
 # One more free descriptor at each attempt: some attempt fails exactly at reading the entry.
 # (A client of its own at each attempt: the cache directories it keeps open would otherwise
-# leave the entry's read needing fewer descriptors than the locks taken before it.)
+# leave the entry's read needing fewer descriptors than the locks taken before it. The
+# previous client is collected first, with the directories it kept: a failed attempt's
+# traceback holds it in a reference cycle.)
 while fillers:
     os.close(fillers.pop())
+    gc.collect()
     try:
         CNIConfig([plugins], cache_dir=cache).del_network_list(net, rt)
         outcome = ["ok", ""]
