@@ -276,7 +276,7 @@ def acquire(
     blocking: bool,
     timeout: float | None = None,
     entry: str | None = None,
-    dirs: Callable[[], int] | None = None,
+    dirs: Callable[[str], int] | None = None,
 ) -> CacheLock | None:
     """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if busy and not ``blocking``.
 
@@ -286,10 +286,10 @@ def acquire(
     ``NO_LIMIT`` (``math.inf``) wait in ``flock`` as long as it takes. The
     directories (0700) and the lock file (0600) are created as needed; none
     of them is reached through a symlink. ``entry``: see :class:`CacheLock`.
-    ``dirs``: gives a checked descriptor of the lock file's directory, kept open
-    by the caller (the cache's :class:`~._fs.DirFds`), used instead of opening
-    the directory (asked again at each try: a directory replaced meanwhile is
-    noticed).
+    ``dirs(action)``: gives a checked descriptor of the lock file's directory,
+    kept open by the caller (the cache's :class:`~._fs.DirFds`), used instead
+    of opening the directory (asked again at each try: a directory replaced
+    meanwhile is noticed); ``action`` is for its errors, as ``open_dir``'s.
     """
     base = os.path.join(dir_path, subdir) if subdir else dir_path
     path = os.path.join(base, name)
@@ -302,7 +302,7 @@ def acquire(
         fd = (
             _open_lock_file(dir_path, subdir, base, name, path)
             if dirs is None
-            else _open_registered(name, dirs(), path)
+            else _open_registered(name, dirs(f"lock {path}"), path)
         )
         try:
             if not _flock(fd, op, blocking, deadline, path):

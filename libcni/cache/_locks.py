@@ -156,19 +156,19 @@ class Locks(CacheDirs):
     def _container_lock_name(container_id: str) -> str:
         return fit_name(check_name(container_id, "container ID"), "container ID")
 
-    def _lock_dir(self, subdir: str = "") -> int:
+    def _lock_dir(self, action: str, subdir: str = "") -> int:
         """The kept, checked descriptor of ``locks/`` or ``locks/<subdir>`` (created if
-        missing): one ``lstat`` each, instead of opening and checking them at every lock."""
-        action = "lock a cache file"
+        missing): one ``lstat`` each, instead of opening and checking them at every lock.
+        ``action`` says in an error what failed (``lock <the lock file>``)."""
         top = self._dir(self.locks_dir, create=True, action=action)
         assert top is not None  # (create=True)
         return top if not subdir else self._fds.subdir(top, self.locks_dir, subdir, action=action)
 
-    def _network_locks(self) -> int:
-        return self._lock_dir("networks")
+    def _network_locks(self, action: str) -> int:
+        return self._lock_dir(action, "networks")
 
-    def _container_locks(self) -> int:
-        return self._lock_dir("containers")
+    def _container_locks(self, action: str) -> int:
+        return self._lock_dir(action, "containers")
 
     # -- the files (for messages: what a wait that timed out was waiting for) --------------
 
