@@ -299,15 +299,9 @@ class DirFds:
                 raise _not_dir_error(path, action) from None
             raise CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e)) from None
         if st is not None:
-            held = self._held.get(path)
-            if (
-                held is not None
-                and held[2] == st.st_ino
-                and held[1] == st.st_dev
-                and st.st_mode & _DIR_OR_WRITABLE == stat.S_IFDIR
-                and st.st_uid == os.geteuid()
-            ):
-                return held[0]  # the directory opened earlier, still trusted
+            kept = self._still(path, st)
+            if kept is not None:
+                return kept
             problem = untrusted(st, path, action)
             if problem is not None:
                 raise problem
@@ -316,13 +310,7 @@ class DirFds:
         opened = _open_checked(path, create=create, action=action)
         if opened is None:
             return None
-        fd, fst = opened
-        with self._lock:
-            old = self._held.get(path)
-            self._held[path] = (fd, fst.st_dev, fst.st_ino)
-            if old is not None:
-                self._replaced.append(old[0])
-        return fd
+        return self._keep(path, *opened)
 
     def subdir(self, parent_fd: int, parent: str, name: str, *, action: str) -> int:
         """The checked descriptor of the directory ``name`` in ``parent`` (created 0700 if
@@ -338,22 +326,33 @@ class DirFds:
             st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         except OSError:
             st = None  # missing, or anything else: open_subdir says what
-        held = self._held.get(path)
-        if (
-            st is not None
-            and held is not None
-            and held[2] == st.st_ino
-            and held[1] == st.st_dev
-            and st.st_mode & _DIR_OR_WRITABLE == stat.S_IFDIR
-            and st.st_uid == os.geteuid()
-        ):
-            return held[0]
+        kept = None if st is None else self._still(path, st)
+        if kept is not None:
+            return kept
         fd = open_subdir(parent_fd, name, path, action=action)
         try:
             fst = os.fstat(fd)
         except OSError as e:
             os.close(fd)
             raise CacheError(f"cannot {action}: cannot open {path}", e.strerror or str(e)) from None
+        return self._keep(path, fd, fst)
+
+    def _still(self, path: str, st: os.stat_result) -> int | None:
+        """The descriptor kept for ``path`` if ``st`` (its ``lstat``) is still that
+        directory, still trusted (owned by the euid, writable by no one else); else ``None``."""
+        held = self._held.get(path)
+        if (
+            held is not None
+            and held[2] == st.st_ino
+            and held[1] == st.st_dev
+            and st.st_mode & _DIR_OR_WRITABLE == stat.S_IFDIR
+            and st.st_uid == os.geteuid()
+        ):
+            return held[0]
+        return None
+
+    def _keep(self, path: str, fd: int, fst: os.stat_result) -> int:
+        """Keep ``fd`` (whose status is ``fst``) for ``path``; the one it replaces stays open."""
         with self._lock:
             old = self._held.get(path)
             self._held[path] = (fd, fst.st_dev, fst.st_ino)

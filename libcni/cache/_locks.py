@@ -36,16 +36,7 @@ class Locks(CacheDirs):
         as it takes): :class:`~libcni.errors.LockTimeoutError` when it runs out.
         On release, the lock file is removed if the attachment has no entry.
         """
-        name = attachment_name(network, container_id, ifname)
-        lk = acquire(
-            self.locks_dir,
-            name,
-            exclusive=True,
-            blocking=True,
-            timeout=timeout,
-            entry=os.path.join(self.results_dir, name),
-            dirs=self._lock_dir,
-        )
+        lk = self._attachment(network, container_id, ifname, blocking=True, timeout=timeout)
         if lk is None:
             raise _timed_out(
                 timeout,
@@ -57,12 +48,24 @@ class Locks(CacheDirs):
 
     def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
         """:meth:`lock` without waiting: ``None`` if someone else holds it (for async callers)."""
+        return self._attachment(network, container_id, ifname, blocking=False)
+
+    def _attachment(
+        self,
+        network: str,
+        container_id: str,
+        ifname: str,
+        *,
+        blocking: bool,
+        timeout: float | None = None,
+    ) -> CacheLock | None:
         name = attachment_name(network, container_id, ifname)
         return acquire(
             self.locks_dir,
             name,
             exclusive=True,
-            blocking=False,
+            blocking=blocking,
+            timeout=timeout,
             entry=os.path.join(self.results_dir, name),
             dirs=self._lock_dir,
         )
@@ -77,29 +80,25 @@ class Locks(CacheDirs):
         ``<dir>/locks/networks/<network>``, which no attachment lock can be.
         ``timeout`` bounds the wait, as for :meth:`lock`.
         """
-        name = self._network_lock_name(network)
-        lk = acquire(
-            self.locks_dir,
-            name,
-            subdir="networks",
-            exclusive=exclusive,
-            blocking=True,
-            timeout=timeout,
-            dirs=self._network_locks,
-        )
+        lk = self._network(network, exclusive, blocking=True, timeout=timeout)
         if lk is None:
             raise _timed_out(timeout, f"network {network!r}", self.network_lock_path(network))
         return lk
 
     def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
         """:meth:`network_lock` without waiting: ``None`` if it is busy (for async callers)."""
-        name = self._network_lock_name(network)
+        return self._network(network, exclusive, blocking=False)
+
+    def _network(
+        self, network: str, exclusive: bool, *, blocking: bool, timeout: float | None = None
+    ) -> CacheLock | None:
         return acquire(
             self.locks_dir,
-            name,
+            self._network_lock_name(network),
             subdir="networks",
             exclusive=exclusive,
-            blocking=False,
+            blocking=blocking,
+            timeout=timeout,
             dirs=self._network_locks,
         )
 
@@ -122,17 +121,7 @@ class Locks(CacheDirs):
         holds nothing of it), so a container torn down leaves no lock file;
         GC removes the lock files no one holds.
         """
-        name = self._container_lock_name(container_id)
-        lk = acquire(
-            self.locks_dir,
-            name,
-            subdir="containers",
-            exclusive=True,
-            blocking=True,
-            timeout=timeout,
-            entry=os.path.join(self.records_dir, name),
-            dirs=self._container_locks,
-        )
+        lk = self._container(container_id, blocking=True, timeout=timeout)
         if lk is None:
             raise _timed_out(
                 timeout, f"container {container_id!r}", self.container_lock_path(container_id)
@@ -141,13 +130,19 @@ class Locks(CacheDirs):
 
     def try_container_lock(self, container_id: str) -> CacheLock | None:
         """:meth:`container_lock` without waiting: ``None`` if it is busy (for async callers)."""
+        return self._container(container_id, blocking=False)
+
+    def _container(
+        self, container_id: str, *, blocking: bool, timeout: float | None = None
+    ) -> CacheLock | None:
         name = self._container_lock_name(container_id)
         return acquire(
             self.locks_dir,
             name,
             subdir="containers",
             exclusive=True,
-            blocking=False,
+            blocking=blocking,
+            timeout=timeout,
             entry=os.path.join(self.records_dir, name),
             dirs=self._container_locks,
         )
