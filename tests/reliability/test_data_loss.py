@@ -109,6 +109,16 @@ print(json.dumps(out))
 """
 
 
+def _child_json(argv: list[str], timeout: float) -> Any:
+    """Run ``argv`` (a runtime of its own, as these tests need), which must succeed; the
+    JSON it printed."""
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, env=python_env(), timeout=timeout, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def test_an_entry_that_cannot_be_read_is_kept_by_del_and_gc(env: Env) -> None:
     """Permission denied while reading: DEL raises before running anything, GC removes nothing.
 
@@ -129,13 +139,9 @@ def test_an_entry_that_cannot_be_read_is_kept_by_del_and_gc(env: Env) -> None:
     )
     entry.chmod(0o000)
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=python_env(), timeout=60, check=False
-        )
+        out = _child_json(cmd, timeout=60)
     finally:
         entry.chmod(0o600)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
     kind, msg = out["del"]
     assert kind == "CacheError" and "Permission denied" in msg and str(entry) in msg, out
     assert out["del-kept"] and out["gc-kept"] and out["gc-valid-kept"], out
@@ -212,7 +218,7 @@ def test_del_out_of_file_descriptors_keeps_the_entry(env: Env) -> None:
     net = env.conflist(env.plugin("p1", ADD={"result": RESULT}))
     env.cni.add_network_list(net, env.rt)
     entry = env.entry_path()
-    proc = subprocess.run(
+    attempts = _child_json(
         [
             sys.executable,
             "-c",
@@ -222,14 +228,8 @@ def test_del_out_of_file_descriptors_keeps_the_entry(env: Env) -> None:
             str(env.record),
             str(entry),
         ],
-        capture_output=True,
-        text=True,
-        env=python_env(),
         timeout=120,
-        check=False,
     )
-    assert proc.returncode == 0, proc.stderr
-    attempts = json.loads(proc.stdout)
     assert attempts[-1][0][0] == "ok", attempts
     # No plugin ran without the cached result: the entry was there for every one.
     dels = _dels(env)
@@ -260,7 +260,7 @@ def test_an_entry_that_fails_with_eio_is_kept_by_del_and_gc(env: Env) -> None:
         unavailable("needs root and unshare(1) for a private mount namespace")
     net, entry, before = _added_and_aged(env)
     mount_then_exec = 'mount --bind "/proc/$$/mem" "$1" && shift && exec "$@"'
-    proc = subprocess.run(
+    out = _child_json(
         [
             "unshare",
             "--mount",
@@ -279,14 +279,8 @@ def test_an_entry_that_fails_with_eio_is_kept_by_del_and_gc(env: Env) -> None:
             str(env.record),
             str(entry),
         ],
-        capture_output=True,
-        text=True,
-        env=python_env(),
         timeout=60,
-        check=False,
     )
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
     kind, msg = out["del"]
     assert kind == "CacheError" and "Input/output error" in msg and str(entry) in msg, out
     assert _dels(env) == []  # neither DEL nor GC ran a plugin's DEL for it
