@@ -160,6 +160,19 @@ def _fill(fd: int, dfd: int, name: str, data: bytes, error: str, *, fsync: bool 
         raise
 
 
+def _rename_or_remove(dfd: int, tmp: str, name: str, error: str) -> None:
+    """Rename ``tmp`` to ``name`` in ``dfd`` (the new file takes its place at once); on
+    failure ``tmp`` is removed and ``CacheError(error)`` raised (anything else re-raised)."""
+    try:
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except OSError as e:
+        _unlink_quietly(dfd, tmp)
+        raise CacheError(error, _strerror(e)) from None
+    except BaseException:
+        _unlink_quietly(dfd, tmp)
+        raise
+
+
 def _unlink_quietly(dfd: int, name: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(name, dir_fd=dfd)

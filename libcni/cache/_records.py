@@ -24,6 +24,7 @@ from ._files import (
     _ident,
     _listed,
     _opened,
+    _rename_or_remove,
     _rmdir_quietly,
     _strerror,
     _unlink_quietly,
@@ -210,14 +211,7 @@ class Records(CacheDirs):
             raise CacheError(f"cannot write the record {path}: no free temporary name")
         error = f"cannot write the record {path}"
         _fill(fd, dfd, tmp, data, error)
-        try:
-            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except OSError as e:
-            _unlink_quietly(dfd, tmp)
-            raise CacheError(error, _strerror(e)) from None
-        except BaseException:
-            _unlink_quietly(dfd, tmp)
-            raise
+        _rename_or_remove(dfd, tmp, name, error)
         return True
 
     def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:

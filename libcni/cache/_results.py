@@ -22,8 +22,8 @@ from ._files import (
     _fill,
     _ident,
     _opened,
+    _rename_or_remove,
     _strerror,
-    _unlink_quietly,
 )
 from ._fs import attachment_name, check_name, fit_name
 from ._layout import CacheDirs
@@ -81,11 +81,7 @@ class Entries(CacheDirs):
         assert dfd is not None  # created, or CacheError
         self._check_owner_at(dfd, name, path, entry.network_name, entry.container_id, entry.ifname)
         tmp = self._write_temp(dfd, data, path)
-        try:
-            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except OSError as e:
-            _unlink_quietly(dfd, tmp)
-            raise CacheError(f"cannot write cache entry {path}", _strerror(e)) from None
+        _rename_or_remove(dfd, tmp, name, f"cannot write cache entry {path}")
         try:
             os.fsync(dfd)
         except OSError as e:
