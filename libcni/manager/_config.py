@@ -75,6 +75,7 @@ class _Scan(NamedTuple):
     """What a check sees."""
 
     files: _Files | str  # the configuration files of conf_dir, or why it cannot be listed
+    dirs: frozenset[str]  # the names of the directories in conf_dir
     drop_ins: dict[str, _DropIn]  # network name -> its drop-in directory
     plugin_dirs: tuple[_Stat | None, ...]
     missing: tuple[tuple[str, _Stat | None], ...]  # where missing plugin binaries would be
@@ -95,9 +96,9 @@ def _recent(st: _Stat | None, since: int) -> bool:
     return st[4] >= since - (RECENT if st[4] % 1_000_000_000 == 0 else RECENT_FINE)
 
 
-def _listing(directory: str, extensions: tuple[str, ...]) -> _Files:
+def _listing(directory: str, extensions: tuple[str, ...], dirs: set[str] | None = None) -> _Files:
     """The regular files of ``directory`` as ``conf_files`` lists them, with their stats
-    (``OSError`` if it cannot be listed)."""
+    (``OSError`` if it cannot be listed); the names of its directories go to ``dirs``."""
     out: _Files = {}
     with os.scandir(directory) as it:
         for entry in it:
@@ -105,10 +106,17 @@ def _listing(directory: str, extensions: tuple[str, ...]) -> _Files:
                 st = _stat(entry.path)
                 if st is not None and stat.S_ISREG(st[5]):
                     out[entry.path] = st
+                    continue
+            if dirs is not None and entry.is_dir():
+                dirs.add(entry.name)
     return out
 
 
-def _drop_in(directory: str) -> _DropIn:
+def _drop_in(conf_dir: str, name: str, dirs: frozenset[str]) -> _DropIn:
+    """The drop-in directory of network ``name`` (not looked at unless ``dirs`` holds it)."""
+    if name not in dirs:
+        return None, {}
+    directory = os.path.join(conf_dir, name)
     try:
         return _stat(directory), _listing(directory, _DROP_IN_EXTENSIONS)
     except OSError:
@@ -235,21 +243,23 @@ class ConfigWatcher:
 
     def _scan(self, state: _State | None) -> _Scan:
         files: _Files | str = {}
+        dirs: set[str] = set()
         if self.conf_dir is not None:
             try:
-                files = _listing(self.conf_dir, EXTENSIONS)
+                files = _listing(self.conf_dir, EXTENSIONS, dirs)
             except FileNotFoundError:
                 pass
             except OSError as e:
                 why = f"error reading directory {self.conf_dir}: {e.strerror or e}"
                 files = str(ConfigError(why, self.conf_dir))
+        names = frozenset(dirs)
         drop_ins: dict[str, _DropIn] = {}
         if state is not None and self.conf_dir is not None:
             for name in state.drop_in_names:
-                drop_ins[name] = _drop_in(os.path.join(self.conf_dir, name))
+                drop_ins[name] = _drop_in(self.conf_dir, name, names)
         plugin_dirs = tuple(_stat(d) for d in self.plugin_dirs)
         old = state.signature.missing if state is not None else ()
-        return _Scan(files, drop_ins, plugin_dirs, tuple((p, _stat(p)) for p, _ in old))
+        return _Scan(files, names, drop_ins, plugin_dirs, tuple((p, _stat(p)) for p, _ in old))
 
     @staticmethod
     def _recent(scan: _Scan, state: _State) -> bool:
@@ -347,9 +357,7 @@ class ConfigWatcher:
         else:
             name = head.name
             if name not in drop_ins:  # scanned now if the check did not: before it is read
-                drop_ins[name] = scan.drop_ins.get(name) or _drop_in(
-                    os.path.join(self.conf_dir, name)
-                )
+                drop_ins[name] = scan.drop_ins.get(name) or _drop_in(self.conf_dir, name, scan.dirs)
             d = drop_ins[name]
         recent = any(_recent(st, since) for st in d[1].values())
         if f.complete is not None and f.complete[0] == d and not recent:
