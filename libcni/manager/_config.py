@@ -89,11 +89,16 @@ def _stat(path: str) -> _Stat | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
+def _until(st: _Stat | None) -> int:
+    """Until when a change could keep the stat ``st`` (its change time, two ticks after)."""
+    if st is None:
+        return 0
+    return st[4] + (RECENT if st[4] % 1_000_000_000 == 0 else RECENT_FINE)
+
+
 def _recent(st: _Stat | None, since: int) -> bool:
     """Whether ``st`` changed so close to ``since`` that a later change could keep it."""
-    if st is None:
-        return False
-    return st[4] >= since - (RECENT if st[4] % 1_000_000_000 == 0 else RECENT_FINE)
+    return _until(st) >= since
 
 
 def _listing(directory: str, extensions: tuple[str, ...], dirs: set[str] | None = None) -> _Files:
@@ -160,6 +165,7 @@ class _State:
     checked_at: int  # time.time_ns() before the scan
     loaded: LoadedNetworks
     drop_in_names: tuple[str, ...]
+    recent_until: int = 0  # the latest _until of the signature's files and directories
 
 
 @attrs.define
@@ -200,6 +206,14 @@ class _Load:
             self.where[net.name] = place
 
 
+def _recent_until(scan: _Scan) -> int:
+    """Until when a change could leave what ``scan`` saw as it was."""
+    stats = [] if isinstance(scan.files, str) else list(scan.files.values())
+    for _, inner in scan.drop_ins.values():
+        stats.extend(inner.values())
+    return max(map(_until, (*stats, *scan.plugin_dirs)), default=0)
+
+
 class ConfigWatcher:
     """Loads the networks of ``conf_dir`` (after ``networks``, defined in code) and reloads
     them when anything changed."""
@@ -234,11 +248,15 @@ class ConfigWatcher:
             now = time.time_ns()
             state = self._state
             scan = self._scan(state)
-            if state is not None and scan == state.signature and not self._recent(scan, state):
+            if (
+                state is not None
+                and scan == state.signature
+                and state.recent_until < state.checked_at
+            ):
                 return state.loaded
             # The scan was taken before reading: a change made meanwhile differs from it.
             signature, loaded, drop_in_names = self._reload(scan, state, now)
-            self._state = _State(signature, now, loaded, drop_in_names)
+            self._state = _State(signature, now, loaded, drop_in_names, _recent_until(signature))
             return loaded
 
     def _scan(self, state: _State | None) -> _Scan:
@@ -260,15 +278,6 @@ class ConfigWatcher:
         plugin_dirs = tuple(_stat(d) for d in self.plugin_dirs)
         old = state.signature.missing if state is not None else ()
         return _Scan(files, names, drop_ins, plugin_dirs, tuple((p, _stat(p)) for p, _ in old))
-
-    @staticmethod
-    def _recent(scan: _Scan, state: _State) -> bool:
-        """Whether anything scanned changed too recently for its stat to tell."""
-        since = state.checked_at
-        files = [] if isinstance(scan.files, str) else list(scan.files.values())
-        for _, inner in scan.drop_ins.values():
-            files.extend(inner.values())
-        return any(_recent(st, since) for st in (*files, *scan.plugin_dirs))
 
     # -- the reload --------------------------------------------------------------------
 
