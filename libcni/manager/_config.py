@@ -89,16 +89,9 @@ def _stat(path: str) -> _Stat | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
-def _until(st: _Stat | None) -> int:
-    """Until when a change could keep the stat ``st`` (its change time, two ticks after)."""
-    if st is None:
-        return 0
-    return st[4] + (RECENT if st[4] % 1_000_000_000 == 0 else RECENT_FINE)
-
-
 def _recent(st: _Stat | None, since: int) -> bool:
-    """Whether ``st`` changed so close to ``since`` that a later change could keep it."""
-    return _until(st) >= since
+    """Whether ``st`` changed within two ticks of ``since`` (a later change could keep it)."""
+    return st is not None and st[4] + (RECENT_FINE if st[4] % 10**9 else RECENT) >= since
 
 
 def _listing(directory: str, extensions: tuple[str, ...], dirs: set[str] | None = None) -> _Files:
@@ -211,7 +204,8 @@ def _recent_until(scan: _Scan) -> int:
     stats = [] if isinstance(scan.files, str) else list(scan.files.values())
     for _, inner in scan.drop_ins.values():
         stats.extend(inner.values())
-    return max(map(_until, (*stats, *scan.plugin_dirs)), default=0)
+    stats.extend(st for st in scan.plugin_dirs if st is not None)
+    return max((st[4] + (RECENT_FINE if st[4] % 10**9 else RECENT) for st in stats), default=0)
 
 
 class ConfigWatcher:
@@ -301,12 +295,15 @@ class ConfigWatcher:
         """The configuration loaded again: the networks given in code, then the files of
         ``conf_dir`` in order (each read again only if it may have changed); with the scan
         to compare the next one with and the names of the lists with drop-in directories."""
-        since = now if state is None else state.checked_at
+        # The last check's time, if a stat it saw can hide a change (else: None).
+        since = None
+        if state is not None and state.recent_until >= state.checked_at:
+            since = state.checked_at
         old = None if state is None else state.signature
         plugins = (
             old is None
             or (old.plugin_dirs, old.missing) != (scan.plugin_dirs, scan.missing)
-            or any(_recent(st, since) for st in scan.plugin_dirs)
+            or (since is not None and any(_recent(st, since) for st in scan.plugin_dirs))
         )
         if plugins:  # look every type up again; a new object (readiness is known per object)
             self._found = {}
@@ -324,8 +321,9 @@ class ConfigWatcher:
         read: dict[str, _File] = {}
         for path in sorted(files):
             f = self._files.get(path)
-            if f is None or f.stat != files[path] or _recent(files[path], since):
-                f = self._read(path, files[path], f)
+            st = files[path]
+            if f is None or f.stat != st or (since is not None and _recent(st, since)):
+                f = self._read(path, st, f)
             read[path] = f
             if f.net is None:
                 load.skipped[path] = f.error or ""
@@ -355,7 +353,7 @@ class ConfigWatcher:
         return scan._replace(drop_ins=drop_ins, missing=missing), loaded, tuple(drop_ins)
 
     def _with_drop_ins(
-        self, path: str, f: _File, scan: _Scan, drop_ins: dict[str, _DropIn], since: int
+        self, path: str, f: _File, scan: _Scan, drop_ins: dict[str, _DropIn], since: int | None
     ) -> NetworkConfigList | str:
         """The list of the file ``path`` with the plugins of its drop-in directory (the one
         made last time while neither changed), or why it cannot be used."""
@@ -368,7 +366,7 @@ class ConfigWatcher:
             if name not in drop_ins:  # scanned now if the check did not: before it is read
                 drop_ins[name] = scan.drop_ins.get(name) or _drop_in(self.conf_dir, name, scan.dirs)
             d = drop_ins[name]
-        recent = any(_recent(st, since) for st in d[1].values())
+        recent = since is not None and any(_recent(st, since) for st in d[1].values())
         if f.complete is not None and f.complete[0] == d and not recent:
             return f.complete[1]
         try:
