@@ -43,6 +43,7 @@ class Counter:
         self._wrap(monkeypatch, builtins, "open", "open")
         self._wrap(monkeypatch, _config, "_parse", "parse")
         self._wrap(monkeypatch, _config, "_complete", "complete")
+        self._wrap(monkeypatch, _config.ConfigWatcher, "_look_up", "look_up")
 
     def _wrap(self, monkeypatch: pytest.MonkeyPatch, owner: Any, attr: str, key: str) -> None:
         real = getattr(owner, attr)
@@ -120,6 +121,7 @@ def test_a_reload_reads_and_parses_each_changed_file_once(env: Env, counter: Cou
     m = env.manager()
     _, counts = counter(m)
     assert counts["parse"] == FILES and counts["open"] == FILES  # the first load: once each
+    assert counts["look_up"] == 1  # one plugin type
     settle(m)
     write(env.conf / "0007.conflist", "seven")
     write(env.conf / "0100.conflist", "hundred")
@@ -127,7 +129,7 @@ def test_a_reload_reads_and_parses_each_changed_file_once(env: Env, counter: Cou
     assert (
         "seven" in loaded.networks and "hundred" in loaded.networks and "n7" not in loaded.networks
     )
-    assert counts["open"] == 2 and counts["parse"] == 2
+    assert counts["open"] == 2 and counts["parse"] == 2 and counts["look_up"] == 0
     assert counts["scandir"] + counts["listdir"] <= 2  # conf_dir listed again, once
     assert list(loaded.networks)[:8] == ["n0", "n1", "n2", "n3", "n4", "n5", "n6", "seven"]
     # Rewritten with the same bytes: read again, not parsed again.

@@ -157,8 +157,7 @@ class _State:
     signature: _Scan
     checked_at: int  # time.time_ns() before the scan
     loaded: LoadedNetworks
-    drop_in_names: tuple[str, ...]
-    recent_until: int = 0  # the latest _until of the signature's files and directories
+    recent_until: int = 0  # until when a change could keep a stat of the signature
 
 
 @attrs.define
@@ -249,8 +248,8 @@ class ConfigWatcher:
             ):
                 return state.loaded
             # The scan was taken before reading: a change made meanwhile differs from it.
-            signature, loaded, drop_in_names = self._reload(scan, state, now)
-            self._state = _State(signature, now, loaded, drop_in_names, _recent_until(signature))
+            signature, loaded = self._reload(scan, state, now)
+            self._state = _State(signature, now, loaded, _recent_until(signature))
             return loaded
 
     def _scan(self, state: _State | None) -> _Scan:
@@ -267,7 +266,7 @@ class ConfigWatcher:
         names = frozenset(dirs)
         drop_ins: dict[str, _DropIn] = {}
         if state is not None and self.conf_dir is not None:
-            for name in state.drop_in_names:
+            for name in state.signature.drop_ins:
                 drop_ins[name] = _drop_in(self.conf_dir, name, names)
         plugin_dirs = tuple(_stat(d) for d in self.plugin_dirs)
         old = state.signature.missing if state is not None else ()
@@ -289,12 +288,10 @@ class ConfigWatcher:
         except CNIError as e:
             return _File(st, data, None, str(e))
 
-    def _reload(
-        self, scan: _Scan, state: _State | None, now: int
-    ) -> tuple[_Scan, LoadedNetworks, tuple[str, ...]]:
+    def _reload(self, scan: _Scan, state: _State | None, now: int) -> tuple[_Scan, LoadedNetworks]:
         """The configuration loaded again: the networks given in code, then the files of
         ``conf_dir`` in order (each read again only if it may have changed); with the scan
-        to compare the next one with and the names of the lists with drop-in directories."""
+        to compare the next one with (the drop-in directories of the lists loaded)."""
         # The last check's time, if a stat it saw can hide a change (else: None).
         since = None
         if state is not None and state.recent_until >= state.checked_at:
@@ -350,7 +347,7 @@ class ConfigWatcher:
         if not plugins and loaded == before:  # the same object (cheap: compared by identity)
             loaded = before
         missing = tuple(dict.fromkeys(load.missing))
-        return scan._replace(drop_ins=drop_ins, missing=missing), loaded, tuple(drop_ins)
+        return scan._replace(drop_ins=drop_ins, missing=missing), loaded
 
     def _with_drop_ins(
         self, path: str, f: _File, scan: _Scan, drop_ins: dict[str, _DropIn], since: int | None
