@@ -1,4 +1,4 @@
-"""The configuration of a network manager, always current (behaviour.md §11.1).
+"""The configuration of a network manager, always current.
 
 :meth:`ConfigWatcher.current` is called at the start of every operation and
 answers the configuration as it is now: a stat scan, and a reload of what
