@@ -89,9 +89,16 @@ def _stat(path: str) -> _Stat | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
+def _until(st: _Stat) -> int:
+    """Until when a change could keep the stat ``st``: two ticks after its last change (the
+    later of its times: not every file system keeps the change time)."""
+    t = max(st[3], st[4])
+    return t + (RECENT_FINE if t % 10**9 else RECENT)
+
+
 def _recent(st: _Stat | None, since: int) -> bool:
     """Whether ``st`` changed within two ticks of ``since`` (a later change could keep it)."""
-    return st is not None and st[4] + (RECENT_FINE if st[4] % 10**9 else RECENT) >= since
+    return st is not None and _until(st) >= since
 
 
 def _listing(directory: str, extensions: tuple[str, ...], dirs: set[str] | None = None) -> _Files:
@@ -204,7 +211,7 @@ def _recent_until(scan: _Scan) -> int:
     for _, inner in scan.drop_ins.values():
         stats.extend(inner.values())
     stats.extend(st for st in scan.plugin_dirs if st is not None)
-    return max((st[4] + (RECENT_FINE if st[4] % 10**9 else RECENT) for st in stats), default=0)
+    return max(map(_until, stats), default=0)
 
 
 class ConfigWatcher:
