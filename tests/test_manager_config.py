@@ -105,7 +105,7 @@ def many(env: Env) -> None:
         write(env.conf / f"{i:04d}.conflist", f"n{i}")
 
 
-def test_check_with_nothing_changed_costs_nothing_per_file(env: Env, counter: Counter) -> None:
+def test_check_with_nothing_changed_costs_one_stat_per_file(env: Env, counter: Counter) -> None:
     """One listing of conf_dir and one stat a file (each file, the plugin directory;
     absent drop-in directories are not looked at), and no open or parse."""
     many(env)
