@@ -6,14 +6,15 @@ changed. No thread, no notification.
 
 **The scan** lists ``conf_dir`` and stats each configuration file (followed:
 a file reached through a symbolic link is its target), the drop-in directory
-of each list and its files, the plugin directories, and the places where a
-missing plugin binary would be (``<plugin dir>/<type>``). Device, inode,
-size, modification and change times and mode are compared with the previous
-scan's. A rewrite that keeps all of them can only land within the file
-system's timestamp granularity, so a file whose change time is not older
-than the previous check by two ticks of the kernel's clock (:data:`RECENT`
-for whole-second timestamps, :data:`RECENT_FINE` otherwise, as the cache's
-``results/``) is read again too: no change is missed.
+of each list that the listing holds and its files, the plugin directories,
+and the places where a missing plugin binary would be (``<plugin
+dir>/<type>``). Device, inode, size, modification and change times and mode
+are compared with the previous scan's. A rewrite that keeps all of them can
+only land within the file system's timestamp granularity, so a file whose
+latest time is not older than the previous check by two ticks of the
+kernel's clock (:data:`RECENT` for whole-second timestamps,
+:data:`RECENT_FINE` otherwise, as the cache's ``results/``) is read again
+too: no change is missed.
 
 **The reload** reads only the files whose stat changed (or is that recent),
 parses a file only when its bytes differ from the last parse, completes a
@@ -25,7 +26,8 @@ Networks defined in code (``NetworkManager(networks=[...])``) come first and
 shadow a file naming the same network; with ``conf_dir=None`` they are the
 only ones. A reload builds a new immutable :class:`LoadedNetworks`; an
 operation keeps the one it started with. Checks and reloads of one watcher
-are serialised by a lock of its own (never a container lock).
+are serialised by a lock of its own (never a container lock; made anew in a
+forked child).
 """
 
 from __future__ import annotations
