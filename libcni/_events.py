@@ -273,7 +273,7 @@ class Watch:
                 else:
                     log.warning(
                         "observer %r gave an environment entry that cannot be passed to a plugin"
-                        " (CNI_* variables are libcni's; too large for exec): %.80r=%.80r; ignored",
+                        " (a CNI_* name, '=' in a name, a NUL, or too large for exec): %.80r=%.80r; ignored",
                         contribute,
                         key,
                         value,
