@@ -277,22 +277,11 @@ class Bandwidth:
             k: _int(f"Bandwidth.{k}", v, 0, _UINT64_MAX, "a non-negative number")
             for k, v in values.items()
         }
-        for way in ("ingress", "egress"):
-            rate, burst = checked[f"{way}_rate"], checked[f"{way}_burst"]
-            if bool(rate) != bool(burst):
-                given, missing = (
-                    (f"{way}_rate", f"{way}_burst")
-                    if rate
-                    else (
-                        f"{way}_burst",
-                        f"{way}_rate",
-                    )
-                )
-                raise _invalid(
-                    f"Bandwidth.{given}",
-                    checked[given],
-                    f"is set without Bandwidth.{missing} (set both, or neither)",
-                )
+        for rate, burst in (("ingress_rate", "ingress_burst"), ("egress_rate", "egress_burst")):
+            if bool(checked[rate]) != bool(checked[burst]):
+                given, missing = (rate, burst) if checked[rate] else (burst, rate)
+                why = f"is set without Bandwidth.{missing} (set both, or neither)"
+                raise _invalid(f"Bandwidth.{given}", checked[given], why)
         self.__attrs_init__(**checked)
 
     def to_dict(self) -> dict[str, Any]:
