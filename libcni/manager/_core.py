@@ -36,6 +36,7 @@ from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
 from .._deadline import Deadline, lock_timeout
 from ..cache import CacheEntry, ResultCache
+from ..capabilities import check_plain
 from ..conf import NetworkConfigList, conf_from_bytes, conf_list_from_bytes, conf_list_from_conf
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
@@ -570,6 +571,7 @@ class Core:
             if item_caps and id(item_caps) not in checked:
                 checked.add(id(item_caps))
                 rq.check_capability_args(item_caps)
+                check_plain(item_caps)  # the well-known ones, by their typed rules
         self._warn_unused(items)
         return items
 
