@@ -43,6 +43,7 @@ import attrs
 
 from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
+from .._ops import binaries
 from ..conf import (
     NetworkConfigList,
     _complete_list,
@@ -183,14 +184,15 @@ class _File:
 
 class _Load:
     """A reload under way: the usable networks by name, where each is defined, what is
-    skipped and why, where missing plugin binaries would be."""
+    skipped and why, the networks that wait for a binary, where missing binaries would be."""
 
-    __slots__ = ("code", "missing", "networks", "skipped", "where")
+    __slots__ = ("code", "missing", "networks", "not_ready", "skipped", "where")
 
     def __init__(self) -> None:
         self.networks: dict[str, NetworkConfigList] = {}
         self.where: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
+        self.not_ready: dict[str, str] = {}  # network name -> the binary it waits for
         self.missing: list[tuple[str, _Stat | None]] = []
         self.code: dict[str, str] = {}  # network name -> where it is defined in code
 
@@ -199,6 +201,7 @@ class _Load:
         earlier place defines its name."""
         if missing is not None:
             self.skipped[place] = missing
+            self.not_ready.setdefault(net.name, missing)
         elif net.name in self.networks:
             defined = self.where[net.name]
             self.skipped[place] = f"network {net.name!r} is already defined by {defined}"
@@ -350,8 +353,9 @@ class ConfigWatcher:
         for path, why in load.skipped.items():
             if before.skipped.get(path) != why:  # once per reason, not at every reload
                 log.warning("network configuration %s skipped: %s", path, why)
+        not_ready = {n: why for n, why in load.not_ready.items() if n not in load.networks}
         loaded = LoadedNetworks(
-            load.networks, self._defaults(load.networks), load.skipped, load.where
+            load.networks, self._defaults(load.networks), load.skipped, load.where, not_ready
         )
         if not plugins and loaded == before:  # the same object (cheap: compared by identity)
             loaded = before
@@ -393,17 +397,18 @@ class ConfigWatcher:
     def _missing(
         self, net: NetworkConfigList, missing: list[tuple[str, _Stat | None]]
     ) -> str | None:
-        """Why a plugin binary of ``net`` cannot be used (each type looked up once until a
-        plugin directory changes); the places of a binary not found go to ``missing``."""
+        """Why a binary of ``net`` (a plugin's or its IPAM plugin's) cannot be used (each
+        type looked up once until a plugin directory changes); the places of a binary not
+        found go to ``missing``."""
         for plugin in net.plugins:
-            kind = plugin.type
-            found = self._found.get(kind)
-            if found is None:
-                found = self._found[kind] = self._look_up(kind)
-            why, places = found
-            if why is not None:
-                missing.extend(places)
-                return why
+            for kind in binaries(plugin):
+                found = self._found.get(kind)
+                if found is None:
+                    found = self._found[kind] = self._look_up(kind)
+                why, places = found
+                if why is not None:
+                    missing.extend(places)
+                    return why if kind == plugin.type else f"IPAM of {plugin.type!r}: {why}"
         return None
 
     def _look_up(self, kind: str) -> tuple[str | None, tuple[tuple[str, _Stat | None], ...]]:

@@ -61,13 +61,15 @@ class LoadedNetworks:
     ``networks``: every usable network by name, in file order; ``defaults``:
     what ``setup`` attaches when given no networks; ``skipped``: each file
     that is not used, with the reason; ``files``: the file of each usable
-    network.
+    network; ``not_ready``: each network skipped only because a binary (a
+    plugin's or its IPAM plugin's) is not found yet, with the reason.
     """
 
     networks: Mapping[str, NetworkConfigList] = attrs.field(factory=dict)
     defaults: tuple[str, ...] = ()
     skipped: Mapping[str, str] = attrs.field(factory=dict)
     files: Mapping[str, str] = attrs.field(factory=dict)
+    not_ready: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen
