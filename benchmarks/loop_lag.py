@@ -63,11 +63,11 @@ def main() -> int:
     if os.geteuid() != 0:
         print("benchmarks/loop_lag.py needs root (network namespaces)", file=sys.stderr)
         return 1
-    from run import PLUGIN, build_plugin
-
     import libcni
 
     print(f"libcni from {Path(libcni.__file__).parent}")
+    from run import PLUGIN, build_plugin  # it puts this checkout first in sys.path
+
     with tempfile.TemporaryDirectory(prefix="libcni-bench-lag-") as tmp:
         d, bindir, conf = Path(tmp, "netns"), Path(tmp, "bin"), Path(tmp, "net.d")
         bindir.mkdir()
@@ -97,9 +97,10 @@ def main() -> int:
                 subprocess.run(["umount", "-l", str(d)], capture_output=True, check=False)
     print(f"{args.pods} sandbox() at once, {args.rounds} rounds: worst heartbeat lag per round")
     for name, ms in lags.items():
+        p90 = sorted(ms)[int(0.9 * (len(ms) - 1))]
         print(
-            f"  {name:<20} median {statistics.median(ms):7.1f} ms   worst {max(ms):7.1f} ms"
-            f"   ({' '.join(f'{x:.0f}' for x in ms)})"
+            f"  {name:<20} median {statistics.median(ms):6.1f} ms   p90 {p90:6.1f} ms"
+            f"   worst {max(ms):7.1f} ms   ({' '.join(f'{x:.0f}' for x in ms)})"
         )
     return 0
 
