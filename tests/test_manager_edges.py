@@ -35,8 +35,10 @@ from libcni import (
 pytestmark = pytest.mark.env(cls=Env)
 
 ARGS = (("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web"))
+ONE_STRING: Any = [("K",)]  # not a pair
 CAPS = {"mac": "0a:58:0a:01:02:03"}
-STUCK = {"type": "testplugin", "test": {"DEL": {"error": {"code": 5, "msg": "stuck"}}}}
+STUCK_DEL = {"DEL": {"error": {"code": 5, "msg": "stuck"}}}
+STUCK = {"type": "testplugin", "test": STUCK_DEL}
 
 
 def netns_of_dels(env: Env) -> list[tuple[str, str]]:
@@ -88,7 +90,7 @@ def test_a_second_setup_of_an_attached_container_is_refused_before_anything_runs
     [
         (["a", NetworkRequest("b", args=[("K", "x;y")])], (), r"network 'b': .*CNI_ARGS pair 'K'"),
         (["a", NetworkRequest("b", args={"": "v"})], (), r"network 'b': .*empty key"),
-        (["a", NetworkRequest("b", args=[("K",)])], (), r"network 'b': .*two strings"),
+        (["a", NetworkRequest("b", args=ONE_STRING)], (), r"network 'b': .*two strings"),
         (["a", "b"], [("K", "v=w")], r"network 'cni-loopback': .*CNI_ARGS pair 'K'"),
         (
             ["a", NetworkRequest("b", capability_args={"x": float("nan")})],
@@ -167,7 +169,7 @@ def test_forget_drops_what_no_del_can_remove_and_runs_nothing(
 def test_forget_drops_an_attachment_in_progress(env: Env) -> None:
     dead = {
         "type": "testplugin",
-        "test": {"ADD": {"error": {"code": 7, "msg": "no"}}, **STUCK["test"]},
+        "test": {"ADD": {"error": {"code": 7, "msg": "no"}}, **STUCK_DEL},
     }
     env.write("10-dead.conflist", "dead", dead)
     m = env.manager(loopback=False)
