@@ -367,10 +367,12 @@ def _not_netns(path: str) -> str | None:
     try:
         if _is_netns(fd):
             return None
-        empty = os.fstat(fd).st_size == 0
+        st = os.fstat(fd)
     finally:
         os.close(fd)
-    if empty:
+    if st.st_dev == _nsfs_dev():
+        return f"{path} is not a network namespace: it is another kind of namespace"
+    if st.st_size == 0:
         return f"{path} is not a network namespace: it is an empty file (a pin whose namespace is gone)"
     return f"{path} is not a network namespace: it is a regular file"
 
