@@ -36,6 +36,7 @@ from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
 from .._deadline import Deadline, lock_timeout
 from ..cache import CacheEntry, ResultCache
+from ..capabilities import check_plain
 from ..conf import NetworkConfigList, conf_from_bytes, conf_list_from_bytes, conf_list_from_conf
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
@@ -394,18 +395,22 @@ def _refuse_not_netns(netns: str) -> None:
 
 def _check_arguments(items: Sequence[_Item]) -> None:
     """Refuse the args and capability args of every network of a setup before the first
-    plugin runs (``ConfigError`` naming the network): pairs ``CNI_ARGS`` cannot carry,
-    capability arguments without a JSON form (``request.check_capability_args``)."""
+    plugin runs: pairs ``CNI_ARGS`` cannot carry and capability arguments without a JSON
+    form (``ConfigError`` naming the network), well-known capabilities that break their
+    rules (``capabilities.check_plain``: ``ValidationError``)."""
     checked: set[int] = set()
     for item in items:
         caps = item.rt.capability_args
+        fresh = bool(caps) and id(caps) not in checked
         try:
             rq.encode_cni_args(item.rt.args)
-            if caps and id(caps) not in checked:
+            if fresh:
                 checked.add(id(caps))
                 rq.check_capability_args(caps)
         except ConfigError as e:
             raise ConfigError(f"network {item.network!r}: {e.msg}", e.details) from None
+        if fresh:
+            check_plain(caps)  # the well-known ones, by their typed rules
 
 
 class Core:
