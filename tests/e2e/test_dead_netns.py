@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -67,3 +68,46 @@ def test_teardown_and_gc_of_containers_whose_pin_went_empty(e2e: E2E) -> None:
     assert down_id not in nat and gone_id not in nat
     results = e2e.cache_dir / "results"
     assert not results.exists() or os.listdir(results) == []
+
+
+def test_forget_is_the_way_out_when_a_del_can_never_succeed(e2e: E2E) -> None:
+    """Issue 28: an IPAM binary gone for good fails every DEL (teardown and GC for ever);
+    ``libcni forget`` drops the attachment and prints what to clean up by hand."""
+    plugins = e2e.tmp_path / "plugins"
+    plugins.mkdir()
+    for name in ("bridge", "host-local", "loopback", "portmap"):
+        (plugins / name).symlink_to(os.path.join(PLUGIN_DIR, name))
+    w = HostRuntime(e2e)
+    net = e2e.network
+    w.write(
+        "10-br.conflist",
+        net,
+        [
+            bridge(e2e.bridge_name(), e2e.subnet(), e2e.data_dir),
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    )
+    ctr, cid = e2e.container(), e2e.container_id("stuck")
+    up = w.cli("up", cid, ctr.path, "-n", net, CAP_ARGS=ports(18093), CNI_PATH=str(plugins))
+    assert up.returncode == 0, up.stderr
+    [lease] = allocated(e2e.data_dir, net)
+    (plugins / "host-local").unlink()  # gone for good
+
+    down = w.cli("down", cid, CNI_PATH=str(plugins))
+    assert down.returncode == 1 and "host-local" in down.stderr
+    forget = w.cli("forget", cid, net, CNI_PATH=str(plugins))
+    assert forget.returncode == 0, forget.stderr
+    assert forget.stdout.splitlines() == [
+        f"forgot {cid} on network {net} (eth0), without DEL; what its plugins made stays:",
+        f"  netns: {ctr.path}",
+        "  args: -",
+        f"  capability args: {ports(18093)}",
+        "  plugins: bridge (ipam host-local), portmap",
+    ]
+    gc = w.host_exec([sys.executable, "-c", GC, str(w.conf), str(plugins), str(e2e.cache_dir)], 120)
+    assert gc.returncode == 0, gc.stderr  # no longer fails on it
+    results = e2e.cache_dir / "results"
+    assert not results.exists() or [n for n in os.listdir(results) if cid in n] == []
+    # What the plugins made stays, for a person to remove: here the address lease (the
+    # bridge plugin's failed DEL removed the interface before it ran its IPAM).
+    assert allocated(e2e.data_dir, net) == {lease}
