@@ -255,6 +255,22 @@ def _lock_within(
 _T = TypeVar("_T")
 
 
+def _del_netns(rt: RuntimeConf) -> RuntimeConf:
+    """``rt`` for a DEL: a netns path that exists but is no longer a network namespace (a pin
+    left empty) is passed as an empty ``CNI_NETNS``, as the spec allows for DEL, so that the
+    plugins clean up what they can (they fail on such a path). A path that does not exist
+    is passed as given."""
+    if not rt.netns:
+        return rt
+    from .netns import _not_netns
+
+    why = _not_netns(rt.netns)
+    if why is None:
+        return rt
+    log.warning("DEL of %s/%s: %s; CNI_NETNS is passed empty", rt.container_id, rt.ifname, why)
+    return attrs.evolve(rt, netns="")
+
+
 def _stdout(out: bytes) -> bytes:
     return out
 
@@ -637,7 +653,7 @@ class Operations:
         with_prev = parse_version(chain.cni_version) >= _V040
         _require_plugins(chain)
         deadline = deadline or self._deadline(timeout)
-        env = self._env(rq.DEL, rt)
+        env = self._env(rq.DEL, _del_netns(rt))
         cache = self._cache(rt)
         release_net = (
             None
