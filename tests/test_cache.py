@@ -689,7 +689,10 @@ def test_entries_remembered_are_each_entry_and_the_identity_of_its_file(
         name = f"{entry.network_name}-{entry.container_id}-{entry.ifname}"
         st = (results(cache) / name).stat()
         got = cache._recent.take(name)
-        assert got == (entry, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        assert got == (
+            entry,
+            (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode),
+        )
     assert len(cache._recent) == 0
     cache._entries("c1")  # not remembered unless asked
     assert len(cache._recent) == 0
@@ -722,7 +725,7 @@ def test_read_ident_reuses_an_entry_just_read_only_while_its_file_is_unchanged(
     got, ident = cache.read_ident("a", "c-1", "eth0")
     assert got is entry and reads == []
     st = path.stat()
-    assert ident == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    assert ident == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
     # Taken once: the next read reads the file.
     assert cache.read_ident("a", "c-1", "eth0")[0] == entry and reads == ["a-c-1-eth0"]
     # Asked for another attachment sharing the file name: what read() says.

@@ -124,7 +124,7 @@ def test_record_stays_after_add_and_goes_with_the_entry_at_del(env: Env) -> None
     env.cni.add_network_list(net, rt())
     rec, ent = record_path(env), env.entry_path("net")
     assert rec.is_file() and ent.is_file()
-    assert stat.S_IMODE(rec.stat().st_mode) == 0o600
+    assert stat.S_IMODE(rec.stat().st_mode) == 0o1600  # marked complete: the sticky bit
     assert stat.S_IMODE(rec.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(rec.parent.parent.stat().st_mode) == 0o700
     assert [a.complete for a in env.cni.get_cached_attachments()] == [True]

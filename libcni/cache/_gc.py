@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import CacheError
 from . import _files
 from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
-from ._files import TEMP_PREFIX, FileIdent, _ident, _listed, _strerror
+from ._files import TEMP_PREFIX, FileIdent, _complete, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
 from ._names import _names_held, _only_of, _shared_name, _splits, _usable_record
 from ._store import ResultCache
@@ -569,7 +569,10 @@ class GCScan:
             except CacheError as e:
                 got = _Read("error", error=e, under=network)  # neither used nor removed
             else:
-                record = _usable_record(data, path, cid, name)
+                # A completed ADD's record whose entry is gone (another tool DELeted it):
+                # removed as an unusable one is, never DELeted.
+                gone = _complete(ident) and name not in self._names
+                record = None if gone else _usable_record(data, path, cid, name)
                 state = "ok" if record is not None else "corrupt"
                 got = _Read(state, record, ident, under=network)
             self._read_records[key] = got
