@@ -485,8 +485,15 @@ class GCScan:
             try:
                 if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
                     continue
+                for cid, _ in dash_splits(name[len(prefix) :]):
+                    if name in self._containers.get(cid, ()):
+                        # No one DELeted it: its record, if complete, is in progress again.
+                        cache.unmark_record(cid, name)
                 os.unlink(name, dir_fd=dfd)
             except FileNotFoundError:
+                continue
+            except CacheError as e:
+                work.errors.append(e)
                 continue
             except OSError as e:
                 work.errors.append(

@@ -16,6 +16,7 @@ from ..errors import CacheError
 from . import _files
 from ._entry import RECORD_V1, CacheEntry, CorruptEntryError, loads
 from ._files import (
+    _READ_FLAGS,
     _TEMP_FLAGS,
     COMPLETE_MODE,
     FILE_MODE,
@@ -364,6 +365,28 @@ class Records(CacheDirs):
                 return _unlink_record(dfd, name, top, container_id, action)
         finally:
             lk.release()
+
+    def unmark_record(self, container_id: str, name: str) -> None:
+        """Take the complete mark off the record ``name`` of ``container_id``, if any: GC
+        removes its entry as unusable, but no one DELeted the attachment, so the record
+        must find it again (in progress). ``CacheError`` if it cannot be done.
+        """
+        path = f"{self.records_dir}/{container_id}/{name}"
+        try:
+            top = self._dir(self.records_dir, create=False, action=f"unmark the record {path}")
+            if top is None:
+                return
+            fd = os.open(f"{container_id}/{name}", _READ_FLAGS, dir_fd=top)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise CacheError(f"cannot unmark the record {path}", _strerror(e)) from None
+        try:
+            os.fchmod(fd, FILE_MODE)
+        except OSError as e:
+            raise CacheError(f"cannot unmark the record {path}", _strerror(e)) from None
+        finally:
+            os.close(fd)
 
     def _has_entry(self, name: str) -> bool:
         """Whether ``results/<name>`` exists (an entry, of any content; ``True`` when it
