@@ -772,11 +772,11 @@ def test_recent_entries_are_bounded_by_their_size(cache: ResultCache) -> None:
     entry = full_entry()
     recent = _recent.Recent()
     half = _recent.MAX_BYTES // 2
-    recent.keep("a", entry, (0, 1, half, 0, 0))
-    recent.keep("b", entry, (0, 2, half, 0, 0))
-    recent.keep("c", entry, (0, 3, 1, 0, 0))  # the oldest goes
+    recent.keep("a", entry, (0, 1, half, 0, 0, 0))
+    recent.keep("b", entry, (0, 2, half, 0, 0, 0))
+    recent.keep("c", entry, (0, 3, 1, 0, 0, 0))  # the oldest goes
     assert recent.take("a") is None and recent.take("b") is not None
-    recent.keep("d", entry, (0, 4, _recent.MAX_BYTES + 1, 0, 0))  # too large: not kept
+    recent.keep("d", entry, (0, 4, _recent.MAX_BYTES + 1, 0, 0, 0))  # too large: not kept
     assert recent.take("d") is None and recent.take("c") is not None and len(recent) == 0
 
 

@@ -1,7 +1,7 @@
 """GC's clean-up: the removals of what is stale or corrupt, never of anything readable and valid.
 
-Temporary entries and records that killed writers left, entries and records
-whose content is unusable, lock files that no one holds. Best effort where it
+Temporary entries and records that killed writers left, lock files that no
+one holds (records whose content is unusable go by ``Records.drop_record``). Best effort where it
 says so; nothing here DELs anything. :class:`CleanUp` is the part of
 :class:`~._store.ResultCache` that does it (:mod:`._gc` decides *what* a GC
 run removes, and uses it).

@@ -42,17 +42,6 @@ def _opened(path: str, *, action: str) -> Iterator[int | None]:
             os.close(dfd)
 
 
-@contextlib.contextmanager
-def _created(path: str, *, action: str) -> Iterator[int]:
-    """As :func:`_opened`, creating the directory (and its parents) when missing."""
-    dfd = open_dir(path, create=True, action=action)
-    assert dfd is not None  # open_dir(create=True) creates it or raises
-    try:
-        yield dfd
-    finally:
-        os.close(dfd)
-
-
 def _strerror(e: OSError) -> str:
     return e.strerror or str(e)
 

@@ -1,9 +1,11 @@
 """The write-ahead records of ``<dir>/records/<containerID>/``: write, read, remove, list.
 
 ``records/<containerID>/<network>-<containerID>-<ifname>``: what ADD writes
-before its first plugin runs, kept until the attachment is DELeted. Go libcni
-never looks outside ``results/``. A per-container directory makes it the
-container's index: its attachments are found by listing it. :class:`Records`
+before its first plugin runs, marked complete (its sticky bit) once the
+entry is written, kept until the attachment is DELeted. Go libcni never looks
+outside ``results/``: a complete record whose entry is gone was DELeted by
+such a tool, and is dropped where found. A per-container directory makes it
+the container's index: its attachments are found by listing it. :class:`Records`
 is the part of :class:`~._store.ResultCache` that does it.
 """
 
@@ -42,11 +44,8 @@ __all__ = ["OpenRecord", "Records"]
 
 
 class OpenRecord:
-    """A record :meth:`Records.begin_record` wrote, kept open until its ADD ends.
-
-    ``json``: the record's JSON (for ``completed_json``). Use it as a context
-    manager (or call :meth:`close`).
-    """
+    """A record :meth:`Records.begin_record` wrote, kept open until its ADD ends (a context
+    manager); ``json``: the record's JSON (for ``completed_json``)."""
 
     __slots__ = ("_fd", "json")
 
@@ -181,7 +180,10 @@ class Records(CacheDirs):
             if dfd is None:
                 return None
             try:
-                return self._replace_existing(dfd, name, data, path, entry)
+                if _shared_name(name, container_id):  # another attachment's is never replaced
+                    names = (entry.network_name, container_id, entry.ifname)
+                    self._check_record_owner(dfd, name, path, *names)
+                return self._replace_at(dfd, name, data, path)
             finally:
                 os.close(dfd)
         except OSError as e:
@@ -201,16 +203,6 @@ class Records(CacheDirs):
                 f"cannot {action}: cannot create its directory", _strerror(e)
             ) from None
         return True
-
-    def _replace_existing(
-        self, dfd: int, name: str, data: bytes, path: str, entry: CacheEntry
-    ) -> int | None:
-        """Replace the record ``name`` of ``dfd`` with ``data``, unless it is another
-        attachment's (``CacheError``); ``None`` if the directory went meanwhile."""
-        network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
-        if _shared_name(name, container_id):
-            self._check_record_owner(dfd, name, path, network, container_id, ifname)
-        return self._replace_at(dfd, name, data, path)
 
     def _check_record_owner(
         self, dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
@@ -377,16 +369,14 @@ class Records(CacheDirs):
             if top is None:
                 return
             fd = os.open(f"{container_id}/{name}", _READ_FLAGS, dir_fd=top)
+            try:
+                os.fchmod(fd, FILE_MODE)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return
         except OSError as e:
             raise CacheError(f"cannot unmark the record {path}", _strerror(e)) from None
-        try:
-            os.fchmod(fd, FILE_MODE)
-        except OSError as e:
-            raise CacheError(f"cannot unmark the record {path}", _strerror(e)) from None
-        finally:
-            os.close(fd)
 
     def _has_entry(self, name: str) -> bool:
         """Whether ``results/<name>`` exists (an entry, of any content; ``True`` when it

@@ -87,9 +87,8 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         attachment there before its first plugin runs, and the record stays
         until the attachment is DELeted (a record marked complete whose entry
         is gone was DELeted by another tool: it is dropped, not listed). So
-        only ``records/<containerID>/`` is
-        listed, and each attachment's entry is read by its name: the cost does
-        not depend on what else is cached. A container without that directory
+        only ``records/<containerID>/`` is listed, and each attachment's entry
+        is read by its name: the cost does not depend on what else is cached. A container without that directory
         (or with nothing in it) was set up by the Go library or an older
         libcni: it is found as :meth:`entries` finds it, by a listing of
         ``results/``. A records directory that is refused (another owner,
