@@ -81,8 +81,11 @@ sys.path.insert(0, str(ROOT))
 
 import libcni  # noqa: E402
 from libcni._ops import RunPlugin, TakeLock  # noqa: E402
-from libcni.cache import CacheEntry, ResultCache  # noqa: E402
-from libcni.cache._records import OpenRecord  # noqa: E402
+from libcni.cache import (  # noqa: E402
+    CacheEntry,
+    OpenRecord,
+    ResultCache,
+)
 from libcni.invoke import RawExec  # noqa: E402
 
 PLUGIN = "noop"

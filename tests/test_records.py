@@ -672,7 +672,7 @@ def test_a_record_without_the_mark_keeps_the_rule_of_earlier_versions(
 ) -> None:
     # Written by libcni before the mark, or by a runtime killed between the entry's write
     # and the mark: complete while its entry exists, in progress (DELeted again) without.
-    from libcni.cache._records import OpenRecord
+    from libcni.cache import OpenRecord
 
     monkeypatch.setattr(OpenRecord, "complete", lambda self: None)
     net = env.chain({}, name="net")

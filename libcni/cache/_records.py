@@ -44,7 +44,7 @@ __all__ = ["OpenRecord", "Records"]
 
 
 class OpenRecord:
-    """A record :meth:`Records.begin_record` wrote, kept open until its ADD ends (a context
+    """A record :meth:`~libcni.cache.ResultCache.begin_record` wrote, kept open until its ADD ends (a context
     manager); ``json``: the record's JSON (for ``completed_json``)."""
 
     __slots__ = ("_fd", "json")
