@@ -469,3 +469,16 @@ def test_attachments_another_tool_deleted_are_not_in_progress_nor_deleted_again(
         asyncio.run(main())
     assert dels(env) == []
     assert records_of(env, "c1") == [] and container_locks(env) == []
+
+
+def test_gc_counts_no_attachment_another_tool_deleted_as_valid(env: Env) -> None:
+    env.write("10-a.conflist", "a", version="1.1.0")
+    m = env.manager(loopback=False)
+    m.setup("live", "/var/run/netns/live")
+    m.setup("other", "/var/run/netns/other")
+    (env.cache / "results" / "a-live-eth0").unlink()  # Go DELeted it
+    env.record.unlink()
+    m.gc(["live", "other"])
+    assert dels(env) == []
+    [gc] = [r for r in env.runs() if r["command"] == "GC"]
+    assert gc["stdin"]["cni.dev/valid-attachments"] == [{"containerID": "other", "ifname": "eth0"}]

@@ -451,7 +451,10 @@ class GCScan:
             if (cid, ifname) in valid:
                 continue
             if keep is not None and cid in keep:
-                found[(cid, ifname)] = None  # a valid container's, in progress
+                top = self.cache._dir(self.cache.records_dir, create=False, action="read records")
+                ident = None if top is None else _stat_ident(top, f"{cid}/{name}")
+                if ident is None or not _complete(ident):  # (complete: another tool DELeted it)
+                    found[(cid, ifname)] = None  # a valid container's, in progress
                 continue
             try:
                 record = self._record(cid, name, network, strict=True)
