@@ -419,9 +419,7 @@ class GCScan:
         if entry is None:
             return "broken"
         if entry.ifname:
-            assert got.ident is not None
             work.stale.append(entry)
-            self.cache._recent.keep(name, entry, got.ident)
         return ""
 
     def _collect_records(
