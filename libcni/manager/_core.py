@@ -16,6 +16,8 @@ operation of ``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`).
   operations read the cache.
 - :class:`Pause`: wait a while (the back-off between ADD attempts);
   ``time.sleep`` or ``asyncio.sleep``.
+- :class:`LoopbackUp`: ``lo`` brought up in a thread of its own, waited for
+  within the setup's time left (off the event loop's thread in async).
 
 A :class:`Together` may also hold operations (generators of these effects):
 each driver then runs each of them as it runs an operation, at the same time.
@@ -23,10 +25,12 @@ each driver then runs each of them as it runs an operation, at the same time.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import os
 import random
 import re
+import threading
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -102,11 +106,53 @@ def loopback_mode(value: object) -> Loopback:
     raise TypeError(f"loopback must be True, False or 'internal', not {type(value).__name__}")
 
 
-def _loopback_up(netns: str) -> None:
-    """Bring ``lo`` up in ``netns`` (``loopback="internal"``; libcni.netns is imported here)."""
-    from ..netns import _loopback_up as up
+@attrs.frozen
+class LoopbackUp:
+    """Effect: bring ``lo`` up in ``netns`` (``loopback="internal"``) in a thread of its own,
+    waited for at most ``timeout`` seconds (``None``: no end); the outcome is ``None``.
 
-    up(netns)
+    The system calls may wait for the kernel (its routing lock, busy while other
+    containers' interfaces are made): the async driver's loop never waits for them,
+    and a bring-up that outlasts the setup's time left fails it with :meth:`timed_out`
+    (the thread finishes on its own).
+    """
+
+    netns: str
+    timeout: float | None
+    limit: float | None  # the setup's timeout, for the message
+
+    def start(self) -> concurrent.futures.Future[None]:
+        """The bring-up, started in a new thread (that ends right after it)."""
+        from ..netns import _loopback_up
+
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not done.set_running_or_notify_cancel():
+                return  # given up on before it started
+            try:
+                _loopback_up(self.netns)
+            except BaseException as e:  # handed to the waiter
+                done.set_exception(e)
+            else:
+                done.set_result(None)
+
+        threading.Thread(target=run, name="libcni-loopback", daemon=True).start()
+        return done
+
+    def wait(self) -> None:
+        """The bring-up, waited for (blocking) at most ``timeout`` seconds."""
+        try:
+            self.start().result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            raise self.timed_out() from None
+
+    def timed_out(self) -> PluginTimeoutError:
+        """The setup's timeout error: ``lo`` was not up in time."""
+        return PluginTimeoutError(
+            f"setup timed out after {self.limit:.3g}s while bringing lo up in {self.netns} "
+            '(loopback="internal")'
+        )
 
 
 class NetworkCalls(Protocol):
@@ -225,7 +271,7 @@ class Pause:
     seconds: float
 
 
-Effect = Call | Together | LockContainer | Blocking | Pause
+Effect = Call | Together | LockContainer | Blocking | Pause | LoopbackUp
 Op = Generator[Effect, Any, Any]
 Outcome = tuple[Any, BaseException | None]
 
@@ -718,7 +764,7 @@ class Core:
         """ADD the networks of ``run`` in order (serially: all of them; in parallel: the
         loopback network first, then the others at the same time); the first failure stops
         the serial ones. What happened is in ``run``."""
-        run.failure = yield from self._internal_loopback(netns)
+        run.failure = yield from self._internal_loopback(netns, deadline)
         if run.failure is not None:
             return None
         items = run.items
@@ -756,12 +802,13 @@ class Core:
         partial = tuple(run.done[i] for i in sorted(run.done))
         raise SetupError(container_id, run.failure, partial, rollback_errors)
 
-    def _internal_loopback(self, netns: str) -> Op:
-        """With ``loopback="internal"``: ``lo`` up in ``netns`` (nothing cached); the error, if any."""
+    def _internal_loopback(self, netns: str, deadline: Deadline) -> Op:
+        """With ``loopback="internal"``: ``lo`` up in ``netns`` within ``deadline`` (nothing
+        cached); the error, if any."""
         if self.loopback != INTERNAL_LOOPBACK:
             return None
         try:
-            yield Blocking(_loopback_up, (netns,))
+            yield LoopbackUp(netns, deadline.left(), deadline.limit)
         except CNIError as e:
             return e
         return None
