@@ -222,6 +222,23 @@ def test_setup_of_a_name_not_configured_is_not_found(env: Env) -> None:
     assert env.calls() == [] and nothing_kept(env)
 
 
+def test_setup_of_a_network_whose_configuration_cannot_be_used_says_why(env: Env) -> None:
+    (env.conf / "10-broken.conflist").write_text("{")
+    env.write("20-d.conflist", "d")
+    (env.conf / "d").mkdir()
+    (env.conf / "d" / "50-bad.conf").write_text("{")  # a drop-in file that does not parse
+    env.write("30-t.conflist", "t", {"type": "testplugin", "ipam": {"type": "../sh"}})
+    m = env.manager()
+    for name, why in (("d", "50-bad.conf"), ("t", "invalid plugin name; ../sh")):
+        with pytest.raises(ConfigError) as info:
+            m.setup("c1", "ns", networks=[name])
+        assert type(info.value) is ConfigError and info.value.code == 7  # never ready later
+        assert f"'{name}'" in str(info.value) and why in str(info.value)
+        assert "10-broken" not in str(info.value)
+    assert env.calls() == [] and nothing_kept(env)
+    assert set(m.networks().invalid) == {"d", "t"} and m.networks().not_ready == {}
+
+
 def test_a_missing_ipam_binary_makes_the_network_wait_for_it(env: Env) -> None:
     env.write("10-a.conflist", "a", {"type": "testplugin", "ipam": {"type": "ipam-bin"}})
     env.write("20-b.conflist", "b")

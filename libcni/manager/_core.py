@@ -386,6 +386,11 @@ def _quoted(names: Iterable[str]) -> str:
     return ", ".join(map(repr, names))
 
 
+def _why(loaded: LoadedNetworks, name: str) -> str | None:
+    """Why the network ``name``, skipped, cannot be used (``None``: no file names it)."""
+    return loaded.not_ready.get(name) or loaded.invalid.get(name)
+
+
 @functools.lru_cache(maxsize=256)
 def _natural(ifname: str) -> tuple[Any, ...]:
     """The natural sort key of an interface name (remembered: containers share a few)."""
@@ -552,7 +557,7 @@ class Core:
             )
         missing = [n for n in loaded.defaults if n not in loaded.networks]
         if missing:
-            why = "; ".join(f"{n}: {loaded.not_ready.get(n, 'not configured')}" for n in missing)
+            why = "; ".join(f"{n}: {_why(loaded, n) or 'not configured'}" for n in missing)
             return NotReadyError(
                 f"default network(s) {_quoted(missing)} not usable {self._where()}: install "
                 "their plugins or add their configuration",
@@ -659,13 +664,20 @@ class Core:
 
     def _not_usable(self, loaded: LoadedNetworks, names: Sequence[str]) -> CNIError:
         """The error of a setup naming networks that cannot be used: ``NotFoundError`` for
-        a name not configured at all (a bad request), else ``NotReadyError`` naming the
-        binary each waits for (try again later)."""
-        unknown = [n for n in names if n not in loaded.not_ready]
+        a name not configured at all, ``ConfigError`` for one whose configuration cannot
+        be used (bad requests), else ``NotReadyError`` naming the binary each waits for
+        (try again later)."""
+        unknown = [n for n in names if _why(loaded, n) is None]
         if unknown:
             e = NotFoundError(self.conf_dir or "", unknown[0])
             e.msg = f"network(s) {_quoted(unknown)} not configured {self._where()}"
             return e
+        invalid = [n for n in names if n in loaded.invalid]
+        if invalid:
+            return ConfigError(
+                f"network(s) {_quoted(invalid)} cannot be used {self._where()}",
+                "; ".join(f"{n}: {loaded.invalid[n]}" for n in invalid),
+            )
         return NotReadyError(
             f"network(s) {_quoted(names)} not ready: a plugin binary is not installed",
             "; ".join(f"{n}: {loaded.not_ready[n]}" for n in names),
