@@ -1,14 +1,16 @@
 """GC's view of the cache for one run: one listing, each file read at most once.
 
 A :class:`GCScan` lists ``results/``, ``records/`` and each container's
-directory once (:meth:`GCScan.survey`, under the lock of the run's first
-network) and splits the names by the networks they can belong to
+directory once (:meth:`GCScan.survey`: under the lock of the run's first
+network, or before any lock to discover the networks known only from the
+cache) and splits the names by the networks they can belong to
 (``<network>-<containerID>-<ifname>``). Under each network's GC lock,
+:meth:`GCScan.refresh` lists ``results/`` again if it changed, and
 :meth:`GCScan.collect` says what GC of that network must do: its stale
 entries and records (to DEL), the valid attachments met (for the plugins'
 GC), its unusable records; it removes its unusable entries itself. The
 entries of valid containers are not read when their file names settle whose
-they are. Only ``CNIConfig.gc_networks`` (``_ops``) and
+they are. Only ``CNIConfig.gc_networks`` (``_ops._gc``) and
 ``ResultCache.remove_corrupt`` make one; it never leaves the run.
 """
 
@@ -39,26 +41,26 @@ RECENT_FINE = 20_000_000
 kernel's coarse clock (``HZ`` = 100), which stamps them."""
 
 
-def _dashes(text: str, start: int, end: int) -> list[int]:
-    """The positions of ``-`` in ``text[start:end]``."""
-    out = []
-    i = text.find("-", start, end)
-    while i >= 0:
-        out.append(i)
-        i = text.find("-", i + 1, end)
-    return out
-
-
 def _dash_splits(rest: str) -> list[tuple[str, str]]:
     """Every ``(containerID, ifname)`` that ``rest`` (``<containerID>-<ifname>``) can be."""
-    return [(rest[:i], rest[i + 1 :]) for i in _dashes(rest, 1, len(rest) - 1)]
+    out = []
+    i = rest.find("-", 1)
+    while 0 < i < len(rest) - 1:
+        out.append((rest[:i], rest[i + 1 :]))
+        i = rest.find("-", i + 1)
+    return out
 
 
 def prefixes(name: str) -> list[str]:
     """The networks whose entry the file ``name`` can be, by its name alone: ``<network>``
     ends at a ``-`` followed by ``<containerID>-<ifname>``."""
     last = name.rfind("-", 0, len(name) - 1)  # the last dash that can end a container ID
-    return [name[:i] for i in _dashes(name, 1, max(last - 1, 0))]
+    out = []
+    i = name.find("-", 1)
+    while 0 < i <= last - 2:
+        out.append(name[:i])
+        i = name.find("-", i + 1)
+    return out
 
 
 class _Read:
@@ -130,8 +132,9 @@ class GCScan:
         if not discover:
             return
         known = self._known | set(self._record_names)
+        covered = set().union(*(self._by_network.get(n, ()) for n in known))
         dfd = self._results_fd()
-        for name in sorted(self.names):
+        for name in sorted(self.names - covered):
             if dfd is not None and not any(p in known for p in prefixes(name)):
                 known.add(self._read(dfd, name, None).held[0])  # ("" when it names none)
 
@@ -192,16 +195,16 @@ class GCScan:
     def refresh(self) -> None:
         """List ``results/`` again if it may have changed since (under the next network's lock)."""
         try:
-            st: os.stat_result | None = os.stat(self.cache.results_dir, follow_symlinks=False)
+            st = os.stat(self.cache.results_dir, follow_symlinks=False)
+            now: tuple[int, ...] | None = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
         except OSError:
-            st = None
+            now = None
         was = self._listed
-        if st is None and was is None:
+        if was is None and now is None:
             return
-        if st is not None and was is not None and (st.st_dev, st.st_ino, st.st_mtime_ns,
-                                                   st.st_ctime_ns) == was[:4]:  # fmt: skip
-            fine = st.st_mtime_ns % 1_000_000_000 != 0
-            if was[4] - st.st_mtime_ns >= (RECENT_FINE if fine else RECENT):
+        if was is not None and now == was[:4]:
+            settled = RECENT_FINE if now[2] % 1_000_000_000 else RECENT
+            if was[4] - now[2] >= settled:
                 return
         self._list_results()
 
