@@ -111,8 +111,7 @@ class GCScan:
         self._listed: tuple[int, ...] | None = None  # results/ (dev, ino, mtime, ctime, when)
         self._containers: dict[str, list[str]] = {}  # cid -> its record file names
         self._record_names: dict[str, list[tuple[str, str]]] = {}  # network -> (cid, name)
-        self._reads: dict[str, _Read] = {}
-        self._record_reads: dict[tuple[str, str], _Read] = {}
+        self._loaded: dict[str, _Read] = {}  # the files read, by path
         self._errors: list[CacheError] = []
         self._met: set[str] = set()  # networks named inside the entries read
         self._known: set[str] = set(networks)  # the networks of the run
@@ -164,7 +163,7 @@ class GCScan:
             for network in prefixes(name):
                 self._by_network.setdefault(network, set()).add(name)
         for name in self.names - new:
-            self._reads.pop(name, None)
+            self._loaded.pop(self._path(name), None)
         self.names = new
 
     def _list_records(self) -> None:
@@ -374,7 +373,7 @@ class GCScan:
                 if lk is not None:
                     lk.release()
             self.names.discard(name)
-            self._reads.pop(name, None)
+            self._loaded.pop(self._path(name), None)
             work.removed.append(name)
 
     # -- reading -------------------------------------------------------------------
@@ -388,36 +387,43 @@ class GCScan:
         )
 
     def _read(self, dfd: int, name: str, network: str | None) -> _Read:
-        """The entry ``name``, read once (again only if it changed since a read made
-        outside ``network``'s lock)."""
-        got = self._reads.get(name)
-        if got is None or (got.under != network and _stat_ident(dfd, name) != got.ident):
-            got = _read_file(dfd, name, self._path(name), network, loads)
-            self._reads[name] = got
-            if got.held[0]:
-                self._met.add(got.held[0])
-        got.under = network
+        """The entry ``name``, read once (as :meth:`_load`)."""
+        got = self._load(dfd, name, self._path(name), network, loads)
+        if got.held[0]:
+            self._met.add(got.held[0])
         return got
 
     def _record(self, cid: str, name: str, network: str | None) -> _Read:
-        """The record ``name`` of ``cid``, read once (as :meth:`_read`); its ``obj`` is the
+        """The record ``name`` of ``cid``, read once (as :meth:`_load`); its ``obj`` is the
         usable record, else ``None``."""
         cache = self.cache
         top = cache._dir(cache.records_dir, create=False, action="read the records")
         if top is None:
             return _Read("missing")
-        rel = f"{cid}/{name}"
-        got = self._record_reads.get((cid, name))
-        if got is None or (got.under != network and _stat_ident(top, rel) != got.ident):
 
-            def decode(data: bytes, path: str) -> CacheEntry:
-                record = _usable_record(data, path, cid, name)
-                if record is None:
-                    raise CorruptEntryError(f"record {path} is unusable")
-                return record
+        def decode(data: bytes, path: str) -> CacheEntry:
+            record = _usable_record(data, path, cid, name)
+            if record is None:
+                raise CorruptEntryError(f"record {path} is unusable")
+            return record
 
-            got = _read_file(top, rel, f"{cache.records_dir}/{rel}", network, decode)
-            self._record_reads[(cid, name)] = got
+        return self._load(
+            top, f"{cid}/{name}", f"{cache.records_dir}/{cid}/{name}", network, decode
+        )
+
+    def _load(
+        self,
+        dfd: int,
+        rel: str,
+        path: str,
+        network: str | None,
+        decode: Callable[[bytes, str], Any],
+    ) -> _Read:
+        """The file ``rel`` of ``dfd`` read once: again only if ``stat`` says it changed since a
+        read made outside ``network``'s lock."""
+        got = self._loaded.get(path)
+        if got is None or (got.under != network and _stat_ident(dfd, rel) != got.ident):
+            got = self._loaded[path] = _read_file(dfd, rel, path, network, decode)
         got.under = network
         return got
 
