@@ -470,9 +470,7 @@ class Operations:
         whose content is unusable (empty, corrupt, unconvertible): a warning
         is logged and DEL goes on; the entry is removed only once every
         plugin has succeeded. An entry that cannot be *read* (an I/O error)
-        raises ``CacheError``: nothing runs and the entry stays. An entry the
-        cache just read for this DEL (the manager's teardown, GC) is not read
-        again while its file is unchanged (``ResultCache.read_ident``).
+        raises ``CacheError``: nothing runs and the entry stays.
         """
         try:
             entry, ident = cache.read_ident(chain.name, rt.container_id, rt.ifname)

@@ -231,6 +231,14 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _abspath(path: str | os.PathLike[str]) -> str:
+    """``path`` made absolute; a NUL in it (no path has one) is a ``NamespaceError``."""
+    where = os.path.abspath(path)
+    if "\0" in where:
+        raise NamespaceError(f"invalid path {where!r}: a path cannot hold a NUL")
+    return where
+
+
 def _prepare(dir: str) -> Callable[[], None]:
     """Make ``dir`` when needed, and make it a shared mount point, as ``ip netns add`` does.
 
@@ -379,7 +387,7 @@ class NetNS:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         #: The file that pins the namespace; give it to ``setup`` and the plugins.
-        self.path: str = os.path.abspath(path)
+        self.path: str = _abspath(path)
         self._ident = _identity(self.path)
         self._removed = False
 
@@ -518,7 +526,7 @@ def create(name: str | None = None, dir: str | os.PathLike[str] = DEFAULT_DIR) -
     says what failed.
     """
     name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
-    where = os.path.abspath(dir)
+    where = _abspath(dir)
     path = os.path.join(where, name)
     undo = _prepare(where)
     try:
@@ -548,7 +556,7 @@ def from_pid(pid: int, name: str | None = None, dir: str | os.PathLike[str] = DE
     if pid <= 0:
         raise ValueError(f"pid must be positive, not {pid}")
     name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
-    where = os.path.abspath(dir)
+    where = _abspath(dir)
     path = os.path.join(where, name)
     try:
         fd = _open(f"/proc/{pid}/ns/net")

@@ -367,16 +367,16 @@ def test_args_and_capability_args_per_request(env: Env) -> None:
         "ns",
         networks=[
             NetworkRequest("a", args=[("K2", "v2")]),
-            NetworkRequest("b", capability_args={"mac": "bb"}),
+            NetworkRequest("b", capability_args={"mac": "0a:00:00:00:00:bb"}),
         ],
         args=[("K1", "v1")],
-        capability_args={"mac": "aa"},
+        capability_args={"mac": "0a:00:00:00:00:aa"},
     )
     a, b = env.runs()
     assert a["env"]["CNI_ARGS"] == "K1=v1;K2=v2"
-    assert a["stdin"]["runtimeConfig"] == {"mac": "aa"}
+    assert a["stdin"]["runtimeConfig"] == {"mac": "0a:00:00:00:00:aa"}
     assert b["env"]["CNI_ARGS"] == "K1=v1"
-    assert b["stdin"]["runtimeConfig"] == {"mac": "bb"}
+    assert b["stdin"]["runtimeConfig"] == {"mac": "0a:00:00:00:00:bb"}
 
 
 def test_failed_setup_rolls_back_every_attempted_network_in_reverse(env: Env) -> None:

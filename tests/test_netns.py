@@ -204,6 +204,18 @@ def test_bad_names_are_refused_before_anything(tmp_path: Path, name: str) -> Non
     assert not (tmp_path / "never").exists()
 
 
+def test_a_nul_in_a_path_is_a_namespace_error(tmp_path: Path) -> None:
+    # behaviour.md §14: a NUL in a path is a NamespaceError, not os's ValueError.
+    bad = f"{tmp_path}/never\0x"
+    with pytest.raises(NamespaceError, match="NUL"):
+        netns.create("n", dir=bad)
+    with pytest.raises(NamespaceError, match="NUL"):
+        netns.from_pid(os.getpid(), "n", dir=bad)
+    with pytest.raises(NamespaceError, match="NUL"):
+        NetNS(f"{bad}/n")
+    assert os.listdir(tmp_path) == []
+
+
 def test_argument_types_are_checked(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="name must be a str"):
         netns.create(5, dir=tmp_path)  # type: ignore[arg-type]

@@ -87,7 +87,7 @@ class GCWork:
     __slots__ = ("errors", "in_progress", "removed", "stale", "unusable_records", "valid")
 
     def __init__(self) -> None:
-        self.stale: list[CacheEntry] = []  # usable entries not valid (to DEL)
+        self.stale: list[CacheEntry] = []  # usable entries not valid (to DEL; read again)
         self.in_progress: list[CacheEntry] = []  # records without entry, not valid (to DEL)
         self.valid: dict[tuple[str, str], None] = {}  # valid containers' attachments met
         self.unusable_records: list[tuple[str, str, FileIdent]] = []  # (cid, name, ident)
@@ -289,9 +289,8 @@ class GCScan:
                 work.valid[(held[1], held[2])] = None  # a valid container's
             elif (entry := ResultCache._usable_entry(obj, name, self._path(name))) is None:
                 broken.append(name)
-            elif entry.ifname and got.ident is not None:
+            elif entry.ifname:
                 work.stale.append(entry)
-                self.cache._recent.keep(name, entry, got.ident)  # for its DEL, not read again
         networks = self._known | self._met | set(self._record_names)
         for name, error in unnamed:  # (once every entry was read: the networks are known)
             if _only_of(name, network, networks):

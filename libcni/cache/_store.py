@@ -76,12 +76,9 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         self.remove_record(network, container_id, ifname)
         return removed
 
-    def attachments_of(
-        self, container_id: str, remember: bool = False
-    ) -> tuple[list[CacheEntry], list[CacheEntry]]:
+    def attachments_of(self, container_id: str) -> tuple[list[CacheEntry], list[CacheEntry]]:
         """What the cache holds of one container: its complete entries and its records
-        without an entry (in progress), each by file name. ``remember``: the entries are kept
-        for the DELs (or CHECKs) to come (``_recent``, :meth:`read_ident`).
+        without an entry (in progress), each by file name.
 
         The container's records directory is its index: an ADD records every
         attachment there before its first plugin runs, and the record stays
@@ -97,7 +94,7 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         action = f"list the attachments of container {container_id!r}"
         listed = self._container_names(container_id, action)
         if not listed:
-            entries = self._entries(container_id, remember)
+            entries = self.entries(container_id)
             complete = {(e.network_name, e.ifname) for e in entries}
             return entries, [
                 r for r in self.records(container_id) if (r.network_name, r.ifname) not in complete
@@ -108,11 +105,9 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         for name in names:
             if rdfd is None:
                 break
-            loaded = self._load_listed(rdfd, name)
-            if loaded is not None and loaded[0].container_id == container_id:
-                entries.append(loaded[0])
-                if remember:
-                    self._recent.keep(name, *loaded)
+            entry = self._load_listed(rdfd, name)
+            if entry is not None and entry.container_id == container_id:
+                entries.append(entry)
         complete = {(e.network_name, e.ifname) for e in entries}
         done = {f"{e.network_name}-{container_id}-{e.ifname}" for e in entries}
         base = f"{self.records_dir}/{container_id}"

@@ -23,7 +23,7 @@ refuses it), plus ``CNI_CACHE_DIR`` (default: :func:`libcni.cache.default_cache_
 container ID is derived from the network namespace path exactly as ``cnitool``
 derives it, so both tools find the same cache entries.
 
-This package (with its demo, :mod:`libcni.cli._demo`) is the only part of libcni that prints.
+This package is the only part of libcni that prints.
 Errors are one line on standard error, ``libcni: <message>``, exit status 1;
 usage errors exit with status 2.
 """
@@ -340,9 +340,8 @@ def _cmd_ready(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO
 
 
 def _cmd_demo(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
-    from . import _demo
-
-    return _demo.main(args, environ, out, sys.stderr)
+    sys.stderr.write(f"{PROG} demo: {_DEMO_POINTER}\n")
+    return 1
 
 
 # -- the parser ----------------------------------------------------------------
@@ -438,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_commands(sub, common)
     _add_manager_commands(sub, common)
     _add_view_commands(sub, common)
-    _add_demo_command(sub, common)
+    _add_demo_command(sub)
     return parser
 
 
@@ -636,28 +635,21 @@ def _add_view_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> Non
     p.set_defaults(func=_cmd_ready)
 
 
-def _add_demo_command(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
-    """``demo`` (and its internal part that runs inside the throwaway host namespace)."""
-    formatter = _FORMATTER
-    demo_text = (
-        "attach a throwaway network namespace to a demo network with the reference plugins "
-        "(bridge, host-local, portmap, tuning), show the result, check it and detach it again"
-    )
+#: What ``libcni demo`` says: the demo is a script of the source checkout.
+_DEMO_POINTER = (
+    "the demo is not part of the installed package: in a checkout of libcni's sources, "
+    "run ./scripts/demo.sh as root (it uses real network namespaces and the reference plugins)"
+)
+
+
+def _add_demo_command(sub: _Subparsers) -> None:
+    """``demo``: where the demo is (``scripts/demo.sh`` of the source checkout)."""
     p = sub.add_parser(
         "demo",
-        help=demo_text,
-        description=demo_text[0].upper()
-        + demo_text[1:]
-        + ". Needs root, iproute2 and the reference plugins; never touches the machine's own "
-        "network namespace (everything happens in namespaces created for the run and deleted "
-        "at the end).",
-        formatter_class=formatter,
-        parents=[common],
+        help="where to find the demo (./scripts/demo.sh of the source checkout)",
+        description=_DEMO_POINTER[0].upper() + _DEMO_POINTER[1:] + ".",
+        formatter_class=_FORMATTER,
     )
-    # The part that runs inside the throwaway host namespace (internal).
-    p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
-    for option in ("--netns", "--workdir", "--bridge", "--cni-path", "--container-id"):
-        p.add_argument(option, default="", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_demo)
 
 

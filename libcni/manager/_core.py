@@ -36,6 +36,7 @@ from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
 from .._deadline import Deadline, lock_timeout
 from ..cache import CacheEntry, ResultCache
+from ..capabilities import check_plain
 from ..conf import NetworkConfigList, conf_from_bytes, conf_list_from_bytes, conf_list_from_conf
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
@@ -548,6 +549,7 @@ class Core:
             if item_caps and id(item_caps) not in checked:
                 checked.add(id(item_caps))
                 rq.check_capability_args(item_caps)
+                check_plain(item_caps)  # the well-known ones, by their typed rules
         self._warn_unused(items)
         return items
 
@@ -831,17 +833,12 @@ class Core:
     # -- teardown, check, inspect ---------------------------------------
 
     def _cached(self, container_id: str) -> list[CacheEntry]:
-        """The container's cache entries, in order (read under the container lock).
-
-        The cache keeps each entry it read for the CHECK or DEL that follows
-        (``ResultCache.attachments_of(remember=True)``): that operation does not
-        read it again while one ``lstat`` says its file is unchanged.
-        """
-        entries = self.cache.attachments_of(container_id, remember=True)[0]
+        """The container's cache entries, in order (read under the container lock)."""
+        entries = self.cache.attachments_of(container_id)[0]
         entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
         return entries
 
-    def _held(self, container_id: str, remember: bool = False) -> list[Held]:
+    def _held(self, container_id: str) -> list[Held]:
         """Every attachment the cache holds for the container, in order: its complete
         entries and the records of attachments without one (in progress).
 
@@ -849,9 +846,8 @@ class Core:
         (``ResultCache.attachments_of``): the cost does not grow with the other
         containers cached; a container set up by the Go library or an older
         libcni (no records) is found by a listing of the entries.
-        ``remember``: as for :meth:`_cached` (teardown's DELs).
         """
-        entries, records = self.cache.attachments_of(container_id, remember)
+        entries, records = self.cache.attachments_of(container_id)
         held: list[Held] = [(e, True) for e in entries]
         held += [(r, False) for r in records]
         held.sort(key=lambda h: attachment_order(h[0].ifname, h[0].network_name))
@@ -941,7 +937,7 @@ class Core:
         ifnames = None if requests is None else self._ifnames(container_id, requests)
         release = yield LockContainer(self.cache, container_id, timeout, "teardown")
         try:
-            held: list[Held] = yield Blocking(self._held, (container_id, True))
+            held: list[Held] = yield Blocking(self._held, (container_id,))
             todo: list[CacheEntry | _Item] = [att for att, _ in held]
             if requests is not None and ifnames is not None:
                 todo = yield from self._named(
