@@ -907,7 +907,8 @@ def test_the_operation_generators_are_not_public() -> None:
     # cni.gc(net, None, None) used to return an unstarted generator, silently.
     public = {
         "add_network", "add_network_list", "check_network", "check_network_list",
-        "del_network", "del_network_list", "gc_network_list", "get_cached_attachments",
+        "del_network", "del_network_list", "gc_network_list", "gc_networks",
+        "get_cached_attachments",
         "get_network_cached_config", "get_network_cached_result",
         "get_network_list_cached_config", "get_network_list_cached_result",
         "get_status_network_list", "get_version_info", "validate_network",
