@@ -269,6 +269,22 @@ def _lock_within(
 _T = TypeVar("_T")
 
 
+def _del_netns(rt: RuntimeConf) -> RuntimeConf:
+    """``rt`` for a DEL: a netns path that exists but is no longer a network namespace (a pin
+    left empty) is passed as an empty ``CNI_NETNS``, as the spec allows for DEL, so that the
+    plugins clean up what they can (they fail on such a path). A path that does not exist
+    is passed as given."""
+    if not rt.netns:
+        return rt
+    from .netns import _not_netns
+
+    why = _not_netns(rt.netns)
+    if why is None:
+        return rt
+    log.warning("DEL of %s/%s: %s; CNI_NETNS is passed empty", rt.container_id, rt.ifname, why)
+    return attrs.evolve(rt, netns="")
+
+
 def _stdout(out: bytes) -> bytes:
     return out
 
@@ -584,20 +600,22 @@ class Operations:
                 )
                 # The write-ahead record, before the first plugin runs: whatever
                 # instant the process dies at, a DEL, teardown or GC finds the attachment.
-                # Inline in both drivers: a small write, no fsync.
-                record_json = cache.write_record(record)
-                prev: dict[str, Any] | None = None
-                result: Result | None = None
-                for plugin, path in zip(chain.plugins, paths, strict=True):
-                    result = yield from _run(
-                        self._call(chain, plugin, path, env, deadline, rt, prev),
-                        _result(chain.cni_version, plugin.type),
-                    )
-                    prev = result.to_dict()
-                entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
-                # The record stays (the container's index) until the attachment is DELeted.
-                # The entry's JSON is the record's and the result (encoded once).
-                yield CacheIO(cache.write, (entry, completed_json(record_json, prev)))
+                # Inline in both drivers: a small write, no fsync; over the size cap, refused.
+                with cache.begin_record(record) as written:
+                    prev: dict[str, Any] | None = None
+                    result: Result | None = None
+                    for plugin, path in zip(chain.plugins, paths, strict=True):
+                        result = yield from _run(
+                            self._call(chain, plugin, path, env, deadline, rt, prev),
+                            _result(chain.cni_version, plugin.type),
+                        )
+                        prev = result.to_dict()
+                    entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
+                    # The entry's JSON is the record's and the result (encoded once).
+                    yield CacheIO(cache.write, (entry, completed_json(written.json, prev)))
+                    # The record stays (the container's index) until the attachment is
+                    # DELeted, marked complete: never in progress again (one fchmod).
+                    written.complete()
                 assert result is not None  # _require_plugins: at least one ran
                 return result
             finally:
@@ -651,7 +669,7 @@ class Operations:
         with_prev = parse_version(chain.cni_version) >= _V040
         _require_plugins(chain)
         deadline = deadline or self._deadline(timeout)
-        env = self._env(rq.DEL, rt)
+        env = self._env(rq.DEL, _del_netns(rt))
         cache = self._cache(rt)
         release_net = (
             None
@@ -785,8 +803,13 @@ class Operations:
                 log.warning("GC removed unreadable cache entry %s", name)
             for cid, name, ident in work.unusable_records:
                 try:
-                    if (yield CacheIO(cache.remove_unusable_record, (cid, name, ident))):
-                        log.warning("GC removed unusable record %s of container %s", name, cid)
+                    if (yield CacheIO(cache.drop_record, (cid, name, ident))):
+                        log.warning(
+                            "GC removed record %s of container %s (unusable, or complete and "
+                            "its entry gone: DELeted by another tool)",
+                            name,
+                            cid,
+                        )
                 except CacheError as e:
                     errors.append(e)
             for att in (*work.stale, *work.in_progress):

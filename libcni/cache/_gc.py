@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import CacheError
 from . import _files
 from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
-from ._files import TEMP_PREFIX, FileIdent, _ident, _listed, _strerror
+from ._files import TEMP_PREFIX, FileIdent, _complete, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
 from ._names import _names_held, _only_of, _shared_name, _splits, _usable_record
 from ._store import ResultCache
@@ -328,7 +328,7 @@ class GCScan:
             pair = (cid, name[len(network) + len(cid) + 2 :])
             shared = _shared_name(name, cid)  # then only the names inside tell whose it is
             if pair in valid or (cid in self.keep and not shared):
-                if pair not in valid:
+                if pair not in valid and not self._complete(cid, name):
                     work.valid[pair] = None  # a valid container's, in progress
                 continue
             got = self._record(cid, name, network)
@@ -361,8 +361,15 @@ class GCScan:
             try:
                 if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
                     continue
+                for cid, _ in _dash_splits(name[len(network) + 1 :]):
+                    if name in self._containers.get(cid, ()):
+                        # No one DELeted it: its record, if complete, is in progress again.
+                        cache.unmark_record(cid, name)
                 os.unlink(name, dir_fd=dfd)
             except FileNotFoundError:
+                continue
+            except CacheError as e:
+                work.errors.append(e)
                 continue
             except OSError as e:
                 error = f"cannot {action}: cannot remove {self._path(name)}"
@@ -401,7 +408,9 @@ class GCScan:
             return _Read("missing")
 
         def decode(data: bytes, path: str) -> CacheEntry:
-            record = _usable_record(data, path, cid, name)
+            # A completed ADD's record whose entry is gone (another tool DELeted it) is
+            # dropped as an unusable one is, never DELeted.
+            record = None if self._complete(cid, name) else _usable_record(data, path, cid, name)
             if record is None:
                 raise CorruptEntryError(f"record {path} is unusable")
             return record
@@ -409,6 +418,14 @@ class GCScan:
         return self._load(
             top, f"{cid}/{name}", f"{cache.records_dir}/{cid}/{name}", network, decode
         )
+
+    def _complete(self, cid: str, name: str) -> bool:
+        """Whether the record ``name`` of ``cid`` is marked complete (its ADD returned) while
+        ``results/`` holds no entry of it: another tool DELeted the attachment."""
+        cache = self.cache
+        top = cache._dir(cache.records_dir, create=False, action="read the records")
+        ident = None if top is None else _stat_ident(top, f"{cid}/{name}")
+        return ident is not None and _complete(ident) and name not in self.names
 
     def _load(
         self,

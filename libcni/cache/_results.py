@@ -19,6 +19,7 @@ from ._files import (
     FILE_MODE,
     TEMP_PREFIX,
     FileIdent,
+    _check_cap,
     _fill,
     _ident,
     _opened,
@@ -53,8 +54,10 @@ class Entries(CacheDirs):
         (unless only the final directory fsync failed) and ``CacheError`` is
         raised naming the path.
 
-        An entry of *another* attachment at the same path (two attachments
-        can share a file name) is never replaced: ``CacheError`` naming both
+        An entry larger than the size cap of reads (``MAX_ENTRY_SIZE``) is
+        never written (``CacheError`` naming it). An entry of *another*
+        attachment at the same path (two attachments can share a file name)
+        is never replaced: ``CacheError`` naming both
         (see :meth:`check_owner`). Call it holding the attachment's
         :meth:`lock`, which is the same for both.
         """
@@ -62,6 +65,7 @@ class Entries(CacheDirs):
         if data is None:
             data = entry.to_json()
         path = os.path.join(self.results_dir, name)
+        _check_cap(data, f"cannot write cache entry {path}")
         dfd = self._dir(self.results_dir, create=True, action=f"write cache entry {path}")
         assert dfd is not None  # created, or CacheError
         self._check_owner_at(dfd, name, path, entry.network_name, entry.container_id, entry.ifname)

@@ -82,9 +82,10 @@ class ResultCache(Entries, Records, Locks, CleanUp):
 
         The container's records directory is its index: an ADD records every
         attachment there before its first plugin runs, and the record stays
-        until the attachment is DELeted. So only ``records/<containerID>/`` is
-        listed, and each attachment's entry is read by its name: the cost does
-        not depend on what else is cached. A container without that directory
+        until the attachment is DELeted (a record marked complete whose entry
+        is gone was DELeted by another tool: it is dropped, not listed). So
+        only ``records/<containerID>/`` is listed, and each attachment's entry
+        is read by its name: the cost does not depend on what else is cached. A container without that directory
         (or with nothing in it) was set up by the Go library or an older
         libcni: it is found as :meth:`entries` finds it, by a listing of
         ``results/``. A records directory that is refused (another owner,
@@ -117,11 +118,15 @@ class ResultCache(Entries, Records, Locks, CleanUp):
                 continue  # complete: its record is not needed
             path = f"{base}/{name}"
             try:
-                data, _ = _files._read_ident_at(top, f"{container_id}/{name}", path)
+                data, ident = _files._read_ident_at(top, f"{container_id}/{name}", path)
             except (FileNotFoundError, CacheError):
                 continue  # gone, or unusable or unreadable now: as records() skips it
             record = _usable_record(data, path, container_id, name)
-            if record is not None and (record.network_name, record.ifname) not in complete:
+            if (
+                record is not None
+                and (record.network_name, record.ifname) not in complete
+                and not self._gone(container_id, name, ident)
+            ):
                 records.append(record)
         return entries, records
 

@@ -10,6 +10,7 @@
     libcni up CONTAINER_ID NETNS [--network NAME[=IFNAME]]... [--parallel]
     libcni down CONTAINER_ID [NETNS]
     libcni show CONTAINER_ID
+    libcni forget CONTAINER_ID [NETWORK]...
     libcni ready
     libcni demo
     libcni --version
@@ -325,6 +326,39 @@ def _cmd_down(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO)
     return 0
 
 
+def _cmd_forget(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    import json
+
+    dropped = _manager(args, environ).forget(args.container_id, networks=args.networks or None)
+    if not dropped:
+        out.write(f"nothing to forget: no cached attachment of {args.container_id}\n")
+    for att in dropped:
+        state = "" if att.complete else ", in progress"
+        out.write(
+            f"forgot {att.container_id} on network {att.network} ({att.ifname}{state}), "
+            "without DEL; what its plugins made stays:\n"
+            f"  netns: {att.netns or '-'}\n"
+            f"  args: {';'.join(f'{k}={v}' for k, v in att.cni_args) or '-'}\n"
+            f"  capability args: {json.dumps(att.capability_args) if att.capability_args else '-'}\n"
+            f"  plugins: {_plugin_types(att.config)}\n"
+        )
+    return 0
+
+
+def _plugin_types(config: bytes) -> str:
+    """The plugins of a cached configuration, with their IPAM (``bridge (ipam host-local)``)."""
+    try:
+        obj = strict_loads(config)
+        plugins = obj.get("plugins", [obj])
+        return ", ".join(
+            str(p.get("type"))
+            + (f" (ipam {p['ipam']['type']})" if "type" in p.get("ipam", {}) else "")
+            for p in plugins
+        )
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return "(the cached configuration cannot be read)"
+
+
 def _cmd_show(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
     view = _manager(args, environ).inspect(args.container_id)
     if not view.attachments and not view.incomplete:
@@ -561,7 +595,7 @@ def _add_cache_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> No
 
 
 def _add_manager_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
-    """The network manager's commands that attach and detach: ``up``, ``down``."""
+    """The network manager's commands that attach and detach: ``up``, ``down``, ``forget``."""
     formatter = _FORMATTER
     p = sub.add_parser(
         "up",
@@ -604,6 +638,22 @@ def _add_manager_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> 
     p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
     p.add_argument("netns", metavar="NETNS", nargs="?", default="", help="network namespace path")
     p.set_defaults(func=_cmd_down)
+
+    p = sub.add_parser(
+        "forget",
+        help="drop a container's cached attachments without DEL (NetworkManager.forget)",
+        description="Drop from the cache the attachments of CONTAINER_ID (on the NETWORKs "
+        "given, or all), complete or in progress, without running any plugin: the way out "
+        "for an attachment whose DEL fails every time. Print what was dropped (network, "
+        "interface, netns, args, capability args, plugins), to remove by hand what its "
+        "plugins made.",
+        epilog=_MANAGER_ENVIRONMENT,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
+    p.add_argument("networks", metavar="NETWORK", nargs="*", help="only these networks")
+    p.set_defaults(func=_cmd_forget)
 
 
 def _add_view_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:

@@ -26,7 +26,7 @@ from ..api import CNIConfig
 from ..conf import NetworkConfigList
 from ..errors import LockTimeoutError
 from ..invoke import DEFAULT_PLUGIN_DIRS, Exec
-from ..values import Args, CapabilityArgs
+from ..values import Args, CapabilityArgs, NetworkAttachment
 from ._calls import CNICalls
 from ._core import (
     Blocking,
@@ -34,6 +34,7 @@ from ._core import (
     Core,
     Effect,
     LockContainer,
+    LoopbackUp,
     NetworkCalls,
     Op,
     Outcome,
@@ -245,6 +246,8 @@ class NetworkManager(_ManagerBase):
         if isinstance(effect, Pause):
             time.sleep(effect.seconds)
             return None
+        if isinstance(effect, LoopbackUp):
+            return effect.wait()
         assert isinstance(effect, Blocking)
         return effect.call(*effect.args)
 
@@ -309,8 +312,8 @@ class NetworkManager(_ManagerBase):
         netns: str = "",
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """DEL every attachment the cache holds for the container, complete or in progress
@@ -340,6 +343,24 @@ class NetworkManager(_ManagerBase):
         view: ContainerNetworks = self._drive(self._core.inspect(container_id))
         return view
 
+    def forget(
+        self, container_id: str, *, networks: Sequence[str] | None = None
+    ) -> tuple[NetworkAttachment, ...]:
+        """Drop the container's attachments (those of ``networks``, or all, complete or in
+        progress) from the cache without running any plugin; return what was dropped.
+
+        The way out for an attachment whose DEL fails every time (a plugin
+        removed for good, an argument no plugin accepts): each one dropped is
+        logged (WARNING), and returned with its configuration, netns, args and
+        capability args, so that a person can remove by hand what its plugins
+        made (interfaces, addresses, rules). A container with nothing cached
+        returns ``()``. Takes the container's lock, as :meth:`teardown`.
+        """
+        dropped: tuple[NetworkAttachment, ...] = self._drive(
+            self._core.forget(container_id, networks)
+        )
+        return dropped
+
     def status(self, *, timeout: float | None = None) -> None:
         """Return when containers can be attached, else raise :class:`~libcni.errors.NotReadyError`."""
         self._operation(self._core.status(timeout), "status")
@@ -356,14 +377,15 @@ class NetworkManager(_ManagerBase):
         container_id: str,
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
+        name: str | None = None,
         netns_dir: str | os.PathLike[str] = "/run/netns",
         parallel: bool = False,
         timeout: float | None = None,
     ) -> contextlib.AbstractContextManager[ContainerNetworks]:
-        """A context manager: a new network namespace in ``netns_dir``
-        (:func:`libcni.netns.create`), the container set up in it, its
+        """A context manager: a new network namespace ``name`` (``cni-<uuid>`` when ``None``)
+        in ``netns_dir`` (:func:`libcni.netns.create`), the container set up in it, its
         :class:`ContainerNetworks` (``.netns`` is the namespace's path) for the
         ``with`` block; then teardown, and the namespace removed.
 
@@ -373,7 +395,7 @@ class NetworkManager(_ManagerBase):
         :class:`~libcni.errors.TeardownError` is raised.
         """
         return sandbox(
-            self, container_id, networks, args, capability_args, netns_dir, parallel, timeout
+            self, container_id, networks, args, capability_args, name, netns_dir, parallel, timeout
         )
 
 

@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from .._deadline import Deadline, apoll
 from ..aio import AsyncCNIConfig
 from ..invoke import Exec, operation_ended, operation_started, step
-from ..values import Args, CapabilityArgs
+from ..values import Args, CapabilityArgs, NetworkAttachment
 from . import _ManagerBase
 from ._core import (
     Blocking,
     Call,
     Effect,
     LockContainer,
+    LoopbackUp,
     Op,
     Outcome,
     Pause,
@@ -126,6 +127,11 @@ class AsyncNetworkManager(_ManagerBase):
         if isinstance(effect, Pause):
             await asyncio.sleep(effect.seconds)
             return None
+        if isinstance(effect, LoopbackUp):  # in its own thread: the loop never waits for lo
+            try:
+                return await asyncio.wait_for(asyncio.wrap_future(effect.start()), effect.timeout)
+            except asyncio.TimeoutError:
+                raise effect.timed_out() from None
         assert isinstance(effect, Blocking)
         # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
         # cache: a worker thread would queue them behind other operations' fsyncs. With
@@ -209,8 +215,8 @@ class AsyncNetworkManager(_ManagerBase):
         netns: str = "",
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
@@ -231,6 +237,15 @@ class AsyncNetworkManager(_ManagerBase):
         view: ContainerNetworks = await self._drive(self._core.inspect(container_id))
         return view
 
+    async def forget(
+        self, container_id: str, *, networks: Sequence[str] | None = None
+    ) -> tuple[NetworkAttachment, ...]:
+        """As :meth:`NetworkManager.forget`."""
+        dropped: tuple[NetworkAttachment, ...] = await self._drive(
+            self._core.forget(container_id, networks)
+        )
+        return dropped
+
     async def status(self, *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.status`."""
         await self._operation(self._core.status(timeout), "status")
@@ -244,8 +259,9 @@ class AsyncNetworkManager(_ManagerBase):
         container_id: str,
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
+        name: str | None = None,
         netns_dir: str | os.PathLike[str] = "/run/netns",
         parallel: bool = False,
         timeout: float | None = None,
@@ -256,5 +272,5 @@ class AsyncNetworkManager(_ManagerBase):
         rolls back and the namespace is removed before ``CancelledError`` propagates.
         """
         return async_sandbox(
-            self, container_id, networks, args, capability_args, netns_dir, parallel, timeout
+            self, container_id, networks, args, capability_args, name, netns_dir, parallel, timeout
         )

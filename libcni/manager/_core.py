@@ -16,6 +16,8 @@ operation of ``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`).
   operations read the cache.
 - :class:`Pause`: wait a while (the back-off between ADD attempts);
   ``time.sleep`` or ``asyncio.sleep``.
+- :class:`LoopbackUp`: ``lo`` brought up in a thread of its own, waited for
+  within the setup's time left (off the event loop's thread in async).
 
 A :class:`Together` may also hold operations (generators of these effects):
 each driver then runs each of them as it runs an operation, at the same time.
@@ -23,10 +25,12 @@ each driver then runs each of them as it runs an operation, at the same time.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import os
 import random
 import re
+import threading
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Literal, Protocol
 
@@ -45,11 +49,13 @@ from ..errors import (
     CNIError,
     ConfigError,
     LockTimeoutError,
+    NamespaceError,
     NotReadyError,
     PluginError,
     PluginTimeoutError,
     SetupError,
     TeardownError,
+    ValidationError,
 )
 from ..types import result_from_dict
 from ..values import (
@@ -95,11 +101,53 @@ def loopback_mode(value: object) -> Loopback:
     raise TypeError(f"loopback must be True, False or 'internal', not {type(value).__name__}")
 
 
-def _loopback_up(netns: str) -> None:
-    """Bring ``lo`` up in ``netns`` (``loopback="internal"``; libcni.netns is imported here)."""
-    from ..netns import _loopback_up as up
+@attrs.frozen
+class LoopbackUp:
+    """Effect: bring ``lo`` up in ``netns`` (``loopback="internal"``) in a thread of its own,
+    waited for at most ``timeout`` seconds (``None``: no end); the outcome is ``None``.
 
-    up(netns)
+    The system calls may wait for the kernel (its routing lock, busy while other
+    containers' interfaces are made): the async driver's loop never waits for them,
+    and a bring-up that outlasts the setup's time left fails it with :meth:`timed_out`
+    (the thread finishes on its own).
+    """
+
+    netns: str
+    timeout: float | None
+    limit: float | None  # the setup's timeout, for the message
+
+    def start(self) -> concurrent.futures.Future[None]:
+        """The bring-up, started in a new thread (that ends right after it)."""
+        from ..netns import _loopback_up
+
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not done.set_running_or_notify_cancel():
+                return  # given up on before it started
+            try:
+                _loopback_up(self.netns)
+            except BaseException as e:  # handed to the waiter
+                done.set_exception(e)
+            else:
+                done.set_result(None)
+
+        threading.Thread(target=run, name="libcni-loopback", daemon=True).start()
+        return done
+
+    def wait(self) -> None:
+        """The bring-up, waited for (blocking) at most ``timeout`` seconds."""
+        try:
+            self.start().result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            raise self.timed_out() from None
+
+    def timed_out(self) -> PluginTimeoutError:
+        """The setup's timeout error: ``lo`` was not up in time."""
+        return PluginTimeoutError(
+            f"setup timed out after {self.limit:.3g}s while bringing lo up in {self.netns} "
+            '(loopback="internal")'
+        )
 
 
 class NetworkCalls(Protocol):
@@ -213,7 +261,7 @@ class Pause:
     seconds: float
 
 
-Effect = Call | Together | LockContainer | Blocking | Pause
+Effect = Call | Together | LockContainer | Blocking | Pause | LoopbackUp
 Op = Generator[Effect, Any, Any]
 Outcome = tuple[Any, BaseException | None]
 
@@ -356,6 +404,37 @@ def _ifname(att: CacheEntry | _Item) -> str:
 def _names(request: NetworkRequest, entry: CacheEntry) -> bool:
     """Whether ``request`` (a network, and an interface if it names one) names ``entry``."""
     return request.network == entry.network_name and request.ifname in (None, entry.ifname)
+
+
+def _refuse_not_netns(netns: str) -> None:
+    """:class:`NamespaceError` when ``netns`` exists and is not a network namespace (a
+    regular file, a pin left empty, a FIFO, a directory); never blocks on it. A path that
+    does not exist is passed to the plugins as given."""
+    from ..netns import _not_netns
+
+    why = _not_netns(netns)
+    if why is not None:
+        raise NamespaceError(why)
+
+
+def _check_arguments(items: Sequence[_Item]) -> None:
+    """Refuse the args and capability args of every network of a setup before the first
+    plugin runs: pairs ``CNI_ARGS`` cannot carry and capability arguments without a JSON
+    form (``ConfigError`` naming the network), well-known capabilities that break their
+    rules (``capabilities.check_plain``: ``ValidationError``)."""
+    checked: set[int] = set()
+    for item in items:
+        caps = item.rt.capability_args
+        fresh = bool(caps) and id(caps) not in checked
+        try:
+            rq.encode_cni_args(item.rt.args)
+            if fresh:
+                checked.add(id(caps))
+                rq.check_capability_args(caps)
+        except ConfigError as e:
+            raise ConfigError(f"network {item.network!r}: {e.msg}", e.details) from None
+        if fresh:
+            check_plain(caps)  # the well-known ones, by their typed rules
 
 
 class Core:
@@ -513,6 +592,11 @@ class Core:
         arguments without a JSON form (a ``ConfigError``, not a failed ADD).
         """
         rq.validate_container_id(container_id)
+        if not netns:
+            raise ValidationError(
+                "no network namespace given: setup needs the path of the container's network "
+                "namespace (CNI_NETNS)"
+            )
         args = _pairs(args)
         caps = capability_mapping(capability_args)
         if networks is None:
@@ -543,13 +627,7 @@ class Core:
             own = caps if r.capability_args is None else r.capability_args
             rt = RuntimeConf(container_id, netns, ifname, (*args, *r.args), own)
             items.append(_Item(r.network, ifname, loaded.networks[r.network], rt))
-        checked: set[int] = set()
-        for item in items:
-            item_caps = item.rt.capability_args
-            if item_caps and id(item_caps) not in checked:
-                checked.add(id(item_caps))
-                rq.check_capability_args(item_caps)
-                check_plain(item_caps)  # the well-known ones, by their typed rules
+        _check_arguments(items)
         self._warn_unused(items)
         return items
 
@@ -638,12 +716,13 @@ class Core:
         """Attach the container to its networks, or roll everything back."""
         loaded = yield from self.current()
         items = self._plan(loaded, container_id, netns, networks, args, capability_args)
+        yield Blocking(_refuse_not_netns, (netns,))
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout, "setup")
         try:
             attached, dead = yield Blocking(self._still_cached, (container_id, items))
             if attached is not None:
-                raise AlreadyAttachedError(attached.network, container_id, attached.ifname)
+                raise AlreadyAttachedError(attached[0], container_id, attached[1])
             deadline = Deadline(timeout)
             yield from self._del_dead_attempts(container_id, dead, deadline)
             run = _Run(items)
@@ -663,7 +742,7 @@ class Core:
         """ADD the networks of ``run`` in order (serially: all of them; in parallel: the
         loopback network first, then the others at the same time); the first failure stops
         the serial ones. What happened is in ``run``."""
-        run.failure = yield from self._internal_loopback(netns)
+        run.failure = yield from self._internal_loopback(netns, deadline)
         if run.failure is not None:
             return None
         items = run.items
@@ -701,12 +780,13 @@ class Core:
         partial = tuple(run.done[i] for i in sorted(run.done))
         raise SetupError(container_id, run.failure, partial, rollback_errors)
 
-    def _internal_loopback(self, netns: str) -> Op:
-        """With ``loopback="internal"``: ``lo`` up in ``netns`` (nothing cached); the error, if any."""
+    def _internal_loopback(self, netns: str, deadline: Deadline) -> Op:
+        """With ``loopback="internal"``: ``lo`` up in ``netns`` within ``deadline`` (nothing
+        cached); the error, if any."""
         if self.loopback != INTERNAL_LOOPBACK:
             return None
         try:
-            yield Blocking(_loopback_up, (netns,))
+            yield LoopbackUp(netns, deadline.left(), deadline.limit)
         except CNIError as e:
             return e
         return None
@@ -773,25 +853,23 @@ class Core:
 
     def _still_cached(
         self, container_id: str, items: Sequence[_Item]
-    ) -> tuple[_Item | None, list[CacheEntry]]:
-        """The first planned attachment that has a cache entry (readable or not), if any,
-        and the write-ahead records of the planned attachments that have none.
+    ) -> tuple[tuple[str, str] | None, list[CacheEntry]]:
+        """The ``(network, ifname)`` of an attachment of the container that has a cache entry
+        (readable or not), if any, and the write-ahead records of the planned attachments
+        that have none.
 
-        Such a record is a setup that failed or whose runtime died: its
+        The entries looked for: those of the planned attachments, and those of
+        every record of the container (its index, one listing): whatever the
+        network, a container still attached is not set up again. A record
+        without an entry is a setup that failed or whose runtime died: its
         plugins may hold resources, so it is DELeted before it is set up again.
         """
-        records: dict[tuple[str, str], CacheEntry] | None = None
-        dead: list[CacheEntry] = []
-        for item in items:
-            path = self.cache.entry_path(item.network, container_id, item.ifname)
-            if os.path.lexists(path):
-                return item, []
-            if records is None:  # one listing of records/<containerID>/
-                records = {(r.network_name, r.ifname): r for r in self.cache.records(container_id)}
-            record = records.get((item.network, item.ifname))
-            if record is not None:
-                dead.append(record)
-        return None, dead
+        records = {(r.network_name, r.ifname): r for r in self.cache.records(container_id)}
+        keys = [(item.network, item.ifname) for item in items]
+        for network, ifname in [*keys, *records]:
+            if os.path.lexists(self.cache.entry_path(network, container_id, ifname)):
+                return (network, ifname), []
+        return None, [records[k] for k in keys if k in records]
 
     def _del_dead_attempts(
         self, container_id: str, dead: Sequence[CacheEntry], deadline: Deadline
@@ -1080,6 +1158,68 @@ class Core:
             netns=next((e.netns for e, _ in held if e.netns), ""),
             incomplete=[(e.network_name, e.ifname) for e, complete in held if not complete],
         )
+
+    # -- forget ----------------------------------------------------------
+
+    def forget(self, container_id: str, networks: Sequence[str] | None) -> Op:
+        """Drop the container's entries and records (those of ``networks``, or all) without
+        running any plugin; what was dropped, in :func:`attachment_order`.
+
+        Under the container's lock, as teardown; each attachment under its own
+        lock, whose file goes with the entry. A container with nothing cached
+        drops nothing: ``()``.
+        """
+        rq.validate_container_id(container_id)
+        if isinstance(networks, str):
+            networks = [networks]
+        names = None if networks is None else frozenset(networks)
+        for name in names or ():
+            rq.validate_network_name(name)
+        release = yield LockContainer(self.cache, container_id, self.timeout, "forget")
+        try:
+            dropped: tuple[NetworkAttachment, ...] = yield Blocking(
+                self._forget, (container_id, names)
+            )
+        finally:
+            release()
+        return dropped
+
+    def _forget(
+        self, container_id: str, names: frozenset[str] | None
+    ) -> tuple[NetworkAttachment, ...]:
+        dropped: list[NetworkAttachment] = []
+        for e, complete in self._held(container_id):
+            if names is not None and e.network_name not in names:
+                continue
+            lock = self.cache.lock(e.network_name, container_id, e.ifname, timeout=self.timeout)
+            try:
+                self.cache.forget(e.network_name, container_id, e.ifname)
+            finally:
+                lock.release()
+            log.warning(
+                "forgot network %r (%s) of container %r without DEL%s: netns %r, args %r, "
+                "capability args %r; what its plugins made stays until removed by hand",
+                e.network_name,
+                e.ifname,
+                container_id,
+                "" if complete else " (in progress)",
+                e.netns,
+                e.cni_args,
+                e.capability_args,
+            )
+            dropped.append(
+                NetworkAttachment(
+                    container_id,
+                    e.network_name,
+                    e.ifname,
+                    e.config,
+                    e.netns,
+                    e.cni_args,
+                    e.capability_args,
+                    complete,
+                )
+            )
+        return tuple(dropped)
 
     # -- GC --------------------------------------------------------------
 
