@@ -367,11 +367,9 @@ class NetworkManager(_ManagerBase):
 
     def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """Collect every attachment of containers not in ``valid_containers``, on every
-        configured or cached network; failures raise together as :class:`~libcni.errors.GCError`.
-
-        The networks whose plugins receive a GC request (1.1.0) are collected a
-        few at a time from worker threads (their plugin runs overlap), the
-        others one after the other."""
+        configured or cached network, one after the other, from one listing of the cache
+        (:meth:`~libcni.CNIConfig.gc_networks`); failures raise together as
+        :class:`~libcni.errors.GCError`."""
         self._operation(self._core.gc(valid_containers, timeout), "gc")
 
     def sandbox(

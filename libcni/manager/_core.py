@@ -32,7 +32,7 @@ import random
 import re
 import threading
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -48,7 +48,6 @@ from ..errors import (
     AlreadyAttachedError,
     CNIError,
     ConfigError,
-    GCError,
     LockTimeoutError,
     NamespaceError,
     NotFoundError,
@@ -68,7 +67,6 @@ from ..values import (
     _pairs,
     capability_mapping,
 )
-from ..version import parse_version
 from ._config import ConfigWatcher
 from ._values import (
     LOOPBACK_IFNAME,
@@ -78,9 +76,6 @@ from ._values import (
     LoadedNetworks,
     NetworkRequest,
 )
-
-if TYPE_CHECKING:
-    from ..cache import GCScan
 
 __all__ = ["Blocking", "Call", "Core", "LockContainer", "NetworkCalls", "Pause", "Together"]
 
@@ -179,15 +174,10 @@ class NetworkCalls(Protocol):
         """STATUS (``get_status_network_list``)."""
 
     def gc(
-        self, net: NetworkConfigList, keep: frozenset[str], timeout: float | None, scan: GCScan
+        self, nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: float | None
     ) -> Any:
-        """GC of one network keeping the attachments of the containers ``keep``, from ``scan``."""
-
-    def gc_scan(self, keep: frozenset[str], networks: Sequence[str]) -> Any:
-        """The listing of the cache for a GC run of ``networks``; the outcome is a ``GCScan``."""
-
-    def gc_finish(self, scan: GCScan) -> Any:
-        """The clean-up of a GC run (temporary and lock files), once."""
+        """GC of ``nets`` and of the networks known only from the cache, keeping the
+        attachments of the containers ``keep`` (``gc_networks``)."""
 
 
 @attrs.frozen
@@ -224,8 +214,8 @@ def _status(net: NetworkConfigList, timeout: float | None) -> Call:
     return Call(lambda calls: calls.status(net, timeout))
 
 
-def _gc(net: NetworkConfigList, keep: frozenset[str], timeout: float | None, scan: GCScan) -> Call:
-    return Call(lambda calls: calls.gc(net, keep, timeout, scan))
+def _gc(nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: float | None) -> Call:
+    return Call(lambda calls: calls.gc(nets, keep, timeout))
 
 
 @attrs.frozen
@@ -336,20 +326,8 @@ _PARSED_MAX = 256
 RETRY_FIRST = 0.1
 RETRY_MAX = 5.0
 
-#: How many networks a manager's GC collects at once (their plugins' GC requests overlap):
-#: as many as CPUs (more only add hand-offs of the GIL between their threads).
-GC_WIDTH = max(2, os.cpu_count() or 1)
-
 #: How many (network, capability) warnings a manager remembers having logged.
 _WARNED_MAX = 4096
-
-
-def _sends_gc(net: NetworkConfigList) -> bool:
-    """Whether a GC of ``net`` sends its plugins a GC request (1.1.0 and later)."""
-    try:
-        return not net.disable_gc and parse_version(net.cni_version) >= (1, 1, 0)
-    except CNIError:
-        return False
 
 
 def _code_networks(networks: Sequence[NetworkConfigList]) -> tuple[NetworkConfigList, ...]:
@@ -1276,82 +1254,16 @@ class Core:
     # -- GC --------------------------------------------------------------
 
     def gc(self, valid_containers: Iterable[str], timeout: float | None) -> Op:
-        """GC of every configured or cached network, keeping the valid containers' attachments.
-
-        The cache is listed once for the whole run (``_gc_scan``): each
-        network's GC reads only what it needs from that listing (the
-        entries of valid containers not at all when their file names settle
-        whose they are), and no file twice.
-        """
+        """GC of every configured or cached network, keeping the valid containers' attachments:
+        one ``gc_networks`` call (one listing of the cache, each entry read at most once)."""
         if isinstance(valid_containers, str):
             valid_containers = [valid_containers]
         keep = frozenset(valid_containers)
         loaded = yield from self.current()
-        timeout = self._timeout(timeout)
-        errors: list[CNIError] = []
-        names = list(loaded.networks)
-        if self._plugin_loopback and LOOPBACK_NETWORK not in names:
+        nets = list(loaded.networks.values())
+        if self._plugin_loopback and LOOPBACK_NETWORK not in loaded.networks:
             # Setups attach it first: a setup killed while writing its first record left
             # an unusable record of it, which only its GC removes.
-            names.append(LOOPBACK_NETWORK)
-        scan: GCScan = yield Call(lambda calls: calls.gc_scan(keep, tuple(names)))
-        cached = [n for n in scan.networks() if n not in names]
-        # The networks are independent (each GC holds its own network's lock and reads its
-        # own part of the scan). Those whose plugins get a GC request (1.1.0) go a few at a
-        # time, so that their plugin runs overlap instead of adding up; the others, cache
-        # work with at most a DEL of what is stale, go one after the other in this thread.
-        one_by_one: list[str] = []
-        overlapping: list[str] = []
-        for name in [*names, *cached]:
-            net = loaded.networks.get(name)
-            (overlapping if net is not None and _sends_gc(net) else one_by_one).append(name)
-        failures: list[BaseException] = []
-        for name in one_by_one if len(overlapping) > 1 else [*one_by_one, *overlapping]:
-            try:
-                yield from self._gc_network(name, loaded, keep, timeout, scan)
-            except CNIError as e:
-                failures.append(e)
-        if len(overlapping) > 1:
-            outcomes: list[Outcome] = yield Together(
-                tuple(self._gc_network(n, loaded, keep, timeout, scan) for n in overlapping),
-                GC_WIDTH,
-            )
-            failures += [error for _, error in outcomes if error is not None]
-        for error in failures:
-            if isinstance(error, GCError):
-                errors.extend(error.errors)
-            elif isinstance(error, CNIError):
-                errors.append(error)
-            else:
-                raise error
-        try:
-            yield Call(lambda calls: calls.gc_finish(scan))
-        except CNIError as e:
-            errors.append(e)
-        if errors:
-            raise GCError(errors)
+            nets.append(self.loopback_net)
+        yield _gc(tuple(nets), keep, self._timeout(timeout))
         return None
-
-    def _gc_network(
-        self,
-        name: str,
-        loaded: LoadedNetworks,
-        keep: frozenset[str],
-        timeout: float | None,
-        scan: GCScan,
-    ) -> Op:
-        """GC of the network ``name`` in a manager's GC run (a network known only from the
-        cache with its cached configuration)."""
-        net = loaded.networks.get(name)
-        if net is None:
-            att = yield Blocking(scan.attachment_of, (name,))
-            if att is None and name != LOOPBACK_NETWORK:
-                return None  # nothing usable of it: nothing to DEL, no configuration
-            net = self._cache_only_net(att, loaded) if att else self.loopback_net
-        # Which attachments belong to the valid containers is decided under the network's
-        # GC lock, so an ADD that finished meanwhile is kept.
-        yield _gc(net, keep, timeout, scan)
-        return None
-
-    def _cache_only_net(self, att: CacheEntry, loaded: LoadedNetworks) -> NetworkConfigList:
-        return self._cached_net(att, att.netns, loaded)[0]
