@@ -251,6 +251,8 @@ def test_a_missing_ipam_binary_makes_the_network_wait_for_it(env: Env) -> None:
     for networks in (None, ["a"]):  # the defaults, or named
         with pytest.raises(NotReadyError, match='failed to find plugin "ipam-bin"'):
             m.setup("c1", "ns", networks=networks)
+    with pytest.raises(NotReadyError, match='failed to find plugin "ipam-bin"'):  # async alike
+        asyncio.run(env.amanager(default_networks=["a"]).setup("c1", "ns"))
     assert env.calls() == [] and nothing_kept(env)  # nothing ran, no record, no entry
     with pytest.raises(NotReadyError, match="ipam-bin"):  # the only network of the defaults
         env.manager(
