@@ -121,6 +121,39 @@ def test_a_third_network_that_fails_leaves_nothing_behind(e2e: E2E) -> None:
     assert ctr.link("eth0") is None
 
 
+READINESS = """
+import json, sys
+from libcni import CNIError, NetworkManager
+conf, plugins, cache, cid, ns, net = sys.argv[1:7]
+m = NetworkManager(conf, [plugins], cache_dir=cache)
+out = {}
+for what, call in (("status", m.status), ("setup", lambda: m.setup(cid, ns, networks=[net]))):
+    try:
+        call()
+    except CNIError as e:
+        out[what] = [type(e).__name__, e.code, str(e)]
+print(json.dumps(out))
+"""
+
+
+def test_a_network_whose_ipam_plugin_is_missing_is_not_ready_and_nothing_runs(e2e: E2E) -> None:
+    # ptp would run, fail to find its IPAM plugin, and fail the rollback DEL alike.
+    w = HostRuntime(e2e)
+    ipam = host_local(e2e.subnet(), e2e.data_dir) | {"type": "no-such-ipam"}
+    w.write("10-ptp.conflist", e2e.network, [{"type": "ptp", "ipMasq": False, "ipam": ipam}])
+    ctr, cid = e2e.container(), e2e.container_id("ipam")
+    argv = (str(w.conf), PLUGIN_DIR, str(e2e.cache_dir), cid, ctr.path, e2e.network)
+    out = json.loads(w.python(READINESS, *argv).stdout)
+    assert out["status"][:2] == ["NotReadyError", 50]
+    assert out["setup"][:2] == ["NotReadyError", 50]
+    for what in ("status", "setup"):
+        assert 'failed to find plugin "no-such-ipam"' in out[what][2], out
+    assert ctr.link("eth0") is None
+    assert not e2e.cache_dir.exists() or not any(
+        p.is_file() for d in ("results", "records") for p in (e2e.cache_dir / d).rglob("*")
+    )
+
+
 GC = """
 import sys
 from libcni import NetworkManager
