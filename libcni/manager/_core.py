@@ -47,6 +47,7 @@ from ..errors import (
     GCError,
     LockTimeoutError,
     NamespaceError,
+    NotAttachedError,
     NotReadyError,
     PluginError,
     PluginTimeoutError,
@@ -885,12 +886,6 @@ class Core:
 
     # -- teardown, check, inspect ---------------------------------------
 
-    def _cached(self, container_id: str) -> list[CacheEntry]:
-        """The container's cache entries, in order (read under the container lock)."""
-        entries = self.cache.attachments_of(container_id)[0]
-        entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
-        return entries
-
     def _held(self, container_id: str) -> list[Held]:
         """Every attachment the cache holds for the container, in order: its complete
         entries and the records of attachments without one (in progress).
@@ -1091,12 +1086,16 @@ class Core:
         return _Item(request.network, ifname, net, rt)
 
     def check(self, container_id: str, netns: str, timeout: float | None) -> Op:
-        """CHECK every cached attachment of the container in order; the first failure is raised."""
+        """CHECK every cached attachment of the container in order; the first failure is raised.
+
+        Nothing cached or recorded: :class:`NotAttachedError` (code 3)."""
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout, "check")
         try:
-            entries: list[CacheEntry] = yield Blocking(self._cached, (container_id,))
-            for entry in entries:
+            held: list[Held] = yield Blocking(self._held, (container_id,))
+            if not held:  # a health check must not report an unknown container healthy
+                raise NotAttachedError(f"cannot check container {container_id!r}: nothing cached")
+            for entry in (e for e, complete in held if complete):
                 net, rt = self._cached_net(entry, netns or entry.netns)
                 yield _check(net, rt, timeout)
         finally:

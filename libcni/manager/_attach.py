@@ -1,0 +1,262 @@
+"""One network more or less for a running container, and the list of containers cached.
+
+The rules of ``attach`` (Podman's ``network connect``), ``detach``
+(``network disconnect``) and ``containers`` (behaviour.md §11.3), as
+generators over the manager's :class:`~libcni.manager._core.Core` that yield
+its effects, like the operations of ``_core``; the sync and async managers
+drive them.
+
+Decisions (docs/attaching.rst):
+
+- ``attach`` needs something cached for the container (a setup); it names
+  the interface the first free ``<interface_prefix><n>`` (``eth0``, ``eth2``
+  cached: ``eth1``, as setup and Podman fill gaps); a netns given must be the
+  cached one (the same path, or the same namespace by another path).
+- ``detach`` of a network the container is not on is ``NotAttachedError``
+  naming it; of the last network, the loopback attachment stays (the
+  container is still known: ``attach`` works again; ``teardown`` ends it).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from .. import request as rq
+from .._deadline import Deadline
+from ..cache import ResultCache
+from ..cache._files import TEMP_PREFIX, _listed
+from ..errors import (
+    AlreadyAttachedError,
+    CNIError,
+    ConfigError,
+    NotAttachedError,
+    TeardownError,
+    ValidationError,
+)
+from ..values import Args, CapabilityArgs
+from ._core import (
+    Blocking,
+    Held,
+    LockContainer,
+    Op,
+    _delete,
+    _refuse_not_netns,
+    _requests,
+    _Run,
+    log,
+)
+from ._values import LOOPBACK_IFNAME, ContainerNetworks, NetworkRequest
+
+if TYPE_CHECKING:
+    from ._core import Core
+
+__all__ = ["attach", "containers", "detach"]
+
+
+def _nothing_cached(container_id: str, what: str) -> NotAttachedError:
+    return NotAttachedError(
+        f"cannot {what} container {container_id!r}: nothing is cached for it "
+        "(never set up here, or torn down); set it up first"
+    )
+
+
+def _same_netns(given: str, cached: str) -> bool:
+    """Whether ``given`` is the cached netns: the same path, or the same namespace."""
+    if given == cached:
+        return True
+    try:
+        a, b = os.stat(given), os.stat(cached)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _netns_of(container_id: str, held: list[Held], netns: str) -> str:
+    """The netns of an attach: the cached one (``netns`` must be it, ``""`` takes it)."""
+    cached = next((e.netns for e, _ in held if e.netns), "")
+    if netns and cached and not _same_netns(netns, cached):
+        raise ValidationError(
+            f"cannot attach container {container_id!r} in netns {netns!r}: "
+            f"its networks are in {cached!r}"
+        )
+    if not (netns or cached):
+        raise ValidationError(
+            f"no network namespace given for container {container_id!r} and none cached: "
+            "attach needs the path of the container's network namespace"
+        )
+    return netns or cached
+
+
+def _ifname_of(core: Core, container_id: str, held: list[Held], request: NetworkRequest) -> str:
+    """The interface of an attach: the request's, or the first free ``<prefix><n>``;
+    the network already attached is :class:`AlreadyAttachedError`."""
+    network = request.network
+    for e, complete in held:
+        if complete and e.network_name == network:
+            raise AlreadyAttachedError(network, container_id, e.ifname)
+    # A dead attempt of this network is DELeted first: its interface name is free.
+    taken = {e.ifname for e, _ in held if e.network_name != network}
+    if core.loopback:
+        taken.add(LOOPBACK_IFNAME)
+    if request.ifname is not None:
+        rq.validate_interface_name(request.ifname)
+        if request.ifname in taken:
+            raise ConfigError(
+                f"interface name {request.ifname!r} is taken in container {container_id!r}"
+            )
+        return request.ifname
+    k = 0
+    while f"{core.interface_prefix}{k}" in taken:
+        k += 1
+    return f"{core.interface_prefix}{k}"
+
+
+def attach(
+    core: Core,
+    container_id: str,
+    network: str | NetworkRequest,
+    netns: str,
+    args: Args,
+    capability_args: CapabilityArgs,
+    timeout: float | None,
+) -> Op:
+    """ADD one more network to an attached container; a failure rolls back that one only.
+
+    Under the container's lock, every check of setup runs before any plugin
+    (``Core._plan`` makes the network's run); a dead attempt of that network
+    is DELeted first. The outcome is the container's merged view.
+    """
+    if not isinstance(network, (str, NetworkRequest)):
+        _requests([network])  # the ConfigError setup gives
+    request = _requests(network)[0]
+    rq.validate_container_id(container_id)
+    loaded = yield from core.current()
+    timeout = core._timeout(timeout)
+    release = yield LockContainer(core.cache, container_id, timeout, "attach")
+    try:
+        held: list[Held] = yield Blocking(core._held, (container_id,))
+        if not held:
+            raise _nothing_cached(container_id, "attach a network to")
+        netns = _netns_of(container_id, held, netns)
+        ifname = _ifname_of(core, container_id, held, request)
+        named = NetworkRequest(request.network, ifname, request.args, request.capability_args)
+        item = core._plan(loaded, container_id, netns, [named], args, capability_args)[-1]
+        yield Blocking(_refuse_not_netns, (netns,))
+        if os.path.lexists(core.cache.entry_path(item.network, container_id, ifname)):
+            raise AlreadyAttachedError(item.network, container_id, ifname)  # unreadable entry
+        deadline = Deadline(timeout)
+        dead = [e for e, complete in held if not complete and e.network_name == item.network]
+        yield from core._del_dead_attempts(container_id, dead, deadline)
+        run = _Run([item])
+        run.attempted.append(item)
+        try:
+            run.succeeded(0, (yield from core._attempt(item, deadline)))
+        except CNIError as e:
+            run.failure = e
+        except BaseException as e:  # cancelled, or interrupted: roll back, then re-raise
+            run.interrupted = e
+        if not run.done:
+            yield from core._undo(container_id, run)  # raises
+        view: ContainerNetworks = yield Blocking(core._inspect, (container_id,))
+    finally:
+        release()
+    return view
+
+
+def detach(core: Core, container_id: str, network: str, timeout: float | None) -> Op:
+    """DEL every attachment of ``network`` the container holds, with what it cached; the
+    other attachments stay. The outcome is the container's merged view after it."""
+    rq.validate_container_id(container_id)
+    rq.validate_network_name(network)
+    timeout = core._timeout(timeout)
+    release = yield LockContainer(core.cache, container_id, timeout, "detach")
+    try:
+        held: list[Held] = yield Blocking(core._held, (container_id,))
+        if not held:
+            raise _nothing_cached(container_id, f"detach network {network!r} from")
+        mine = [e for e, _ in held if e.network_name == network]
+        if not mine:
+            on = ", ".join(sorted({e.network_name for e, _ in held}))
+            raise NotAttachedError(
+                f"container {container_id!r} is not attached to network {network!r} "
+                f"(its networks: {on})"
+            )
+        errors: list[CNIError] = []
+        for entry in reversed(mine):
+            try:
+                net, rt = core._cached_net(entry, entry.netns)
+                yield _delete(net, rt, timeout)
+            except CNIError as e:
+                log.warning(
+                    "detach of network %r (%s) from container %r failed: %s",
+                    network,
+                    entry.ifname,
+                    container_id,
+                    e,
+                )
+                errors.append(e)
+        if errors:
+            raise TeardownError(container_id, errors)
+        view: ContainerNetworks = yield Blocking(core._inspect, (container_id,))
+    finally:
+        release()
+    return view
+
+
+def containers(cache: ResultCache) -> tuple[str, ...]:
+    """Every container with an entry or a record (complete or in progress), sorted.
+
+    One listing of ``records/`` and of each container's directory in it, one
+    of ``results/``: an entry whose file is also a record's name belongs to
+    that record's container (libcni writes both), so it is not read; only the
+    entries without a record (written by the Go library, cnitool or an older
+    libcni) are, for their ``containerId``, and the records of a container
+    that has no entry (in progress, or complete and DELeted by another tool:
+    dropped, not counted).
+    """
+    owners = _record_owners(cache)
+    found: set[str] = set()
+    dfd = cache._dir(cache.results_dir, create=False, action=_LISTING)
+    names = [] if dfd is None else _listed(dfd, cache.results_dir, _LISTING)
+    for name in names:
+        if name in owners:
+            found |= owners[name]
+        elif dfd is not None and not name.startswith(TEMP_PREFIX):
+            entry = cache._load_listed(dfd, name)
+            if entry is not None and entry.container_id:
+                found.add(entry.container_id)
+    pending = {cid for cids in owners.values() for cid in cids} - found
+    found.update(cid for cid in pending if _in_progress(cache, cid))
+    return tuple(sorted(found))
+
+
+_LISTING = "list the containers"
+
+
+def _record_owners(cache: ResultCache) -> dict[str, set[str]]:
+    """Each record file name of ``records/``, with the containers whose directory holds it."""
+    owners: dict[str, set[str]] = {}
+    top = cache._dir(cache.records_dir, create=False, action=_LISTING)
+    if top is None:
+        return owners
+    for cid in _listed(top, cache.records_dir, _LISTING):
+        try:
+            if not cache._container_checked(top, cid, _LISTING):
+                continue
+            names = os.listdir(f"{cache.records_dir}/{cid}")
+        except (OSError, CNIError):
+            continue  # refused, or gone meanwhile: as records() skips it
+        for name in names:
+            if not name.startswith(TEMP_PREFIX):
+                owners.setdefault(name, set()).add(cid)
+    return owners
+
+
+def _in_progress(cache: ResultCache, container_id: str) -> bool:
+    """Whether the container has a record in progress (a complete one whose entry is gone
+    is dropped, as every reader drops it)."""
+    try:
+        return bool(cache.records(container_id))
+    except CNIError:
+        return False
