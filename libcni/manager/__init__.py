@@ -345,7 +345,7 @@ class NetworkManager(_ManagerBase):
     def containers(self) -> tuple[str, ...]:
         """Every container the cache holds an attachment of, complete or in progress, sorted:
         what a restarted runtime compares with the containers it knows before :meth:`gc`."""
-        return _attach.containers(self._core.cache)
+        return tuple(self._core.cache.containers())
 
     def attach(
         self,

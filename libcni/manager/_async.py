@@ -233,7 +233,7 @@ class AsyncNetworkManager(_ManagerBase):
 
     async def containers(self) -> tuple[str, ...]:
         """As :meth:`NetworkManager.containers`."""
-        return _attach.containers(self._core.cache)
+        return tuple(self._core.cache.containers())
 
     async def attach(
         self,

@@ -1,8 +1,7 @@
-"""One network more or less for a running container, and the list of containers cached.
+"""One network more or less for a running container.
 
-The rules of ``attach`` (Podman's ``network connect``), ``detach``
-(``network disconnect``) and ``containers`` (behaviour.md §11.3), as
-generators over the manager's :class:`~libcni.manager._core.Core` that yield
+The rules of ``attach`` (Podman's ``network connect``) and ``detach``
+(``network disconnect``), as generators over the manager's :class:`~libcni.manager._core.Core` that yield
 its effects, like the operations of ``_core``; the sync and async managers
 drive them.
 
@@ -24,8 +23,6 @@ from typing import TYPE_CHECKING
 
 from .. import request as rq
 from .._deadline import Deadline
-from ..cache import ResultCache
-from ..cache._files import TEMP_PREFIX, _listed
 from ..errors import (
     AlreadyAttachedError,
     CNIError,
@@ -51,7 +48,7 @@ from ._values import LOOPBACK_IFNAME, ContainerNetworks, NetworkRequest
 if TYPE_CHECKING:
     from ._core import Core
 
-__all__ = ["attach", "containers", "detach"]
+__all__ = ["attach", "detach"]
 
 
 def _nothing_cached(container_id: str, what: str) -> NotAttachedError:
@@ -202,61 +199,3 @@ def detach(core: Core, container_id: str, network: str, timeout: float | None) -
     finally:
         release()
     return view
-
-
-def containers(cache: ResultCache) -> tuple[str, ...]:
-    """Every container with an entry or a record (complete or in progress), sorted.
-
-    One listing of ``records/`` and of each container's directory in it, one
-    of ``results/``: an entry whose file is also a record's name belongs to
-    that record's container (libcni writes both), so it is not read; only the
-    entries without a record (written by the Go library, cnitool or an older
-    libcni) are, for their ``containerId``, and the records of a container
-    that has no entry (in progress, or complete and DELeted by another tool:
-    dropped, not counted).
-    """
-    owners = _record_owners(cache)
-    found: set[str] = set()
-    dfd = cache._dir(cache.results_dir, create=False, action=_LISTING)
-    names = [] if dfd is None else _listed(dfd, cache.results_dir, _LISTING)
-    for name in names:
-        if name in owners:
-            found |= owners[name]
-        elif dfd is not None and not name.startswith(TEMP_PREFIX):
-            entry = cache._load_listed(dfd, name)
-            if entry is not None and entry.container_id:
-                found.add(entry.container_id)
-    pending = {cid for cids in owners.values() for cid in cids} - found
-    found.update(cid for cid in pending if _in_progress(cache, cid))
-    return tuple(sorted(found))
-
-
-_LISTING = "list the containers"
-
-
-def _record_owners(cache: ResultCache) -> dict[str, set[str]]:
-    """Each record file name of ``records/``, with the containers whose directory holds it."""
-    owners: dict[str, set[str]] = {}
-    top = cache._dir(cache.records_dir, create=False, action=_LISTING)
-    if top is None:
-        return owners
-    for cid in _listed(top, cache.records_dir, _LISTING):
-        try:
-            if not cache._container_checked(top, cid, _LISTING):
-                continue
-            names = os.listdir(f"{cache.records_dir}/{cid}")
-        except (OSError, CNIError):
-            continue  # refused, or gone meanwhile: as records() skips it
-        for name in names:
-            if not name.startswith(TEMP_PREFIX):
-                owners.setdefault(name, set()).add(cid)
-    return owners
-
-
-def _in_progress(cache: ResultCache, container_id: str) -> bool:
-    """Whether the container has a record in progress (a complete one whose entry is gone
-    is dropped, as every reader drops it)."""
-    try:
-        return bool(cache.records(container_id))
-    except CNIError:
-        return False
