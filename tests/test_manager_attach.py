@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 
 import pytest
@@ -185,6 +186,19 @@ def test_attach_refusals_run_nothing(env: Env) -> None:
     assert env.cached() == ["a-c1-eth0", "cni-loopback-c1-lo"]
 
 
+def test_attach_takes_another_path_to_the_cached_namespace(env: Env) -> None:
+    env.write("10-a.conflist", "a")
+    env.write("20-b.conflist", "b")
+    pid = os.getpid()  # (the test plugin never enters it)
+    cached = f"/proc/{pid}/ns/net"
+    m = env.manager()
+    m.setup("c1", cached, networks=["a"])
+    env.record.unlink()
+    view = m.attach("c1", "b", f"/proc/{pid}/task/{pid}/ns/net")
+    assert view.netns == cached
+    assert [r["env"]["CNI_NETNS"] for r in env.runs()] == [cached]
+
+
 def test_attach_refuses_a_netns_that_is_not_a_namespace(env: Env) -> None:
     env.write("10-a.conflist", "a")
     env.write("20-b.conflist", "b")
@@ -238,6 +252,24 @@ def test_async_attach_and_detach(env: Env) -> None:
             await m.detach("c1", "b")
 
     asyncio.run(main())
+    assert env.cached() == ["a-c1-eth0", "cni-loopback-c1-lo"]
+
+
+def test_async_cancelled_attach_rolls_back_that_network_only(env: Env) -> None:
+    env.write("10-a.conflist", "a")
+    env.write("20-b.conflist", "b", {"type": "testplugin", "test": {"ADD": {"sleep": 30}}})
+
+    async def main() -> None:
+        m = env.amanager()
+        await m.setup("c1", NS, networks=["a"])
+        task = asyncio.create_task(m.attach("c1", "b"))
+        await env.await_call(lambda r: r.get("command") == "ADD" and r["stdin"]["name"] == "b")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert [c for c in env.calls() if c[0] == "DEL"] == [("DEL", "b", "eth1")]
     assert env.cached() == ["a-c1-eth0", "cni-loopback-c1-lo"]
 
 

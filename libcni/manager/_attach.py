@@ -70,7 +70,8 @@ def _same_netns(given: str, cached: str) -> bool:
 
 
 def _netns_of(container_id: str, held: list[Held], netns: str) -> str:
-    """The netns of an attach: the cached one (``netns`` must be it, ``""`` takes it)."""
+    """The netns of an attach: the cached one (``netns`` must be it, or another path to
+    that namespace; ``""`` takes it); ``netns`` when none is cached."""
     cached = next((e.netns for e, _ in held if e.netns), "")
     if netns and cached and not _same_netns(netns, cached):
         raise ValidationError(
@@ -82,7 +83,7 @@ def _netns_of(container_id: str, held: list[Held], netns: str) -> str:
             f"no network namespace given for container {container_id!r} and none cached: "
             "attach needs the path of the container's network namespace"
         )
-    return netns or cached
+    return cached or netns  # the cached path: every entry of the container holds the same
 
 
 def _ifname_of(core: Core, container_id: str, held: list[Held], request: NetworkRequest) -> str:
