@@ -125,9 +125,7 @@ def attach(
     (``Core._plan`` makes the network's run); a dead attempt of that network
     is DELeted first. The outcome is the container's merged view.
     """
-    if not isinstance(network, (str, NetworkRequest)):
-        _requests([network])  # the ConfigError setup gives
-    request = _requests(network)[0]
+    request = _requests([network])[0]  # (a list is refused: one network)
     rq.validate_container_id(container_id)
     loaded = yield from core.current()
     timeout = core._timeout(timeout)
