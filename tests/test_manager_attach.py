@@ -57,7 +57,7 @@ def test_check_of_a_container_never_set_up_is_not_attached(env: Env) -> None:
     assert env.runs() == [r for r in env.runs() if r["command"] != "CHECK"]
 
 
-def test_check_of_a_container_with_only_a_record_runs_and_is_not_refused(env: Env) -> None:
+def test_check_of_a_container_with_only_a_record_is_not_refused(env: Env) -> None:
     plant_record(env, "a", "c2", "eth0", conf("a"))
     env.manager().check("c2")  # something is recorded: known (nothing complete to CHECK)
 
