@@ -50,6 +50,7 @@ from ..errors import (
     ConfigError,
     LockTimeoutError,
     NamespaceError,
+    NotAttachedError,
     NotFoundError,
     NotReadyError,
     PluginError,
@@ -940,12 +941,6 @@ class Core:
 
     # -- teardown, check, inspect ---------------------------------------
 
-    def _cached(self, container_id: str) -> list[CacheEntry]:
-        """The container's cache entries, in order (read under the container lock)."""
-        entries = self.cache.attachments_of(container_id)[0]
-        entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
-        return entries
-
     def _held(self, container_id: str) -> list[Held]:
         """Every attachment the cache holds for the container, in order: its complete
         entries and the records of attachments without one (in progress).
@@ -1146,12 +1141,16 @@ class Core:
         return _Item(request.network, ifname, net, rt)
 
     def check(self, container_id: str, netns: str, timeout: float | None) -> Op:
-        """CHECK every cached attachment of the container in order; the first failure is raised."""
+        """CHECK every cached attachment of the container in order; the first failure is raised.
+
+        Nothing cached or recorded: :class:`NotAttachedError` (code 3)."""
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout, "check")
         try:
-            entries: list[CacheEntry] = yield Blocking(self._cached, (container_id,))
-            for entry in entries:
+            held: list[Held] = yield Blocking(self._held, (container_id,))
+            if not held:  # a health check must not report an unknown container healthy
+                raise NotAttachedError(f"cannot check container {container_id!r}: nothing cached")
+            for entry in (e for e, complete in held if complete):
                 net, rt = self._cached_net(entry, netns or entry.netns)
                 yield _check(net, rt, timeout)
         finally:

@@ -242,3 +242,42 @@ def test_async_many_containers_at_once(e2e: E2E) -> None:
 
 def test_paths_exist() -> None:
     assert Path(PLUGIN_DIR).is_dir()
+
+
+ATTACH = """
+import json, sys
+from libcni import NetworkManager
+m = NetworkManager(sys.argv[1], [sys.argv[2]], cache_dir=sys.argv[3])
+cid, network, how = sys.argv[4:7]
+view = m.attach(cid, network) if how == "attach" else m.detach(cid, network)
+print(json.dumps(view.to_dict()))
+"""
+
+
+def test_attach_a_second_bridge_network_then_detach_it(e2e: E2E) -> None:
+    w = World(e2e)
+    second = f"{e2e.network}-br2"
+    w.write("40-br2.conflist", second, [bridge(e2e.bridge_name(), e2e.subnet(), e2e.data_dir)])
+    ctr, cid = e2e.container(), e2e.container_id("hot")
+    assert w.cli("up", cid, ctr.path, "-n", w.br).returncode == 0
+    first_ip = ctr.addresses("eth0")
+
+    args = (str(w.conf), PLUGIN_DIR, str(e2e.cache_dir), cid, second)
+    view = json.loads(w.python(ATTACH, *args, "attach").stdout)  # the cached netns
+    assert [(a["network"], a["ifname"]) for a in view["attachments"]] == [
+        ("cni-loopback", "lo"),
+        (w.br, "eth0"),
+        (second, "eth1"),
+    ]
+    (added,) = view["interfaces"]["eth1"]["ips"]
+    assert ctr.addresses("eth1") == [added]
+    assert added.split("/")[0] in allocated(e2e.data_dir, second)
+    assert w.cli("list").stdout.split() == [cid]
+
+    view = json.loads(w.python(ATTACH, *args, "detach").stdout)
+    assert [a["ifname"] for a in view["attachments"]] == ["lo", "eth0"]
+    assert ctr.link("eth1") is None
+    assert allocated(e2e.data_dir, second) == set()
+    assert ctr.addresses("eth0") == first_ip and lo_up_with_127(ctr)  # the others stay
+    assert w.cli("down", cid).returncode == 0
+    assert w.leases() == set() and w.cached() == []
