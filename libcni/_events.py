@@ -185,50 +185,19 @@ class Span:
         return max(0.0, timeout - spent)
 
 
-class _PluginRun(Span):
-    """The span of one ``RunPlugin``: its environment and time left, its error in context."""
-
-    __slots__ = ("effect",)
-
-    def __init__(self, watch: Watch, effect: RunPlugin, parent: int) -> None:
-        start = Event(
-            kind="plugin",
-            phase="start",
-            id=next(_ids),
-            operation=effect.command,
-            network=effect.network,
-            container_id=effect.container_id,
-            ifname=effect.env.get("CNI_IFNAME", ""),
-            plugin=effect.plugin,
-            parent=parent,
-        )
-        super().__init__(watch, start)
-        self.effect = effect
-
-    def prepared(self) -> RunPlugin:
-        """The effect with what the observers add to its environment, and the time they took
-        (with its start event and its environment) off its time left.
-
-        None left: :class:`~libcni.errors.PluginTimeoutError`, the plugin is
-        not started (worded as ``_ops`` words it, by ``in_context``).
-        """
-        effect = self.effect
-        if self.watch.contributors:
-            effect = self.watch.with_env(effect, self.start)
-        if effect.timeout is None:
-            return effect
-        spent = _clock() - self.began
-        left = effect.timeout - spent
-        if left <= 0:
-            raise PluginTimeoutError(f"plugin {effect.plugin} could not start: no time left")
-        return attrs.evolve(effect, timeout=left) if spent > _SLOW else effect
-
-    def __exit__(
-        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if isinstance(e, PluginError):
-            in_context(self.effect, e)  # as the operation will raise it
-        super().__exit__(kind, e, tb)
+def _plugin_start(effect: RunPlugin, parent: int) -> Event:
+    """The start event of a plugin run."""
+    return Event(
+        kind="plugin",
+        phase="start",
+        id=next(_ids),
+        operation=effect.command,
+        network=effect.network,
+        container_id=effect.container_id,
+        ifname=effect.env.get("CNI_IFNAME", ""),
+        plugin=effect.plugin,
+        parent=parent,
+    )
 
 
 class Watch:
@@ -333,15 +302,28 @@ class Watch:
 
     # -- the performers of effects ----------------------------------------
 
+    # At every plugin run: the events made and told inline (each call costs).
+
     def observed(self, perform: Callable[[Any], _R], parent: int) -> Callable[[Any], _R]:
         """``perform``, each ``RunPlugin`` between the events of a plugin run under ``parent``."""
+        emit = self.emit
 
         def perform_observed(effect: Any) -> _R:
             if type(effect) is not RunPlugin:
                 return perform(effect)
-            run = _PluginRun(self, effect, parent)
-            with run:
-                return perform(run.prepared())
+            start = _plugin_start(effect, parent)
+            began = _clock()
+            emit(start)
+            t0 = _clock()
+            try:
+                if self.contributors or effect.timeout is not None:
+                    effect = self._prepared(effect, start, began)
+                out = perform(effect)
+            except BaseException as e:
+                self._failed(effect, start, _clock() - t0, e)
+                raise
+            emit(start.ended(_clock() - t0, None))
+            return out
 
         return perform_observed
 
@@ -349,15 +331,50 @@ class Watch:
         self, perform: Callable[[Any], Awaitable[_R]], parent: int
     ) -> Callable[[Any], Awaitable[_R]]:
         """:meth:`observed` for an async performer."""
+        emit = self.emit
 
         async def perform_observed(effect: Any) -> _R:
             if type(effect) is not RunPlugin:
                 return await perform(effect)
-            run = _PluginRun(self, effect, parent)
-            with run:
-                return await perform(run.prepared())
+            start = _plugin_start(effect, parent)
+            began = _clock()
+            emit(start)
+            t0 = _clock()
+            try:
+                if self.contributors or effect.timeout is not None:
+                    effect = self._prepared(effect, start, began)
+                out = await perform(effect)
+            except BaseException as e:
+                self._failed(effect, start, _clock() - t0, e)
+                raise
+            emit(start.ended(_clock() - t0, None))
+            return out
 
         return perform_observed
+
+    def _prepared(self, effect: RunPlugin, start: Event, began: float) -> RunPlugin:
+        """``effect`` with what the observers add to its environment, and the time they took
+        since ``began`` (its start event, its environment) off its time left.
+
+        None left: :class:`~libcni.errors.PluginTimeoutError`, the plugin is
+        not started (worded as ``_ops`` words it, by ``in_context``).
+        """
+        if self.contributors:
+            effect = self.with_env(effect, start)
+        if effect.timeout is None:
+            return effect
+        spent = _clock() - began
+        left = effect.timeout - spent
+        if left <= 0:
+            raise PluginTimeoutError(f"plugin {effect.plugin} could not start: no time left")
+        return attrs.evolve(effect, timeout=left) if spent > _SLOW else effect
+
+    def _failed(self, effect: RunPlugin, start: Event, duration: float, e: BaseException) -> None:
+        """Tell the end event of a run that ``e`` ended (a ``PluginError`` in context first,
+        as the operation will raise it)."""
+        if isinstance(e, PluginError):
+            in_context(effect, e)
+        self.emit(start.ended(duration, e))
 
     def with_env(self, effect: RunPlugin, start: Event) -> RunPlugin:
         """``effect`` with what the observers add to its environment (itself if nothing)."""
