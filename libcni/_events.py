@@ -167,15 +167,20 @@ class Span:
         self.began = self.started = 0.0  # before, and after, the start event was told
 
     def __enter__(self) -> int:
+        start = self.start
         self.began = _clock()
-        self.watch.emit(self.start)
+        self.watch.emit(start)
         self.started = _clock()
-        return self.start.id
+        return start.id
 
     def __exit__(
         self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.watch.emit(self.start.ended(_clock() - self.started, e))
+        duration = _clock() - self.started
+        if e is None:
+            self.watch.emit(self.start._replace(phase="end", duration=duration))
+        else:
+            self.watch.emit(self.start.ended(duration, e))
 
     def less(self, timeout: float | None) -> float | None:
         """``timeout`` less the time the observers took with the start event (§13)."""
@@ -183,21 +188,6 @@ class Span:
         if timeout is None or spent <= _SLOW:
             return timeout
         return max(0.0, timeout - spent)
-
-
-def _plugin_start(effect: RunPlugin, parent: int) -> Event:
-    """The start event of a plugin run."""
-    return Event(
-        kind="plugin",
-        phase="start",
-        id=next(_ids),
-        operation=effect.command,
-        network=effect.network,
-        container_id=effect.container_id,
-        ifname=effect.env.get("CNI_IFNAME", ""),
-        plugin=effect.plugin,
-        parent=parent,
-    )
 
 
 class Watch:
@@ -248,14 +238,19 @@ class Watch:
             try:
                 observer(event)
             except Exception:
-                log.exception(
-                    "observer %r failed on the %s event of %s %s (id %d); ignored",
-                    observer,
-                    event.phase,
-                    event.kind,
-                    event.operation,
-                    event.id,
-                )
+                self.emit_failed(observer, event)
+
+    @staticmethod
+    def emit_failed(observer: Observer, event: Event) -> None:
+        """Log what ``observer`` raised when told ``event`` (in its ``except`` clause)."""
+        log.exception(
+            "observer %r failed on the %s event of %s %s (id %d); ignored",
+            observer,
+            event.phase,
+            event.kind,
+            event.operation,
+            event.id,
+        )
 
     def span(
         self,
@@ -302,18 +297,32 @@ class Watch:
 
     # -- the performers of effects ----------------------------------------
 
-    # At every plugin run: the events made and told inline (each call costs).
+    # At every plugin run: the events told inline (each call costs).
 
     def observed(self, perform: Callable[[Any], _R], parent: int) -> Callable[[Any], _R]:
         """``perform``, each ``RunPlugin`` between the events of a plugin run under ``parent``."""
-        emit = self.emit
+        observers = self.observers
 
         def perform_observed(effect: Any) -> _R:
             if type(effect) is not RunPlugin:
                 return perform(effect)
-            start = _plugin_start(effect, parent)
+            start = Event(
+                kind="plugin",
+                phase="start",
+                id=next(_ids),
+                operation=effect.command,
+                network=effect.network,
+                container_id=effect.container_id,
+                ifname=effect.env.get("CNI_IFNAME", ""),
+                plugin=effect.plugin,
+                parent=parent,
+            )
             began = _clock()
-            emit(start)
+            for observer in observers:  # emit(start), inline
+                try:
+                    observer(start)
+                except Exception:
+                    self.emit_failed(observer, start)
             t0 = _clock()
             try:
                 if self.contributors or effect.timeout is not None:
@@ -322,7 +331,12 @@ class Watch:
             except BaseException as e:
                 self._failed(effect, start, _clock() - t0, e)
                 raise
-            emit(start.ended(_clock() - t0, None))
+            end = start._replace(phase="end", duration=_clock() - t0)
+            for observer in observers:
+                try:
+                    observer(end)
+                except Exception:
+                    self.emit_failed(observer, end)
             return out
 
         return perform_observed
@@ -331,14 +345,28 @@ class Watch:
         self, perform: Callable[[Any], Awaitable[_R]], parent: int
     ) -> Callable[[Any], Awaitable[_R]]:
         """:meth:`observed` for an async performer."""
-        emit = self.emit
+        observers = self.observers
 
         async def perform_observed(effect: Any) -> _R:
             if type(effect) is not RunPlugin:
                 return await perform(effect)
-            start = _plugin_start(effect, parent)
+            start = Event(
+                kind="plugin",
+                phase="start",
+                id=next(_ids),
+                operation=effect.command,
+                network=effect.network,
+                container_id=effect.container_id,
+                ifname=effect.env.get("CNI_IFNAME", ""),
+                plugin=effect.plugin,
+                parent=parent,
+            )
             began = _clock()
-            emit(start)
+            for observer in observers:  # emit(start), inline
+                try:
+                    observer(start)
+                except Exception:
+                    self.emit_failed(observer, start)
             t0 = _clock()
             try:
                 if self.contributors or effect.timeout is not None:
@@ -347,7 +375,12 @@ class Watch:
             except BaseException as e:
                 self._failed(effect, start, _clock() - t0, e)
                 raise
-            emit(start.ended(_clock() - t0, None))
+            end = start._replace(phase="end", duration=_clock() - t0)
+            for observer in observers:
+                try:
+                    observer(end)
+                except Exception:
+                    self.emit_failed(observer, end)
             return out
 
         return perform_observed
