@@ -238,19 +238,14 @@ class Watch:
             try:
                 observer(event)
             except Exception:
-                self.emit_failed(observer, event)
-
-    @staticmethod
-    def emit_failed(observer: Observer, event: Event) -> None:
-        """Log what ``observer`` raised when told ``event`` (in its ``except`` clause)."""
-        log.exception(
-            "observer %r failed on the %s event of %s %s (id %d); ignored",
-            observer,
-            event.phase,
-            event.kind,
-            event.operation,
-            event.id,
-        )
+                log.exception(
+                    "observer %r failed on the %s event of %s %s (id %d); ignored",
+                    observer,
+                    event.phase,
+                    event.kind,
+                    event.operation,
+                    event.id,
+                )
 
     def span(
         self,
@@ -297,32 +292,14 @@ class Watch:
 
     # -- the performers of effects ----------------------------------------
 
-    # At every plugin run: the events told inline (each call costs).
-
     def observed(self, perform: Callable[[Any], _R], parent: int) -> Callable[[Any], _R]:
         """``perform``, each ``RunPlugin`` between the events of a plugin run under ``parent``."""
-        observers = self.observers
 
         def perform_observed(effect: Any) -> _R:
             if type(effect) is not RunPlugin:
                 return perform(effect)
-            start = Event(
-                kind="plugin",
-                phase="start",
-                id=next(_ids),
-                operation=effect.command,
-                network=effect.network,
-                container_id=effect.container_id,
-                ifname=effect.env.get("CNI_IFNAME", ""),
-                plugin=effect.plugin,
-                parent=parent,
-            )
             began = _clock()
-            for observer in observers:  # emit(start), inline
-                try:
-                    observer(start)
-                except Exception:
-                    self.emit_failed(observer, start)
+            start = self._started(effect, parent)
             t0 = _clock()
             try:
                 if self.contributors or effect.timeout is not None:
@@ -331,12 +308,7 @@ class Watch:
             except BaseException as e:
                 self._failed(effect, start, _clock() - t0, e)
                 raise
-            end = start._replace(phase="end", duration=_clock() - t0)
-            for observer in observers:
-                try:
-                    observer(end)
-                except Exception:
-                    self.emit_failed(observer, end)
+            self.emit(start._replace(phase="end", duration=_clock() - t0))
             return out
 
         return perform_observed
@@ -345,28 +317,12 @@ class Watch:
         self, perform: Callable[[Any], Awaitable[_R]], parent: int
     ) -> Callable[[Any], Awaitable[_R]]:
         """:meth:`observed` for an async performer."""
-        observers = self.observers
 
         async def perform_observed(effect: Any) -> _R:
             if type(effect) is not RunPlugin:
                 return await perform(effect)
-            start = Event(
-                kind="plugin",
-                phase="start",
-                id=next(_ids),
-                operation=effect.command,
-                network=effect.network,
-                container_id=effect.container_id,
-                ifname=effect.env.get("CNI_IFNAME", ""),
-                plugin=effect.plugin,
-                parent=parent,
-            )
             began = _clock()
-            for observer in observers:  # emit(start), inline
-                try:
-                    observer(start)
-                except Exception:
-                    self.emit_failed(observer, start)
+            start = self._started(effect, parent)
             t0 = _clock()
             try:
                 if self.contributors or effect.timeout is not None:
@@ -375,15 +331,26 @@ class Watch:
             except BaseException as e:
                 self._failed(effect, start, _clock() - t0, e)
                 raise
-            end = start._replace(phase="end", duration=_clock() - t0)
-            for observer in observers:
-                try:
-                    observer(end)
-                except Exception:
-                    self.emit_failed(observer, end)
+            self.emit(start._replace(phase="end", duration=_clock() - t0))
             return out
 
         return perform_observed
+
+    def _started(self, effect: RunPlugin, parent: int) -> Event:
+        """The start event of a plugin run under ``parent``, told."""
+        start = Event(
+            kind="plugin",
+            phase="start",
+            id=next(_ids),
+            operation=effect.command,
+            network=effect.network,
+            container_id=effect.container_id,
+            ifname=effect.env.get("CNI_IFNAME", ""),
+            plugin=effect.plugin,
+            parent=parent,
+        )
+        self.emit(start)
+        return start
 
     def _prepared(self, effect: RunPlugin, start: Event, began: float) -> RunPlugin:
         """``effect`` with what the observers add to its environment, and the time they took
