@@ -12,6 +12,7 @@ calls were made for (``_ManagerBase._under``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +27,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CNICalls"]
 
-#: ``Watch.network`` or ``Watch.anetwork``: a call between the events of a network.
+#: ``Watch.network`` or ``Watch.anetwork`` of the ``CNIConfig``: a call between the events
+#: of a network.
 _Observed = Callable[
-    [Any, str, NetworkConfigList, "RuntimeConf | None", "float | None", Callable[[Any, Any], Any]],
-    Any,
+    [str, NetworkConfigList, "RuntimeConf | None", "float | None", Callable[[Any, Any], Any]], Any
 ]
 
 
@@ -47,54 +48,36 @@ class CNICalls:
         self._watch = watch
         self._observed: _Observed | None = None
         if watch is not None:
-            self._observed = watch.anetwork if asynchronous else watch.network
+            self._observed = functools.partial(
+                watch.anetwork if asynchronous else watch.network, cni
+            )
 
     def add(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
         if self._observed is None:
             return self._cni.add_network_list(net, rt, timeout=timeout)
         return self._observed(
-            self._cni,
-            rq.ADD,
-            net,
-            rt,
-            timeout,
-            lambda cni, t: cni.add_network_list(net, rt, timeout=t),
+            rq.ADD, net, rt, timeout, lambda c, t: c.add_network_list(net, rt, timeout=t)
         )
 
     def delete(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
         if self._observed is None:
             return self._cni.del_network_list(net, rt, timeout=timeout)
         return self._observed(
-            self._cni,
-            rq.DEL,
-            net,
-            rt,
-            timeout,
-            lambda cni, t: cni.del_network_list(net, rt, timeout=t),
+            rq.DEL, net, rt, timeout, lambda c, t: c.del_network_list(net, rt, timeout=t)
         )
 
     def check(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
         if self._observed is None:
             return self._cni.check_network_list(net, rt, timeout=timeout)
         return self._observed(
-            self._cni,
-            rq.CHECK,
-            net,
-            rt,
-            timeout,
-            lambda cni, t: cni.check_network_list(net, rt, timeout=t),
+            rq.CHECK, net, rt, timeout, lambda c, t: c.check_network_list(net, rt, timeout=t)
         )
 
     def status(self, net: NetworkConfigList, timeout: float | None) -> Any:
         if self._observed is None:
             return self._cni.get_status_network_list(net, timeout=timeout)
         return self._observed(
-            self._cni,
-            rq.STATUS,
-            net,
-            None,
-            timeout,
-            lambda cni, t: cni.get_status_network_list(net, timeout=t),
+            rq.STATUS, net, None, timeout, lambda c, t: c.get_status_network_list(net, timeout=t)
         )
 
     def gc(
