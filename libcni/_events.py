@@ -43,8 +43,8 @@ from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 import attrs
 
 from . import _log as logging
+from ._effects import RunPlugin, in_context
 from ._env import Environment
-from ._ops import RunPlugin, in_context
 from .errors import CNIError, PluginError, PluginTimeoutError
 from .values import RuntimeConf
 
