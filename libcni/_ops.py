@@ -46,6 +46,7 @@ from .cache import (
 from .conf import (
     NetworkConfigList,
     PluginConfig,
+    _binaries,
     conf_from_bytes,
     conf_list_from_bytes,
     conf_list_from_conf,
@@ -144,13 +145,6 @@ def as_plugin(net: Any, method: str) -> PluginConfig:
     raise TypeError(
         f"{method}() expects a PluginConfig (one plugin), not {type(net).__name__}{hint}"
     )
-
-
-def binaries(plugin: PluginConfig) -> tuple[str, ...]:
-    """The plugin types whose binaries ``plugin`` needs: its own, then its ``ipam.type`` (an
-    IPAM plugin that is missing fails every ADD and DEL alike)."""
-    ipam = (plugin.ipam or {}).get("type")
-    return (plugin.type, ipam) if ipam and isinstance(ipam, str) else (plugin.type,)
 
 
 def _require_plugins(chain: _Chain) -> None:
@@ -817,7 +811,7 @@ class Operations:
         capabilities: set[str] = set()
         for plugin in chain.plugins:
             capabilities.update(k for k, v in plugin.capabilities.items() if v is True)
-            for kind in binaries(plugin):
+            for kind in _binaries(plugin):
                 try:
                     info = yield from self._probe(kind, self._find(kind), timeout)
                     if not info.supports(version):
@@ -932,6 +926,5 @@ __all__ = [
     "TakeLock",
     "as_list",
     "as_plugin",
-    "binaries",
     "in_context",
 ]
