@@ -61,9 +61,6 @@ JSONInput: TypeAlias = "builtins.bytes | bytearray | memoryview | str"
 _CONF_EXTENSIONS = ("conf", "json")
 
 
-# --------------------------------------------------------------------------- values
-
-
 @attrs.frozen
 class PluginConfig:
     """One plugin's configuration: the well-known fields, typed, plus everything else.
@@ -152,18 +149,11 @@ class NetworkConfigList:
         obj: dict[str, Any] = dict(self.raw) if self.bytes else {}
         if not obj:
             obj = {"cniVersion": self.cni_version, "name": self.name}
-            for key, value in (
-                ("disableCheck", self.disable_check),
-                ("disableGC", self.disable_gc),
-                ("loadOnlyInlinedPlugins", self.load_only_inlined_plugins),
-            ):
-                if value:
-                    obj[key] = True
+            flags = ("disableCheck", "disableGC", "loadOnlyInlinedPlugins")
+            values = (self.disable_check, self.disable_gc, self.load_only_inlined_plugins)
+            obj |= {key: True for key, value in zip(flags, values, strict=True) if value}
         obj["plugins"] = [dict(p.raw) or {"type": p.type} for p in self.plugins]
         return _dumps(obj, "serialising the configuration list")
-
-
-# --------------------------------------------------------------------------- JSON helpers
 
 
 _JSON_TYPES = {bool: "boolean", int: "number", float: "number", str: "string"}
@@ -177,9 +167,7 @@ def _wrong_type(where: str, expected: str, value: Any) -> ConfigError:
 
 
 def _to_bytes(data: Any, what: str) -> builtins.bytes:
-    if isinstance(data, builtins.bytes):
-        return data
-    if isinstance(data, (bytearray, memoryview)):
+    if isinstance(data, (builtins.bytes, bytearray, memoryview)):
         return builtins.bytes(data)
     if isinstance(data, str):
         try:
@@ -521,9 +509,6 @@ def load_conf_list(dir: PathInput, name: str) -> NetworkConfigList:
     return conf_list_from_conf(found)
 
 
-# --------------------------------------------------------------------------- transforms
-
-
 def conf_list_from_conf(conf: PluginConfig) -> NetworkConfigList:
     """Wrap one plugin configuration into a list with its ``name`` and ``cniVersion``.
 
@@ -573,8 +558,6 @@ def inject_conf(conf: PluginConfig, values: Mapping[str, Any]) -> PluginConfig:
     # values and its fields are validated like any other configuration.
     return conf_from_bytes(data)
 
-
-# --------------------------------------------------------------------------- Go v1.3 names
 
 # Go libcni v1.3 renamed its loaders; a Go user finds the same functions under those names.
 
