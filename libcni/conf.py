@@ -486,11 +486,11 @@ def load_conf_list(dir: PathInput, name: str) -> NetworkConfigList:
     then the ``*.conf``/``*.json`` plugin configurations, the match wrapped
     with :func:`conf_list_from_conf`.
 
-    A file that fails to parse does not hide the network in another file: it
-    is skipped, with a warning on the ``libcni`` logger. When the name is
-    found nowhere, :class:`~libcni.errors.NotFoundError` says in its details which files
-    failed to parse and why (and nothing is logged: one error, said once). A missing or empty directory gives
-    :class:`~libcni.errors.NoConfigsFoundError`.
+    A file that fails to parse does not hide the network in another file: it is
+    skipped, with a warning on the ``libcni`` logger. When the name is found nowhere,
+    :class:`~libcni.errors.NotFoundError` says in its details which files failed to parse
+    and why (and nothing is logged: one error, said once). A missing or empty directory
+    gives :class:`~libcni.errors.NoConfigsFoundError`.
     """
     d = path_str(dir)
     list_files = conf_files(d, ("conflist",))
@@ -520,11 +520,7 @@ def conf_list_from_conf(conf: PluginConfig) -> NetworkConfigList:
     >>> lst.name, lst.cni_version, lst.plugins[0].type, lst.disable_check
     ('n', '0.4.0', 'a', False)
     """
-    raw: dict[str, Any] = {
-        "cniVersion": conf.cni_version,
-        "name": conf.name,
-        "plugins": [conf.raw],
-    }
+    raw = {"cniVersion": conf.cni_version, "name": conf.name, "plugins": [conf.raw]}
     return NetworkConfigList(
         name=conf.name,
         cni_version=conf.cni_version,
@@ -553,10 +549,9 @@ def inject_conf(conf: PluginConfig, values: Mapping[str, Any]) -> PluginConfig:
         if value is None:
             raise ConfigError(f"inject_conf: value of key '{key}' must not be None")
         new[key] = value
-    data = _dumps(new, "inject_conf")
     # Re-parse (rather than trust ``new``) so that the result owns plain JSON
     # values and its fields are validated like any other configuration.
-    return conf_from_bytes(data)
+    return conf_from_bytes(_dumps(new, "inject_conf"))
 
 
 # Go libcni v1.3 renamed its loaders; a Go user finds the same functions under those names.
@@ -575,12 +570,10 @@ def network_plugin_confs_from_files(dir: PathInput, network: str) -> list[Plugin
     """The plugin configurations of ``<dir>/<network>/*.conf``, in file-name order.
 
     Go v1.3's ``NetworkPluginConfsFromFiles``: the drop-in plugins that
-    :func:`conf_list_from_file` appends to the inline ones of a list named
-    ``network`` in ``dir`` (unless ``loadOnlyInlinedPlugins``). A missing
-    directory gives ``[]``; a file that cannot be read or parsed is a
-    :class:`~libcni.errors.ConfigError` naming it; a ``network`` that is not
-    one path component (empty, ``.``, ``..``, with ``/`` or NUL) is a
-    :class:`~libcni.errors.ConfigError` too.
+    :func:`conf_list_from_file` appends to the inline ones of a list named ``network``
+    in ``dir`` (unless ``loadOnlyInlinedPlugins``). A missing directory gives ``[]``. A
+    file that cannot be read or parsed (named), or a ``network`` that is not one path
+    component (empty, ``.``, ``..``, with ``/`` or NUL), is a :class:`~libcni.errors.ConfigError`.
 
     >>> network_plugin_confs_from_files("/nonexistent", "mynet")
     []

@@ -1,31 +1,8 @@
-"""The ``libcni`` command line, compatible with ``cnitool``.
+"""The ``libcni`` command line, compatible with ``cnitool``: its commands, environment and
+output are docs/cli.rst's (and ``libcni --help``'s).
 
-::
-
-    libcni add|check|del NETWORK NETNS [--ifname NAME]
-    libcni gc|status NETWORK [NETNS]
-    libcni validate NETWORK
-    libcni version PLUGIN
-    libcni cache list [CONTAINER_ID]
-    libcni up CONTAINER_ID NETNS [--network NAME[=IFNAME]]... [--parallel]
-    libcni down CONTAINER_ID [NETNS]
-    libcni show CONTAINER_ID
-    libcni list
-    libcni forget CONTAINER_ID [NETWORK]...
-    libcni ready
-    libcni demo
-    libcni --version
-
-The environment is read as ``cnitool`` reads it: ``NETCONFPATH`` (default
-``/etc/cni/net.d``), ``CNI_PATH`` (``:``-separated, default
-``/opt/cni/bin:/usr/lib/cni``),
-``CNI_ARGS`` (``K=V;K2=V2``), ``CAP_ARGS`` (a JSON object), ``CNI_IFNAME``
-(default ``eth0`` when unset; set but empty is refused, as ``cnitool``
-refuses it), plus ``CNI_CACHE_DIR`` (default: :func:`libcni.cache.default_cache_dir`). The
-container ID is derived from the network namespace path exactly as ``cnitool``
-derives it, so both tools find the same cache entries.
-
-This package is the only part of libcni that prints.
+:mod:`._cni` holds ``cnitool``'s commands, :mod:`._manager` the network manager's,
+:mod:`._common` what they share. This package is the only part of libcni that prints.
 Errors are one line on standard error, ``libcni: <message>``, exit status 1;
 usage errors exit with status 2.
 """
@@ -144,17 +121,13 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _quiet_plugins(record: logging.LogRecord) -> bool:
-    # A failing plugin's stderr is logged as warnings by libcni.invoke; the error
-    # line already carries what the plugin reported, so show its stderr with -v only.
-    return not record.name.startswith("libcni.invoke")
-
-
 def _setup_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"{PROG}: %(levelname)s: %(message)s"))
     if not verbose:
-        handler.addFilter(_quiet_plugins)
+        # A failing plugin's stderr is logged as warnings by libcni.invoke; the error
+        # line already carries what the plugin reported, so show its stderr with -v only.
+        handler.addFilter(lambda record: not record.name.startswith("libcni.invoke"))
     log.addHandler(handler)
     log.setLevel(logging.DEBUG if verbose else logging.WARNING)
     log.propagate = False

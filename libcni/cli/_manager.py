@@ -152,25 +152,77 @@ def _cmd_ready(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO
     return 0
 
 
-def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
-    """The parsers of the network manager's commands."""
-    parents = {"epilog": _ENVIRONMENT, "parents": [common]}
-    p = command(
-        sub,
+#: Each command: its name, help, description and function.
+_COMMANDS = (
+    (
         "up",
         "attach a container to loopback and its networks (NetworkManager.setup); "
         "print the merged view",
-        _cmd_up,
-        description="Attach the container CONTAINER_ID, whose network namespace is NETNS, "
+        "Attach the container CONTAINER_ID, whose network namespace is NETNS, "
         "to the loopback network and to the networks given with --network (default: the "
         "first usable network of $NETCONFPATH), rolling everything back on failure; print "
         "the merged view as JSON. The interfaces are lo, then eth0, eth1... unless "
         "--network names them.",
-        **parents,
-    )
-    p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
-    p.add_argument("netns", metavar="NETNS", help="network namespace path")
-    p.add_argument(
+        _cmd_up,
+    ),
+    (
+        "down",
+        "detach a container from every cached network (NetworkManager.teardown)",
+        "Detach CONTAINER_ID from every network it is cached on (also those "
+        "whose attach never finished), with the configuration, arguments and capability "
+        "arguments cached at attach time and, without NETNS, the cached network namespace; "
+        "last attached first; print what was detached.",
+        _cmd_down,
+    ),
+    (
+        "forget",
+        "drop a container's cached attachments without DEL (NetworkManager.forget)",
+        "Drop from the cache the attachments of CONTAINER_ID (on the NETWORKs "
+        "given, or all), complete or in progress, without running any plugin: the way out "
+        "for an attachment whose DEL fails every time. Print what was dropped (network, "
+        "interface, netns, args, capability args, plugins), to remove by hand what its "
+        "plugins made.",
+        _cmd_forget,
+    ),
+    (
+        "show",
+        "print the merged view of a container's networks, from the cache",
+        "Print the networks of CONTAINER_ID as JSON (attachments, interfaces, "
+        "host-side interfaces, IPs, gateways, routes, DNS, and the networks whose attach "
+        "never finished), read from the cache; nothing runs. Exit 1 if nothing is cached "
+        "for it.",
+        _cmd_show,
+    ),
+    (
+        "list",
+        "print every container the cache holds attachments of (NetworkManager.containers)",
+        "Print the ID of every container with an attachment in the cache "
+        "(complete, or whose attach never finished), one a line, sorted; nothing runs. "
+        "What a restarted runtime compares with the containers it knows before 'gc'.",
+        _cmd_list,
+    ),
+    (
+        "ready",
+        "say whether containers can be attached now (NetworkManager.status)",
+        "Print 'ready' if the default network of $NETCONFPATH is usable and its "
+        "plugins are ready; otherwise say why and exit 1.",
+        _cmd_ready,
+    ),
+)
+
+
+def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """The parsers of the network manager's commands."""
+    container = argparse.ArgumentParser(add_help=False)
+    container.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
+    p = {}
+    for name, text, description, func in _COMMANDS:
+        parents = [common] if name in ("list", "ready") else [common, container]
+        p[name] = command(
+            sub, name, text, func, description=description, epilog=_ENVIRONMENT, parents=parents
+        )
+    p["up"].add_argument("netns", metavar="NETNS", help="network namespace path")
+    p["up"].add_argument(
         "-n",
         "--network",
         dest="networks",
@@ -179,67 +231,10 @@ def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         default=[],
         help="a network to attach, optionally with its interface name (repeatable)",
     )
-    p.add_argument("--parallel", action="store_true", help="attach the networks at the same time")
-    p = command(
-        sub,
-        "down",
-        "detach a container from every cached network (NetworkManager.teardown)",
-        _cmd_down,
-        description="Detach CONTAINER_ID from every network it is cached on (also those "
-        "whose attach never finished), with the configuration, arguments and capability "
-        "arguments cached at attach time and, without NETNS, the cached network namespace; "
-        "last attached first; print what was detached.",
-        **parents,
+    p["up"].add_argument(
+        "--parallel", action="store_true", help="attach the networks at the same time"
     )
-    p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
-    p.add_argument("netns", metavar="NETNS", nargs="?", default="", help="network namespace path")
-    p = command(
-        sub,
-        "forget",
-        "drop a container's cached attachments without DEL (NetworkManager.forget)",
-        _cmd_forget,
-        description="Drop from the cache the attachments of CONTAINER_ID (on the NETWORKs "
-        "given, or all), complete or in progress, without running any plugin: the way out "
-        "for an attachment whose DEL fails every time. Print what was dropped (network, "
-        "interface, netns, args, capability args, plugins), to remove by hand what its "
-        "plugins made.",
-        **parents,
+    p["down"].add_argument(
+        "netns", metavar="NETNS", nargs="?", default="", help="network namespace path"
     )
-    p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
-    p.add_argument("networks", metavar="NETWORK", nargs="*", help="only these networks")
-    _add_view_commands(sub, parents)
-
-
-def _add_view_commands(sub: Subparsers, parents: dict[str, Any]) -> None:
-    """The commands that change nothing: ``show``, ``list``, ``ready``."""
-    p = command(
-        sub,
-        "show",
-        "print the merged view of a container's networks, from the cache",
-        _cmd_show,
-        description="Print the networks of CONTAINER_ID as JSON (attachments, interfaces, "
-        "host-side interfaces, IPs, gateways, routes, DNS, and the networks whose attach "
-        "never finished), read from the cache; nothing runs. Exit 1 if nothing is cached "
-        "for it.",
-        **parents,
-    )
-    p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
-    command(
-        sub,
-        "list",
-        "print every container the cache holds attachments of (NetworkManager.containers)",
-        _cmd_list,
-        description="Print the ID of every container with an attachment in the cache "
-        "(complete, or whose attach never finished), one a line, sorted; nothing runs. "
-        "What a restarted runtime compares with the containers it knows before 'gc'.",
-        **parents,
-    )
-    command(
-        sub,
-        "ready",
-        "say whether containers can be attached now (NetworkManager.status)",
-        _cmd_ready,
-        description="Print 'ready' if the default network of $NETCONFPATH is usable and its "
-        "plugins are ready; otherwise say why and exit 1.",
-        **parents,
-    )
+    p["forget"].add_argument("networks", metavar="NETWORK", nargs="*", help="only these networks")
