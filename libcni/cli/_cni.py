@@ -146,12 +146,15 @@ def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="interface name in the container (default: $CNI_IFNAME or eth0)",
     )
+    network = argparse.ArgumentParser(add_help=False)
+    network.add_argument("network", metavar="NETWORK", help="network name (in $NETCONFPATH)")
     for name, text in (
         ("add", "add the container in NETNS to NETWORK and print the result"),
         ("check", "check that the container in NETNS is attached to NETWORK as cached"),
         ("del", "remove the container in NETNS from NETWORK"),
     ):
         description = text[0].upper() + text[1:] + "." + ("" if name == "add" else _CACHED_ARGS)
+        parents = [common, ifname, network]
         p = command(
             sub,
             name,
@@ -159,24 +162,22 @@ def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
             _cmd_attach,
             description=description,
             epilog=ENVIRONMENT,
-            parents=[common, ifname],
+            parents=parents,
         )
-        p.add_argument("network", metavar="NETWORK", help="network name (in $NETCONFPATH)")
         p.add_argument("netns", metavar="NETNS", help="network namespace path")
     for name, text, func in (
         ("gc", "delete every cached attachment of NETWORK, then send GC to its plugins", _cmd_gc),
         ("status", "ask the plugins of NETWORK whether they are ready (STATUS)", _cmd_status),
     ):
         # No --ifname: these work on the whole network, not on one attachment.
-        p = command(sub, name, text, func, epilog=ENVIRONMENT, parents=[common])
-        p.add_argument("network", metavar="NETWORK", help="network name (in $NETCONFPATH)")
+        p = command(sub, name, text, func, epilog=ENVIRONMENT, parents=[common, network])
         p.add_argument(
             "netns",
             metavar="NETNS",
             nargs="?",
             help="accepted for cnitool compatibility, and ignored",
         )
-    p = command(
+    command(
         sub,
         "validate",
         "check that the plugins of NETWORK exist and support its version; print its capabilities",
@@ -184,9 +185,13 @@ def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         description="Check that every plugin of NETWORK exists and supports the network's "
         "CNI version; print the capabilities the network declares, one per line.",
         epilog=ENVIRONMENT,
-        parents=[common],
+        parents=[common, network],
     )
-    p.add_argument("network", metavar="NETWORK", help="network name (in $NETCONFPATH)")
+    _add_plugin_commands(sub, common)
+
+
+def _add_plugin_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """``version PLUGIN``, ``cache list``."""
     p = command(
         sub,
         "version",
@@ -198,10 +203,6 @@ def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         parents=[common],
     )
     p.add_argument("plugin", metavar="PLUGIN", help="plugin type, e.g. bridge")
-    _add_cache_commands(sub, common)
-
-
-def _add_cache_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "cache",
         help="inspect the cache of attachments",
