@@ -26,7 +26,17 @@ from . import _files
 from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
 from ._files import TEMP_PREFIX, FileIdent, _complete, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
-from ._names import _names_held, _only_of, _shared_name, _splits, _usable_record
+from ._lock import CacheLock
+from ._locks import Locks
+from ._names import (
+    _names_held,
+    _only_of,
+    _shared_name,
+    _splits,
+    _usable_entry,
+    _usable_listed,
+    _usable_record,
+)
 from ._store import ResultCache
 
 __all__ = ["GCScan", "GCWork"]
@@ -220,7 +230,7 @@ class GCScan:
         for name in sorted(self._by_network.get(network, ())):
             got = self._read(dfd, name, None) if dfd is not None else None
             if got is not None and got.state == "ok" and got.held[0] == network:
-                entry = ResultCache._usable_entry(got.obj, name, self._path(name))
+                entry = _usable_entry(got.obj, name, self._path(name))
                 if entry is not None:
                     return entry
         for cid, name in sorted(self._record_names.get(network, ())):
@@ -278,7 +288,7 @@ class GCScan:
                     and isinstance(obj, dict)
                     and (
                         obj.get("kind") != CNI_CACHE_V1
-                        or ResultCache._usable(obj, name, self._path(name))
+                        or _usable_listed(obj, name, self._path(name))
                     )
                 ):
                     continue
@@ -287,7 +297,7 @@ class GCScan:
                 continue
             elif held[1] in self.keep and name == f"{prefix}{held[1]}-{held[2]}":
                 work.valid[(held[1], held[2])] = None  # a valid container's
-            elif (entry := ResultCache._usable_entry(obj, name, self._path(name))) is None:
+            elif (entry := _usable_entry(obj, name, self._path(name))) is None:
                 broken.append(name)
             elif entry.ifname:
                 work.stale.append(entry)
@@ -346,13 +356,13 @@ class GCScan:
         """Remove the unusable entries ``broken``, unless modified lately or locked."""
         cache = self.cache
         action = f"clean up unreadable entries of network {network}"
-        dfd = cache._dir(cache.results_dir, create=False, action=action) if broken else None
+        dfd = cache.dirs.fd(cache.results_dir, create=False, action=action) if broken else None
         cutoff = time.time() - older_than
         for name in broken if dfd is not None else ():
             try:
                 # Every attachment of this file name takes this lock (another network's
                 # ADD sharing the name may be writing it).
-                lk = cache._try_lock_file(network, name)
+                lk = _try_lock_file(cache.locks, network, name)
             except CacheError as e:
                 work.errors.append(e)
                 continue
@@ -364,7 +374,7 @@ class GCScan:
                 for cid, _ in _dash_splits(name[len(network) + 1 :]):
                     if name in self._containers.get(cid, ()):
                         # No one DELeted it: its record, if complete, is in progress again.
-                        cache.unmark_record(cid, name)
+                        cache.wal.unmark(cid, name)
                 os.unlink(name, dir_fd=dfd)
             except FileNotFoundError:
                 continue
@@ -388,7 +398,7 @@ class GCScan:
         return f"{self.cache.results_dir}/{name}"
 
     def _results_fd(self) -> int | None:
-        return self.cache._dir(
+        return self.cache.dirs.fd(
             self.cache.results_dir, create=False, action="read the cache entries"
         )
 
@@ -403,7 +413,7 @@ class GCScan:
         """The record ``name`` of ``cid``, read once (as :meth:`_load`); its ``obj`` is the
         usable record, else ``None``."""
         cache = self.cache
-        top = cache._dir(cache.records_dir, create=False, action="read the records")
+        top = cache.dirs.fd(cache.records_dir, create=False, action="read the records")
         if top is None:
             return _Read("missing")
 
@@ -423,7 +433,7 @@ class GCScan:
         """Whether the record ``name`` of ``cid`` is marked complete (its ADD returned) while
         ``results/`` holds no entry of it: another tool DELeted the attachment."""
         cache = self.cache
-        top = cache._dir(cache.records_dir, create=False, action="read the records")
+        top = cache.dirs.fd(cache.records_dir, create=False, action="read the records")
         ident = None if top is None else _stat_ident(top, f"{cid}/{name}")
         return ident is not None and _complete(ident) and name not in self.names
 
@@ -449,10 +459,24 @@ class GCScan:
         """What killed writers left (temporary entries once stale, temporary records), then
         the lock files no one holds; the paths removed of the first two kinds."""
         cache = self.cache
-        temporaries = cache.remove_stale_temporaries(self._temporaries)
-        records = cache.sweep_records(self._containers)
-        cache.remove_orphan_locks(self.names)
+        temporaries = cache.cleanup.remove_stale_temporaries(self._temporaries)
+        records = cache.cleanup.sweep_records(self._containers)
+        cache.cleanup.remove_orphan_locks(self.names)
         return temporaries, records
+
+
+def _try_lock_file(locks: Locks, network: str, name: str) -> CacheLock | None:
+    """The attachment lock of the entry file ``name`` of ``network``, without waiting.
+
+    ``None`` if it is busy, or if no attachment can have that file name
+    (then no one can be writing it).
+    """
+    rest = name[len(network) + 1 :]
+    i = rest.find("-", 1, len(rest) - 1)
+    if i <= 0:
+        return None
+    # Any split gives the same lock file: the one of every attachment named so.
+    return locks.try_lock(network, rest[:i], rest[i + 1 :])
 
 
 def _read_file(

@@ -44,7 +44,7 @@ __all__ = ["OpenRecord", "Records"]
 
 
 class OpenRecord:
-    """A record :meth:`~libcni.cache.ResultCache.begin_record` wrote, kept open until its ADD ends (a context
+    """A record :meth:`Records.begin` wrote, kept open until its ADD ends (a context
     manager); ``json``: the record's JSON (for ``completed_json``)."""
 
     __slots__ = ("_fd", "json")
@@ -81,10 +81,16 @@ class OpenRecord:
         self.close()
 
 
-class Records(CacheDirs):
+class Records:
     """Write, read, remove and list the write-ahead records (part of ``ResultCache``)."""
 
-    def record_path(self, network: str, container_id: str, ifname: str) -> str:
+    def __init__(self, dirs: CacheDirs) -> None:
+        self.dirs = dirs
+        self.results_dir = dirs.results_dir
+        self.records_dir = dirs.records_dir
+        self.locks_dir = dirs.locks_dir
+
+    def path(self, network: str, container_id: str, ifname: str) -> str:
         """The path of the write-ahead record of one attachment (names checked as everywhere)."""
         return os.path.join(
             self.records_dir, container_id, attachment_name(network, container_id, ifname)
@@ -114,16 +120,16 @@ class Records(CacheDirs):
             return None, ident
         return record, ident
 
-    def write_record(self, entry: CacheEntry) -> bytes:
-        """:meth:`begin_record`, closed at once (never marked complete); the record's JSON."""
-        with self.begin_record(entry) as record:
+    def write(self, entry: CacheEntry) -> bytes:
+        """:meth:`begin`, closed at once (never marked complete); the record's JSON."""
+        with self.begin(entry) as record:
             return record.json
 
-    def begin_record(self, entry: CacheEntry) -> OpenRecord:
+    def begin(self, entry: CacheEntry) -> OpenRecord:
         """Record the attachment of ``entry`` as in progress (its fields but ``result``).
 
         ADD calls it before its first plugin runs, holding the attachment's
-        :meth:`lock`, and keeps the returned :class:`OpenRecord` open until it
+        lock (``ResultCache.lock``), and keeps the returned :class:`OpenRecord` open until it
         ends: :meth:`OpenRecord.complete` marks the record once the entry is
         written. A new record is written in place: if the process is
         killed while writing it, no plugin has run yet, and what is left is
@@ -147,14 +153,14 @@ class Records(CacheDirs):
         # (its descriptor is kept), the container's directory checked with one lstat
         # (only this user and root can make anything in records/), the record created
         # through them.
-        top = self._dir(self.records_dir, create=True, action=action)
+        top = self.dirs.fd(self.records_dir, create=True, action=action)
         assert top is not None  # created, or CacheError
         made = False
         # Bounded: a DEL of the container's last record removes the directory; each
         # turn re-creates it, and only ADDs and DELs of one container racing loop.
         for _ in range(100):
             # (A directory this call made is this user's, mode 0700: not checked.)
-            if not made and not self._container_checked(top, container_id, action):
+            if not made and not self.dirs.container_checked(top, container_id, action):
                 made = self._mkdir_at(top, container_id, action)
                 continue
             made = False
@@ -176,7 +182,7 @@ class Records(CacheDirs):
             return None  # the directory was removed meanwhile (its last record DELeted)
         except FileExistsError:
             # One is there (an earlier ADD of it): replaced atomically.
-            dfd = self._open_container(top, container_id, create=False, action=action)
+            dfd = self.dirs.open_container(top, container_id, create=False, action=action)
             if dfd is None:
                 return None
             try:
@@ -235,7 +241,7 @@ class Records(CacheDirs):
         DEL removed its last record): the caller opens it again. The temporary
         file is ``.<name>``: the writer holds the attachment's lock, so one
         left there by a killed writer is removed, and GC removes it as soon as
-        that lock is free (:meth:`sweep_records`). A name too long for the dot
+        that lock is free (``CleanUp.sweep_records``). A name too long for the dot
         gets a random ``..<hex>`` one, removed after ``TEMP_STALE_AFTER``.
         """
         fixed = len(name) * 4 < NAME_MAX or len(os.fsencode(name)) < NAME_MAX
@@ -267,7 +273,7 @@ class Records(CacheDirs):
             raise
         return fd
 
-    def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
+    def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
         """The write-ahead record of one attachment, or ``None`` when there is none.
 
         ``None`` too for another attachment's record sharing the file name.
@@ -275,20 +281,22 @@ class Records(CacheDirs):
         :class:`CorruptEntryError`; a file that cannot be read, or a records
         directory not owned by the euid or writable by others: ``CacheError``.
         A record is only ever a record: whether the attachment completed is
-        told by ``results/`` (:meth:`read`). A record marked complete whose
+        told by ``results/`` (``Entries.read``). A record marked complete whose
         entry is gone gives ``None`` (and is dropped).
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.records_dir, container_id, name)
-        with self._container_dir(container_id, create=False, action=f"read the record {path}") as d:
+        with self.dirs.container_dir(
+            container_id, create=False, action=f"read the record {path}"
+        ) as d:
             if d is None:
                 return None
             record, ident = self._record_at(d[1], name, path, network, container_id, ifname)
-        if record is None or ident is None or self._gone(container_id, name, ident):
+        if record is None or ident is None or self.gone(container_id, name, ident):
             return None
         return record
 
-    def remove_record(self, network: str, container_id: str, ifname: str) -> bool:
+    def remove(self, network: str, container_id: str, ifname: str) -> bool:
         """Remove the record of one attachment (DEL, once every plugin succeeded); whether it was there.
 
         Another attachment's record sharing the file name is left; an
@@ -301,11 +309,11 @@ class Records(CacheDirs):
         action = f"remove the record {path}"
         if not _shared_name(name, container_id):
             # DEL's hot path (4 system calls): the file names this attachment alone.
-            top = self._dir(self.records_dir, create=False, action=action)
-            if top is None or not self._container_checked(top, container_id, action):
+            top = self.dirs.fd(self.records_dir, create=False, action=action)
+            if top is None or not self.dirs.container_checked(top, container_id, action):
                 return False
             return _unlink_record(top, f"{container_id}/{name}", top, container_id, action)
-        with self._container_dir(container_id, create=False, action=action) as dirs:
+        with self.dirs.container_dir(container_id, create=False, action=action) as dirs:
             if dirs is None:
                 return False
             top, dfd = dirs
@@ -322,7 +330,7 @@ class Records(CacheDirs):
                 ) from None
             return _unlink_record(dfd, name, top, container_id, action)
 
-    def drop_record(self, container_id: str, name: str, ident: FileIdent) -> bool:
+    def drop(self, container_id: str, name: str, ident: FileIdent) -> bool:
         """Remove the record file ``name`` of ``container_id`` that a read found unusable, or
         complete with its entry gone, if it is still that file (``ident``) and
         ``results/<name>`` is still absent; whether it was removed.
@@ -343,7 +351,7 @@ class Records(CacheDirs):
         if lk is None:
             return False
         try:
-            with self._container_dir(container_id, create=False, action=action) as dirs:
+            with self.dirs.container_dir(container_id, create=False, action=action) as dirs:
                 if dirs is None or self._has_entry(name):
                     return False
                 top, dfd = dirs
@@ -358,14 +366,14 @@ class Records(CacheDirs):
         finally:
             lk.release()
 
-    def unmark_record(self, container_id: str, name: str) -> None:
+    def unmark(self, container_id: str, name: str) -> None:
         """Take the complete mark off the record ``name`` of ``container_id``, if any: GC
         removes its entry as unusable, but no one DELeted the attachment, so the record
         must find it again (in progress). ``CacheError`` if it cannot be done.
         """
         path = f"{self.records_dir}/{container_id}/{name}"
         try:
-            top = self._dir(self.records_dir, create=False, action=f"unmark the record {path}")
+            top = self.dirs.fd(self.records_dir, create=False, action=f"unmark the record {path}")
             if top is None:
                 return
             fd = os.open(f"{container_id}/{name}", _READ_FLAGS, dir_fd=top)
@@ -382,7 +390,7 @@ class Records(CacheDirs):
         """Whether ``results/<name>`` exists (an entry, of any content; ``True`` when it
         cannot be told)."""
         try:
-            dfd = self._dir(self.results_dir, create=False, action="read the cache entries")
+            dfd = self.dirs.fd(self.results_dir, create=False, action="read the cache entries")
             if dfd is not None:
                 os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
@@ -391,14 +399,14 @@ class Records(CacheDirs):
             return True
         return dfd is not None
 
-    def _gone(self, container_id: str, name: str, ident: FileIdent) -> bool:
+    def gone(self, container_id: str, name: str, ident: FileIdent) -> bool:
         """Whether the record ``name``, read with ``ident``, is a completed ADD's whose entry
         is gone: another tool (Go libcni, cnitool) DELeted or collected the attachment.
         Such a record is dropped (best effort) and is never in progress."""
         if not _complete(ident) or self._has_entry(name):
             return False
         with contextlib.suppress(CacheError):  # else left for the next reader or GC
-            self.drop_record(container_id, name, ident)
+            self.drop(container_id, name, ident)
         return True
 
     def records(self, container_id: str = "") -> list[CacheEntry]:
@@ -407,7 +415,7 @@ class Records(CacheDirs):
         A record stays from the start of its ADD until its attachment is
         DELeted: the attachment is *in progress* when ``results/`` holds no
         entry of it. With a container ID only ``records/<containerID>/`` is
-        listed. Unusable records (see :meth:`read_record`), records whose
+        listed. Unusable records (see :meth:`read`), records whose
         names are not those of their file and directory, records marked
         complete whose entry is gone (dropped) and temporary files are
         skipped; so, when listing every container, are container directories
@@ -425,7 +433,7 @@ class Records(CacheDirs):
                 containers = _listed(top, self.records_dir, action)
         for cid in sorted(containers):
             try:
-                with self._container_dir(cid, create=False, action=action) as dirs:
+                with self.dirs.container_dir(cid, create=False, action=action) as dirs:
                     if dirs is not None:
                         self._records_in(dirs[1], cid, out)
             except CacheError:
@@ -452,10 +460,10 @@ class Records(CacheDirs):
             except (FileNotFoundError, CacheError):
                 continue  # gone, unusable (GC's) or cannot be read now: neither used nor removed
             record = _usable_record(data, path, container_id, name)
-            if record is not None and not self._gone(container_id, name, ident):
+            if record is not None and not self.gone(container_id, name, ident):
                 out.append(record)
 
-    def _container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
+    def container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
         """The descriptor of ``records/`` and the sorted record names of the container's
         directory, or ``None`` when it has none (no directory, or nothing in it).
 
@@ -464,8 +472,8 @@ class Records(CacheDirs):
         listed by its path: only this user and root can make anything in
         ``records/``, so nothing can be swapped in between.
         """
-        top = self._dir(self.records_dir, create=False, action=action)
-        if top is None or not self._container_checked(top, container_id, action):
+        top = self.dirs.fd(self.records_dir, create=False, action=action)
+        if top is None or not self.dirs.container_checked(top, container_id, action):
             return None
         path = f"{self.records_dir}/{container_id}"
         try:
