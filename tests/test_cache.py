@@ -992,7 +992,7 @@ def test_kept_directories_are_checked_at_every_use(tmp_path: Path) -> None:
     # them): a directory replaced, planted or removed at the path is seen at the next use.
     cache = ResultCache(tmp_path)
     cache.write(CacheEntry("c1", "net", "eth0", b"{}"))
-    cache.write_record(CacheEntry("c1", "net", "eth0", b"{}", kind=libcni.cache.RECORD_V1))
+    cache.wal.write(CacheEntry("c1", "net", "eth0", b"{}", kind=libcni.cache.RECORD_V1))
     results = tmp_path / "results"
     results.rename(tmp_path / "results.old")  # moved away, and a new one made by another
     ResultCache(tmp_path).write(CacheEntry("c2", "net", "eth0", b"{}"))
@@ -1018,7 +1018,7 @@ def test_kept_directories_are_checked_at_every_use(tmp_path: Path) -> None:
     # records/ alike: removed, then written anew through a new descriptor.
     shutil.rmtree(tmp_path / "records")
     assert cache.read_record("net", "c1", "eth0") is None
-    cache.write_record(CacheEntry("c1", "net", "eth1", b"{}", kind=libcni.cache.RECORD_V1))
+    cache.wal.write(CacheEntry("c1", "net", "eth1", b"{}", kind=libcni.cache.RECORD_V1))
     assert os.listdir(tmp_path / "records" / "c1") == ["net-c1-eth1"]
 
 
