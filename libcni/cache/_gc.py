@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import CacheError
 from . import _files
-from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
+from ._entry import CacheEntry, CorruptEntryError, loads
 from ._files import TEMP_PREFIX, FileIdent, _complete, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
 from ._lock import CacheLock
@@ -279,28 +279,14 @@ class GCScan:
             if name in skip or dfd is None or self._kept_by_name(name, prefix, work, guarded):
                 continue
             got = self._read(dfd, name, network)
-            obj, held = got.obj, got.held
-            if got.state == "missing" or held[0] not in ("", network):
-                continue  # gone, or another network's
-            if not held[0]:  # names no network: a legacy bare result is usable
-                if (
-                    got.state == "ok"
-                    and isinstance(obj, dict)
-                    and (
-                        obj.get("kind") != CNI_CACHE_V1
-                        or _usable_listed(obj, name, self._path(name))
-                    )
-                ):
-                    continue
+            path = self._path(name)
+            kind = _classify(
+                got, name, path, network=network, valid=valid, keep=self.keep, work=work
+            )
+            if kind == "unnamed":
                 unnamed.append((name, got.error))
-            elif (held[1], held[2]) in valid:
-                continue
-            elif held[1] in self.keep and name == f"{prefix}{held[1]}-{held[2]}":
-                work.valid[(held[1], held[2])] = None  # a valid container's
-            elif (entry := _usable_entry(obj, name, self._path(name))) is None:
+            elif kind == "broken":
                 broken.append(name)
-            elif entry.ifname:
-                work.stale.append(entry)
         networks = self._known | self._met | set(self._record_names)
         for name, error in unnamed:  # (once every entry was read: the networks are known)
             if _only_of(name, network, networks):
@@ -357,40 +343,45 @@ class GCScan:
         cache = self.cache
         action = f"clean up unreadable entries of network {network}"
         dfd = cache.dirs.fd(cache.results_dir, create=False, action=action) if broken else None
+        if dfd is None:
+            return
         cutoff = time.time() - older_than
-        for name in broken if dfd is not None else ():
+        for name in broken:
+            lk = None
             try:
                 # Every attachment of this file name takes this lock (another network's
                 # ADD sharing the name may be writing it).
                 lk = _try_lock_file(cache.locks, network, name)
+                if lk is None and _splits(name[len(network) + 1 :]):
+                    continue  # busy: an operation works on it right now
+                removed = self._unlink(dfd, network, name, cutoff, action)
             except CacheError as e:
                 work.errors.append(e)
-                continue
-            if lk is None and _splits(name[len(network) + 1 :]):
-                continue  # busy: an operation works on it right now
-            try:
-                if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
-                    continue
-                for cid, _ in _dash_splits(name[len(network) + 1 :]):
-                    if name in self._containers.get(cid, ()):
-                        # No one DELeted it: its record, if complete, is in progress again.
-                        cache.wal.unmark(cid, name)
-                os.unlink(name, dir_fd=dfd)
-            except FileNotFoundError:
-                continue
-            except CacheError as e:
-                work.errors.append(e)
-                continue
-            except OSError as e:
-                error = f"cannot {action}: cannot remove {self._path(name)}"
-                work.errors.append(CacheError(error, _strerror(e)))
                 continue
             finally:
                 if lk is not None:
                     lk.release()
-            self.names.discard(name)
-            self._loaded.pop(self._path(name), None)
-            work.removed.append(name)
+            if removed:
+                self.names.discard(name)
+                self._loaded.pop(self._path(name), None)
+                work.removed.append(name)
+
+    def _unlink(self, dfd: int, network: str, name: str, cutoff: float, action: str) -> bool:
+        """Unlink the unusable entry ``name`` unless modified after ``cutoff``; whether it
+        was. No one DELeted it: the complete mark of its record, if any, is taken off."""
+        try:
+            if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
+                return False
+            for cid, _ in _dash_splits(name[len(network) + 1 :]):
+                if name in self._containers.get(cid, ()):
+                    self.cache.wal.unmark(cid, name)  # its record is in progress again
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            error = f"cannot {action}: cannot remove {self._path(name)}"
+            raise CacheError(error, _strerror(e)) from None
+        return True
 
     # -- reading -------------------------------------------------------------------
 
@@ -463,6 +454,39 @@ class GCScan:
         records = cache.cleanup.sweep_records(self._containers)
         cache.cleanup.remove_orphan_locks(self.names)
         return temporaries, records
+
+
+def _classify(
+    got: _Read,
+    name: str,
+    path: str,
+    *,
+    network: str,
+    valid: set[tuple[str, str]],
+    keep: frozenset[str],
+    work: GCWork,
+) -> str:
+    """What the entry ``name`` (at ``path``) read for GC of ``network`` is: ``"broken"``
+    (unusable), ``"unnamed"`` (it names no network and is unusable or unreadable: whose it
+    is is told once every entry was read), else ``""`` (gone, another network's, usable,
+    or noted in ``work``: a container of ``keep``'s, or stale)."""
+    obj, held = got.obj, got.held
+    if got.state == "missing" or held[0] not in ("", network):
+        return ""  # gone, or another network's
+    if not held[0]:  # names no network: a legacy bare result is usable
+        ok = got.state == "ok" and isinstance(obj, dict)
+        return "" if ok and _usable_listed(obj, name, path) else "unnamed"
+    if (held[1], held[2]) in valid:
+        return ""
+    if held[1] in keep and name == f"{network}-{held[1]}-{held[2]}":
+        work.valid[(held[1], held[2])] = None  # a valid container's
+        return ""
+    entry = _usable_entry(obj, name, path)
+    if entry is None:
+        return "broken"
+    if entry.ifname:
+        work.stale.append(entry)
+    return ""
 
 
 def _try_lock_file(locks: Locks, network: str, name: str) -> CacheLock | None:

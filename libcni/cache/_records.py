@@ -44,7 +44,7 @@ __all__ = ["OpenRecord", "Records"]
 
 
 class OpenRecord:
-    """A record :meth:`Records.begin` wrote, kept open until its ADD ends (a context
+    """A record ``cache.wal.begin`` wrote, kept open until its ADD ends (a context
     manager); ``json``: the record's JSON (for ``completed_json``)."""
 
     __slots__ = ("_fd", "json")
@@ -96,30 +96,6 @@ class Records:
             self.records_dir, container_id, attachment_name(network, container_id, ifname)
         )
 
-    @staticmethod
-    def _record_at(
-        dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
-    ) -> tuple[CacheEntry | None, FileIdent | None]:
-        """The record in the file ``name`` of ``dfd`` if it is this attachment's, and its identity.
-
-        ``(None, None)`` when there is no file; ``(None, ident)`` when it holds
-        another attachment's record (two attachments can share a file name).
-        Unusable content (a symlink, a non-regular or oversized file, not a
-        ``libcniRecordV1`` object, missing names): ``CorruptEntryError``; a
-        file that cannot be read: ``CacheError``.
-        """
-        try:
-            data, ident = _files._read_ident_at(dfd, name, path)
-        except FileNotFoundError:
-            return None, None
-        record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
-        held = (record.network_name, record.container_id, record.ifname)
-        if not all(held):
-            raise CorruptEntryError(f"record {path} lacks a network, container or interface name")
-        if held != (network, container_id, ifname):
-            return None, ident
-        return record, ident
-
     def write(self, entry: CacheEntry) -> bytes:
         """:meth:`begin`, closed at once (never marked complete); the record's JSON."""
         with self.begin(entry) as record:
@@ -161,7 +137,7 @@ class Records:
         for _ in range(100):
             # (A directory this call made is this user's, mode 0700: not checked.)
             if not made and not self.dirs.container_checked(top, container_id, action):
-                made = self._mkdir_at(top, container_id, action)
+                made = _mkdir_at(top, container_id, action)
                 continue
             made = False
             fd = self._create_record(top, container_id, name, data, path, entry)
@@ -189,7 +165,7 @@ class Records:
                 if _shared_name(name, container_id):  # another attachment's is never replaced
                     names = (entry.network_name, container_id, entry.ifname)
                     self._check_record_owner(dfd, name, path, *names)
-                return self._replace_at(dfd, name, data, path)
+                return _replace_at(dfd, name, data, path)
             finally:
                 os.close(dfd)
         except OSError as e:
@@ -197,25 +173,12 @@ class Records:
         _fill(fd, top, f"{container_id}/{name}", data, f"cannot {action}", keep=True)
         return fd
 
-    @staticmethod
-    def _mkdir_at(top: int, name: str, action: str) -> bool:
-        """Make the directory ``name`` of ``top`` (0700); whether this call made it."""
-        try:
-            os.mkdir(name, DIR_MODE, dir_fd=top)
-        except FileExistsError:
-            return False
-        except OSError as e:
-            raise CacheError(
-                f"cannot {action}: cannot create its directory", _strerror(e)
-            ) from None
-        return True
-
     def _check_record_owner(
         self, dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
     ) -> None:
         """Refuse (``CacheError``) to replace the record there if it is another attachment's."""
         try:
-            mine, ident = self._record_at(dfd, name, path, network, container_id, ifname)
+            mine, ident = _record_at(dfd, name, path, network, container_id, ifname)
         except CorruptEntryError:
             return  # replaced
         except CacheError as e:
@@ -231,47 +194,6 @@ class Records:
                 "attachment",
                 "two attachments share this file name; DEL the other one first",
             )
-
-    @staticmethod
-    def _replace_at(dfd: int, name: str, data: bytes, path: str) -> int | None:
-        """Write ``data`` to a temporary file of ``dfd`` and rename it to ``name``; its
-        open descriptor.
-
-        ``None`` (nothing written) if the directory was removed meanwhile (a
-        DEL removed its last record): the caller opens it again. The temporary
-        file is ``.<name>``: the writer holds the attachment's lock, so one
-        left there by a killed writer is removed, and GC removes it as soon as
-        that lock is free (``CleanUp.sweep_records``). A name too long for the dot
-        gets a random ``..<hex>`` one, removed after ``TEMP_STALE_AFTER``.
-        """
-        fixed = len(name) * 4 < NAME_MAX or len(os.fsencode(name)) < NAME_MAX
-        tmp = f".{name}"
-        for _ in range(10):
-            if not fixed:
-                tmp = f"..{os.urandom(8).hex()}"
-            try:
-                fd = os.open(tmp, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
-                break
-            except FileExistsError:
-                if fixed:
-                    _unlink_quietly(dfd, tmp)  # a killed writer's
-            except FileNotFoundError:
-                return None
-            except OSError as e:
-                raise CacheError(
-                    f"cannot write the record {path}: cannot create a temporary file",
-                    _strerror(e),
-                ) from None
-        else:  # pragma: no cover - a temporary file re-created ten times meanwhile
-            raise CacheError(f"cannot write the record {path}: no free temporary name")
-        error = f"cannot write the record {path}"
-        _fill(fd, dfd, tmp, data, error, keep=True)
-        try:
-            _rename_or_remove(dfd, tmp, name, error)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
 
     def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
         """The write-ahead record of one attachment, or ``None`` when there is none.
@@ -291,7 +213,7 @@ class Records:
         ) as d:
             if d is None:
                 return None
-            record, ident = self._record_at(d[1], name, path, network, container_id, ifname)
+            record, ident = _record_at(d[1], name, path, network, container_id, ifname)
         if record is None or ident is None or self.gone(container_id, name, ident):
             return None
         return record
@@ -319,7 +241,7 @@ class Records:
             top, dfd = dirs
             # A name two attachments can share: the names inside tell whose it is.
             try:
-                record, _ = self._record_at(dfd, name, path, network, container_id, ifname)
+                record, _ = _record_at(dfd, name, path, network, container_id, ifname)
                 if record is None:
                     return False
             except CorruptEntryError:
@@ -497,3 +419,79 @@ def _unlink_record(dfd: int, name: str, top: int, container_id: str, action: str
         raise CacheError(f"cannot {action}", _strerror(e)) from None
     _rmdir_quietly(top, container_id)
     return True
+
+
+def _record_at(
+    dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
+) -> tuple[CacheEntry | None, FileIdent | None]:
+    """The record in the file ``name`` of ``dfd`` if it is this attachment's, and its identity.
+
+    ``(None, None)`` when there is no file; ``(None, ident)`` when it holds
+    another attachment's record (two attachments can share a file name).
+    Unusable content (a symlink, a non-regular or oversized file, not a
+    ``libcniRecordV1`` object, missing names): ``CorruptEntryError``; a
+    file that cannot be read: ``CacheError``.
+    """
+    try:
+        data, ident = _files._read_ident_at(dfd, name, path)
+    except FileNotFoundError:
+        return None, None
+    record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
+    held = (record.network_name, record.container_id, record.ifname)
+    if not all(held):
+        raise CorruptEntryError(f"record {path} lacks a network, container or interface name")
+    if held != (network, container_id, ifname):
+        return None, ident
+    return record, ident
+
+
+def _mkdir_at(top: int, name: str, action: str) -> bool:
+    """Make the directory ``name`` of ``top`` (0700); whether this call made it."""
+    try:
+        os.mkdir(name, DIR_MODE, dir_fd=top)
+    except FileExistsError:
+        return False
+    except OSError as e:
+        raise CacheError(f"cannot {action}: cannot create its directory", _strerror(e)) from None
+    return True
+
+
+def _replace_at(dfd: int, name: str, data: bytes, path: str) -> int | None:
+    """Write ``data`` to a temporary file of ``dfd`` and rename it to ``name``; its
+    open descriptor.
+
+    ``None`` (nothing written) if the directory was removed meanwhile (a
+    DEL removed its last record): the caller opens it again. The temporary
+    file is ``.<name>``: the writer holds the attachment's lock, so one
+    left there by a killed writer is removed, and GC removes it as soon as
+    that lock is free (``CleanUp.sweep_records``). A name too long for the dot
+    gets a random ``..<hex>`` one, removed after ``TEMP_STALE_AFTER``.
+    """
+    fixed = len(name) * 4 < NAME_MAX or len(os.fsencode(name)) < NAME_MAX
+    tmp = f".{name}"
+    for _ in range(10):
+        if not fixed:
+            tmp = f"..{os.urandom(8).hex()}"
+        try:
+            fd = os.open(tmp, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
+            break
+        except FileExistsError:
+            if fixed:
+                _unlink_quietly(dfd, tmp)  # a killed writer's
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise CacheError(
+                f"cannot write the record {path}: cannot create a temporary file",
+                _strerror(e),
+            ) from None
+    else:  # pragma: no cover - a temporary file re-created ten times meanwhile
+        raise CacheError(f"cannot write the record {path}: no free temporary name")
+    error = f"cannot write the record {path}"
+    _fill(fd, dfd, tmp, data, error, keep=True)
+    try:
+        _rename_or_remove(dfd, tmp, name, error)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

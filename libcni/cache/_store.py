@@ -63,7 +63,7 @@ class ResultCache:
     one holds that have no entry; a waiter that locked a file removed
     meanwhile retries on the file now at the path, so exclusion always holds.
 
-    The parts (see :mod:`libcni.cache._store`): ``results`` (entries),
+    The parts, each an object of its own module: ``results`` (entries),
     ``wal`` (write-ahead records), ``locks``, ``cleanup`` (GC's removals),
     over ``dirs`` (the directories, kept open).
     """
@@ -92,14 +92,13 @@ class ResultCache:
         """Store ``entry`` (``data``: its JSON, if made already) atomically and durably,
         replacing any previous one of the same attachment (never another attachment's
         sharing its file name: ``CacheError``); call it holding the attachment's
-        :meth:`lock` (see :meth:`Entries.write <libcni.cache._results.Entries.write>`)."""
+        :meth:`lock` (see ``Entries.write``)."""
         self.results.write(entry, data)
 
     def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
         """The entry of one attachment, or ``None`` when there is none (or the file holds
         another attachment's); a corrupt file raises :class:`CorruptEntryError`, one that
-        cannot be read a plain ``CacheError`` (see :meth:`Entries.read
-        <libcni.cache._results.Entries.read>`)."""
+        cannot be read a plain ``CacheError`` (see ``Entries.read``)."""
         return self.results.read(network, container_id, ifname)
 
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
@@ -114,7 +113,7 @@ class ResultCache:
 
     def entries(self, container_id: str = "") -> list[CacheEntry]:
         """Every readable ``cniCacheV1`` entry, of one container if ``container_id``, sorted
-        by file name (see :meth:`Entries.entries <libcni.cache._results.Entries.entries>`)."""
+        by file name (see ``Entries.entries``)."""
         return self.results.entries(container_id)
 
     def entry_path(self, network: str, container_id: str, ifname: str) -> str:
@@ -125,13 +124,12 @@ class ResultCache:
 
     def records(self, container_id: str = "") -> list[CacheEntry]:
         """Every usable write-ahead record, of one container if ``container_id`` (its
-        index), sorted by file name (see :meth:`Records.records
-        <libcni.cache._records.Records.records>`)."""
+        index), sorted by file name (see ``Records.records``)."""
         return self.wal.records(container_id)
 
     def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
         """The write-ahead record of one attachment, or ``None`` when there is none (see
-        :meth:`Records.read <libcni.cache._records.Records.read>`)."""
+        ``Records.read``)."""
         return self.wal.read(network, container_id, ifname)
 
     def record_path(self, network: str, container_id: str, ifname: str) -> str:
@@ -144,8 +142,7 @@ class ResultCache:
         self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
     ) -> CacheLock:
         """Take the exclusive lock of one attachment, waiting at most ``timeout`` seconds
-        (``LockTimeoutError``); the held lock, a context manager (see :meth:`Locks.lock
-        <libcni.cache._locks.Locks.lock>`)."""
+        (``LockTimeoutError``); the held lock, a context manager (see ``Locks.lock``)."""
         return self.locks.lock(network, container_id, ifname, timeout=timeout)
 
     def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
