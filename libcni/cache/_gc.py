@@ -389,9 +389,8 @@ class GCScan:
         return f"{self.cache.results_dir}/{name}"
 
     def _results_fd(self) -> int | None:
-        return self.cache.dirs.fd(
-            self.cache.results_dir, create=False, action="read the cache entries"
-        )
+        results = self.cache.results_dir
+        return self.cache.dirs.fd(results, create=False, action="read the cache entries")
 
     def _read(self, dfd: int, name: str, network: str | None) -> _Read:
         """The entry ``name``, read once (as :meth:`_load`)."""
@@ -411,7 +410,8 @@ class GCScan:
         def decode(data: bytes, path: str) -> CacheEntry:
             # A completed ADD's record whose entry is gone (another tool DELeted it) is
             # dropped as an unusable one is, never DELeted.
-            record = None if self._complete(cid, name) else _usable_record(data, path, cid, name)
+            gone = self._complete(cid, name)
+            record = None if gone else _usable_record(data, path, container_id=cid, name=name)
             if record is None:
                 raise CorruptEntryError(f"record {path} is unusable")
             return record

@@ -98,7 +98,7 @@ def _shared_name(name: str, container_id: str) -> bool:
     return first >= 0 and name.find(part, first + 1) >= 0
 
 
-def _usable_record(data: bytes, path: str, container_id: str, name: str) -> CacheEntry | None:
+def _usable_record(data: bytes, path: str, *, container_id: str, name: str) -> CacheEntry | None:
     """The record ``data`` of the file ``name`` of ``records/<container_id>/``, if usable.
 
     It must decode as a ``libcniRecordV1`` object holding this container and

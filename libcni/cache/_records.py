@@ -170,7 +170,7 @@ class Records:
                 os.close(dfd)
         except OSError as e:
             raise CacheError(f"cannot {action}", _strerror(e)) from None
-        _fill(fd, top, f"{container_id}/{name}", data, f"cannot {action}", keep=True)
+        _fill(fd, data, dfd=top, name=f"{container_id}/{name}", error=f"cannot {action}", keep=True)
         return fd
 
     def _check_record_owner(
@@ -234,7 +234,9 @@ class Records:
             top = self.dirs.fd(self.records_dir, create=False, action=action)
             if top is None or not self.dirs.container_checked(top, container_id, action):
                 return False
-            return _unlink_record(top, f"{container_id}/{name}", top, container_id, action)
+            return _unlink_record(
+                top, f"{container_id}/{name}", top=top, container_id=container_id, action=action
+            )
         with self.dirs.container_dir(container_id, create=False, action=action) as dirs:
             if dirs is None:
                 return False
@@ -250,7 +252,7 @@ class Records:
                 raise CacheError(
                     f"cannot {action}: cannot read it to check whose it is", e.details
                 ) from None
-            return _unlink_record(dfd, name, top, container_id, action)
+            return _unlink_record(dfd, name, top=top, container_id=container_id, action=action)
 
     def drop(self, container_id: str, name: str, ident: FileIdent) -> bool:
         """Remove the record file ``name`` of ``container_id`` that a read found unusable, or
@@ -284,7 +286,7 @@ class Records:
                     return False
                 except OSError as e:
                     raise CacheError(f"cannot {action}", _strerror(e)) from None
-                return _unlink_record(dfd, name, top, container_id, action)
+                return _unlink_record(dfd, name, top=top, container_id=container_id, action=action)
         finally:
             lk.release()
 
@@ -381,7 +383,7 @@ class Records:
                 data, ident = _files._read_ident_at(dfd, name, path)
             except (FileNotFoundError, CacheError):
                 continue  # gone, unusable (GC's) or cannot be read now: neither used nor removed
-            record = _usable_record(data, path, container_id, name)
+            record = _usable_record(data, path, container_id=container_id, name=name)
             if record is not None and not self.gone(container_id, name, ident):
                 out.append(record)
 
@@ -408,7 +410,7 @@ class Records:
         return (top, names) if names else None
 
 
-def _unlink_record(dfd: int, name: str, top: int, container_id: str, action: str) -> bool:
+def _unlink_record(dfd: int, name: str, *, top: int, container_id: str, action: str) -> bool:
     """Unlink the record ``name`` of ``dfd``, then the container's directory (in ``top``)
     if it is empty; whether the record was there."""
     try:
@@ -488,9 +490,9 @@ def _replace_at(dfd: int, name: str, data: bytes, path: str) -> int | None:
     else:  # pragma: no cover - a temporary file re-created ten times meanwhile
         raise CacheError(f"cannot write the record {path}: no free temporary name")
     error = f"cannot write the record {path}"
-    _fill(fd, dfd, tmp, data, error, keep=True)
+    _fill(fd, data, dfd=dfd, name=tmp, error=error, keep=True)
     try:
-        _rename_or_remove(dfd, tmp, name, error)
+        _rename_or_remove(dfd, tmp, to=name, error=error)
     except BaseException:
         os.close(fd)
         raise

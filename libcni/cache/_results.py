@@ -74,7 +74,7 @@ class Entries:
         assert dfd is not None  # created, or CacheError
         self._check_owner_at(dfd, name, path, entry.network_name, entry.container_id, entry.ifname)
         tmp = self._write_temp(dfd, data, path)
-        _rename_or_remove(dfd, tmp, name, f"cannot write cache entry {path}")
+        _rename_or_remove(dfd, tmp, to=name, error=f"cannot write cache entry {path}")
         try:
             os.fsync(dfd)
         except OSError as e:
@@ -101,7 +101,7 @@ class Entries:
                 ) from None
         else:  # pragma: no cover - 10 collisions of 64 random bits
             raise CacheError(f"cannot write cache entry {path}: no free temporary name")
-        _fill(fd, dfd, tmp, data, f"cannot write cache entry {path}", fsync=True)
+        _fill(fd, data, dfd=dfd, name=tmp, error=f"cannot write cache entry {path}", fsync=True)
         return tmp
 
     def check_owner(self, network: str, container_id: str, ifname: str) -> None:

@@ -243,7 +243,7 @@ class ResultCache:
                 data, ident = _files._read_ident_at(top, f"{container_id}/{name}", path)
             except (FileNotFoundError, CacheError):
                 continue  # gone, or unusable or unreadable now: as records() skips it
-            record = _usable_record(data, path, container_id, name)
+            record = _usable_record(data, path, container_id=container_id, name=name)
             if (
                 record is not None
                 and (record.network_name, record.ifname) not in complete
