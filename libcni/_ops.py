@@ -242,6 +242,13 @@ def as_plugin(net: Any, method: str) -> PluginConfig:
     )
 
 
+def binaries(plugin: PluginConfig) -> tuple[str, ...]:
+    """The plugin types whose binaries ``plugin`` needs: its own, then its ``ipam.type`` (an
+    IPAM plugin that is missing fails every ADD and DEL alike)."""
+    ipam = (plugin.ipam or {}).get("type")
+    return (plugin.type, ipam) if ipam and isinstance(ipam, str) else (plugin.type,)
+
+
 def _require_plugins(chain: _Chain) -> None:
     """Refuse a network without plugins: a DEL of it would run nothing and forget the entry."""
     if not chain.plugins:
@@ -902,7 +909,8 @@ class Operations:
     def _validate(
         self, net: NetworkConfigList | PluginConfig, timeout: float | None
     ) -> Op[list[str]]:
-        """Check every plugin exists and supports the version; return the enabled capabilities."""
+        """Check every plugin and IPAM plugin exists and supports the version; return the
+        enabled capabilities."""
         check_timeout(timeout)
         chain = _Chain.of(net)
         version = or_default(chain.cni_version)
@@ -910,16 +918,16 @@ class Operations:
         capabilities: set[str] = set()
         for plugin in chain.plugins:
             capabilities.update(k for k, v in plugin.capabilities.items() if v is True)
-            try:
-                path = self._find(plugin.type)
-                info = yield from self._probe(plugin.type, path, timeout)
-                if not info.supports(version):
-                    raise VersionError(
-                        f'plugin {plugin.type} does not support config version "{version}"',
-                        f"supported: {', '.join(info.supported_versions)}",
-                    )
-            except CNIError as e:
-                errors.append(e)
+            for kind in binaries(plugin):
+                try:
+                    info = yield from self._probe(kind, self._find(kind), timeout)
+                    if not info.supports(version):
+                        raise VersionError(
+                            f'plugin {kind} does not support config version "{version}"',
+                            f"supported: {', '.join(info.supported_versions)}",
+                        )
+                except CNIError as e:
+                    errors.append(e)
         if len(errors) == 1:
             raise errors[0]
         if errors:
@@ -1009,5 +1017,6 @@ __all__ = [
     "TakeLock",
     "as_list",
     "as_plugin",
+    "binaries",
     "in_context",
 ]

@@ -14,13 +14,15 @@ Each job of the cache is a part in its own module, an object of its own, and
 on :mod:`._files` (reading and writing one file) and :mod:`._names` (whose a
 file is). The operations call the parts; the facade keeps the methods a tool
 that inspects or migrates a cache uses, and what spans two parts: a
-container's index (:meth:`ResultCache.attachments_of`), DEL's end
+container's index (:meth:`ResultCache.attachments_of`) and the containers cached
+(:meth:`ResultCache.containers`), DEL's end
 (:meth:`ResultCache.forget`) and GC's clean-up of one network's corrupt
 entries (:meth:`ResultCache.remove_corrupt`, a :class:`~._gc.GCScan` of it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 
@@ -251,6 +253,45 @@ class ResultCache:
             ):
                 records.append(record)
         return entries, records
+
+    def containers(self) -> list[str]:
+        """Every container with an entry or a record (complete or in progress), sorted.
+
+        One listing of ``records/`` and of each container's directory in it,
+        one of ``results/``: an entry whose file name is also a record's
+        belongs to that record's container (libcni writes both), so it is not
+        read. Only the entries without a record (the Go library's, cnitool's,
+        an older libcni's) are read, for their ``containerId``, and the
+        records of a container without an entry (in progress; one marked
+        complete whose entry is gone is dropped, not counted). A directory
+        that cannot be listed raises ``CacheError``.
+        """
+        action = "list the containers"
+        owners: dict[str, set[str]] = {}  # a record's file name -> the containers holding it
+        top = self.dirs.fd(self.records_dir, create=False, action=action)
+        for cid in [] if top is None else _files._listed(top, self.records_dir, action):
+            try:
+                if top is not None and self.dirs.container_checked(top, cid, action):
+                    for name in os.listdir(f"{self.records_dir}/{cid}"):
+                        owners.setdefault(name, set()).add(cid)
+            except (OSError, CacheError):
+                continue  # refused, or gone meanwhile: as records() skips it
+        found: set[str] = set()
+        dfd = self.dirs.fd(self.results_dir, create=False, action=action)
+        for name in [] if dfd is None else _files._listed(dfd, self.results_dir, action):
+            if dfd is None or name.startswith(TEMP_PREFIX):
+                continue
+            if name in owners:
+                found |= owners[name]
+                continue
+            entry = self.results.load_listed(dfd, name)
+            if entry is not None and entry.container_id:
+                found.add(entry.container_id)
+        for cid in {c for cids in owners.values() for c in cids} - found:
+            with contextlib.suppress(CacheError):
+                if self.wal.records(cid):
+                    found.add(cid)
+        return sorted(found)
 
     def remove_corrupt(
         self,

@@ -21,7 +21,7 @@ from .._deadline import Deadline, apoll
 from ..aio import AsyncCNIConfig
 from ..invoke import Exec, operation_ended, operation_started, step
 from ..values import Args, CapabilityArgs, NetworkAttachment
-from . import _ManagerBase
+from . import _attach, _ManagerBase
 from ._core import (
     Blocking,
     Call,
@@ -235,6 +235,39 @@ class AsyncNetworkManager(_ManagerBase):
     async def inspect(self, container_id: str) -> ContainerNetworks:
         """As :meth:`NetworkManager.inspect`."""
         view: ContainerNetworks = await self._drive(self._core.inspect(container_id))
+        return view
+
+    async def containers(self) -> tuple[str, ...]:
+        """As :meth:`NetworkManager.containers`."""
+        return tuple(self._core.cache.containers())
+
+    async def attach(
+        self,
+        container_id: str,
+        network: str | NetworkRequest,
+        netns: str = "",
+        *,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
+        timeout: float | None = None,
+    ) -> ContainerNetworks:
+        """As :meth:`NetworkManager.attach`; a cancelled attach rolls back, then re-raises."""
+        view: ContainerNetworks = await self._operation(
+            _attach.attach(
+                self._core, container_id, network, netns, args, capability_args, timeout
+            ),
+            "attach",
+            container_id,
+        )
+        return view
+
+    async def detach(
+        self, container_id: str, network: str, *, timeout: float | None = None
+    ) -> ContainerNetworks:
+        """As :meth:`NetworkManager.detach`."""
+        view: ContainerNetworks = await self._operation(
+            _attach.detach(self._core, container_id, network, timeout), "detach", container_id
+        )
         return view
 
     async def forget(
