@@ -4,16 +4,7 @@ A *plugin configuration* (:class:`PluginConfig`, alias :class:`NetworkConfig`)
 is one JSON object with at least a ``type``; a *network configuration list*
 (:class:`NetworkConfigList`) names a network and chains plugin
 configurations. Both keep the original bytes and the whole parsed JSON object,
-unknown keys included.
-
->>> conf = conf_from_bytes(b'{"cniVersion": "1.0.0", "name": "net", "type": "bridge"}')
->>> conf.type, conf.name, conf.cni_version
-('bridge', 'net', '1.0.0')
->>> lst = conf_list_from_bytes(
-...     '{"name": "net", "cniVersions": ["0.4.0", "1.0.0"], "plugins": [{"type": "bridge"}]}'
-... )
->>> lst.cni_version, [p.type for p in lst.plugins]
-('1.0.0', ['bridge'])
+unknown keys included. Files and directories are read by :mod:`libcni._load`.
 
 Every error is a :class:`~libcni.errors.ConfigError` (or a subclass) whose
 message names the field, plugin index, file or value at fault.
