@@ -99,6 +99,24 @@ class RunPlugin:
     network: str = ""
     container_id: str = ""
     limit: float | None = None  # the whole operation's timeout, for the error message
+    #: An ADD's attachment lock, inherited by the plugin and its children (RawExec only):
+    #: held while any process of the ADD lives, even after the runtime died (behaviour §4.3).
+    lock_fd: int | None = None
+
+
+def exec_options(effect: RunPlugin, exec_: Exec) -> dict[str, int]:
+    """The keywords of ``exec_``'s call beyond the protocol's four: the lock to hand
+    on, to a :class:`RawExec` (a custom ``Exec`` is called as the protocol says)."""
+    if effect.lock_fd is None or not isinstance(exec_, RawExec):
+        return {}
+    return {"pass_fd": effect.lock_fd}
+
+
+def _held_fd(release: Release) -> int | None:
+    """The descriptor of the lock that ``release`` (a ``CacheLock.release``) releases."""
+    fileno = getattr(getattr(release, "__self__", None), "fileno", None)
+    fd = -1 if fileno is None else int(fileno())
+    return fd if fd >= 0 else None
 
 
 @attrs.frozen
@@ -576,9 +594,12 @@ class Operations:
                 record_json = cache.write_record(record)
                 prev: dict[str, Any] | None = None
                 result: Result | None = None
+                held = _held_fd(release)  # the plugins hold the lock too (behaviour §4.3)
                 for plugin, path in zip(chain.plugins, paths, strict=True):
                     result = yield from _run(
-                        self._call(chain, plugin, path, env, deadline, rt, prev),
+                        attrs.evolve(
+                            self._call(chain, plugin, path, env, deadline, rt, prev), lock_fd=held
+                        ),
                         _result(chain.cni_version, plugin.type),
                     )
                     prev = result.to_dict()
@@ -1048,5 +1069,6 @@ __all__ = [
     "TakeLock",
     "as_list",
     "as_plugin",
+    "exec_options",
     "in_context",
 ]

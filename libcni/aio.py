@@ -29,10 +29,10 @@ from ._ops import (
     TakeLock,
     as_list,
     as_plugin,
+    exec_options,
     logged,
 )
 from .conf import NetworkConfigList, PluginConfig
-from .invoke import operation_ended, operation_started, step
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
@@ -118,24 +118,23 @@ class AsyncCNIConfig(Operations):
         rt: RuntimeConf | None = None,
         plugin: str = "",
     ) -> _R:
-        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``).
-
-        Its plugins start in the order the operations began (``invoke._loop``).
-        """
-        order = operation_started()
-        try:
-            if self._watch is None:
-                return await adrive(op, self._perform)
-            return await self._watch.adrive(op, self._perform, self, operation, net, rt, plugin)
-        finally:
-            operation_ended(order)
+        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``)."""
+        if self._watch is None:
+            return await adrive(op, self._perform)
+        return await self._watch.adrive(op, self._perform, self, operation, net, rt, plugin)
 
     async def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
                 run = getattr(self.exec, "aexec_plugin", None)
                 if run is not None:
-                    return await run(effect.path, effect.stdin, effect.env, effect.timeout)
+                    return await run(
+                        effect.path,
+                        effect.stdin,
+                        effect.env,
+                        effect.timeout,
+                        **exec_options(effect, self.exec),
+                    )
                 # In a worker thread that cannot be stopped: a cancelled
                 # operation keeps its locks until the plugin call returned.
                 return await _in_thread(
@@ -147,7 +146,6 @@ class AsyncCNIConfig(Operations):
             if _waits_for_disk(effect):
                 return await _in_thread(functools.partial(effect.call, *effect.args))
             return effect.call(*effect.args)
-        await step()  # a few operations' steps per turn of the loop, oldest first
         return await self._lock(effect)
 
     @staticmethod

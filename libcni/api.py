@@ -20,6 +20,7 @@ from ._ops import (
     TakeLock,
     as_list,
     as_plugin,
+    exec_options,
     logged,
 )
 from .conf import NetworkConfigList, PluginConfig
@@ -67,7 +68,13 @@ class CNIConfig(Operations):
     def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
-                return self.exec.exec_plugin(effect.path, effect.stdin, effect.env, effect.timeout)
+                return self.exec.exec_plugin(
+                    effect.path,
+                    effect.stdin,
+                    effect.env,
+                    effect.timeout,
+                    **exec_options(effect, self.exec),
+                )
         if isinstance(effect, CacheIO):
             return effect.call(*effect.args)
         return effect.take()

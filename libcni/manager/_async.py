@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline, apoll
 from ..aio import AsyncCNIConfig
-from ..invoke import Exec, operation_ended, operation_started, step
+from ..invoke import Exec
 from ..values import Args, CapabilityArgs
 from . import _ManagerBase
 from ._core import (
@@ -77,17 +77,10 @@ class AsyncNetworkManager(_ManagerBase):
         )
 
     async def _operation(self, op: Op, name: str, container_id: str = "") -> Any:
-        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``.
-
-        Its plugins start in the order the operations began (``invoke._loop``).
-        """
-        order = operation_started()
-        try:
-            if self._watch is None:
-                return await self._drive(op)
-            return await self._watch.ascoped(self._drive, op, self._core.cni, name, container_id)
-        finally:
-            operation_ended(order)
+        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
+        if self._watch is None:
+            return await self._drive(op)
+        return await self._watch.ascoped(self._drive, op, self._core.cni, name, container_id)
 
     async def _drive(self, op: Op) -> Any:
         outcome: Any = None
@@ -121,17 +114,13 @@ class AsyncNetworkManager(_ManagerBase):
         if isinstance(effect, Together):
             return await self._together(effect.calls, effect.width)
         if isinstance(effect, LockContainer):
-            await step()
             return await self._lock(effect)
         if isinstance(effect, Pause):
             await asyncio.sleep(effect.seconds)
             return None
         assert isinstance(effect, Blocking)
         # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
-        # cache: a worker thread would queue them behind other operations' fsyncs. With
-        # many operations ready at once, a turn of the loop runs a few of their steps,
-        # the oldest operations' first (invoke._loop.step).
-        await step()
+        # cache: a worker thread would queue them behind other operations' fsyncs.
         return effect.call(*effect.args)
 
     async def _together(self, calls: Sequence[Call | Op], width: int = 0) -> list[Outcome]:
