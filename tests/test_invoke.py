@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 import libcni
-
 from libcni.errors import ConfigError, PluginError, PluginNotFoundError, PluginTimeoutError
 from libcni.invoke import Exec, RawExec, find_in_path
 

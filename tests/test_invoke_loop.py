@@ -213,3 +213,34 @@ def test_without_a_pidfd_the_exit_is_still_seen_and_the_group_killed(
     assert out == b"{}\n"
     assert time.monotonic() - start < 3  # not the 30 s of the child holding the pipes
     assert _gone(starts[0])
+
+
+def test_waiting_starts_go_in_the_order_their_tasks_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_async, "SLOTS", 1)
+    monkeypatch.setattr(_async, "AGE", 30.0)
+    started: list[str] = []
+    real = _raw._spawn
+
+    def spawn(path: str, *args: Any) -> int:
+        started.append(os.path.basename(path))
+        return real(path, *args)
+
+    monkeypatch.setattr(_raw, "_spawn", spawn)
+    scripts = {name: _script(tmp_path, name, SLOW.format(0.05)) for name in "abc"}
+
+    async def main() -> None:
+        async def operation(name: str) -> None:  # two plugins, one after the other
+            for _ in range(2):
+                await RawExec().aexec_plugin(scripts[name], b"{}", ENV, 10)
+
+        tasks = []
+        for name in "abc":
+            tasks.append(asyncio.ensure_future(operation(name)))
+            await asyncio.sleep(0.01)
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    # a's second plugin goes before c's first (in the order of arrival: a b c a b c).
+    assert started == ["a", "b", "a", "c", "b", "c"]
