@@ -65,14 +65,14 @@ class _Slots:
         timeout: float | None,
     ) -> Callable[[], None]:
         """Wait for a slot (until ``deadline``); the function that gives it back (at most once)."""
+        order = _ORDER.get()
+        if not order:  # the task's first plugin: its place for all its plugins
+            order = next(_orders)
+            _ORDER.set(order)
         if self.free and not self.waiting:
             self.free -= 1
         else:
             waiter: asyncio.Future[bool] = loop.create_future()
-            order = _ORDER.get()
-            if not order:  # the task's first plugin: its place for all its plugins
-                order = next(_orders)
-                _ORDER.set(order)
             heapq.heappush(self.waiting, (order, next(_orders), waiter))
             left = _remaining(deadline)
             timer = None if left is None else loop.call_later(max(left, 0), _settle, waiter, False)
