@@ -242,5 +242,6 @@ def test_waiting_starts_go_in_the_order_their_tasks_began(
         await asyncio.gather(*tasks)
 
     asyncio.run(main())
-    # a's second plugin goes before c's first (in the order of arrival: a b c a b c).
-    assert started == ["a", "b", "a", "c", "b", "c"]
+    # The oldest task first: a's and b's second plugins go before c's first (in the
+    # order of arrival, a b c a b c, every operation would end last).
+    assert started == ["a", "b", "a", "b", "c", "c"]
