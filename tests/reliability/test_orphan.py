@@ -172,3 +172,33 @@ def test_a_plugin_of_an_add_inherits_the_attachment_lock_as_descriptor_3(tmp_pat
     assert delete == "DEL"  # only an ADD's plugins hold the lock
     # stdin, stdout, stderr, the lock (and ls's own directory): nothing else of the runtime.
     assert (int(add_fds), int(del_fds)) == (5, 4)
+
+
+def test_a_daemon_left_by_an_add_keeps_no_lock_once_the_add_returned(tmp_path: Path) -> None:
+    # The daemon escapes the plugin's process group (setsid) and keeps descriptor 3:
+    # the runtime's release unlocks the open file description they share.
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    pidfile = tmp_path / "daemon"
+    plugin = plugins / "daemonize"
+    plugin.write_text(
+        "#!/bin/sh\ncat >/dev/null\n"
+        f'[ "$CNI_COMMAND" = ADD ] && {{ setsid sleep 30 >/dev/null 2>&1 & echo $! > {pidfile}; }}\n'
+        "sleep 0.3\n"  # (the daemon is in its own session by then, out of the group's SIGKILL)
+        'echo \'{"cniVersion": "1.0.0"}\'\n'
+    )
+    plugin.chmod(0o755)
+    net = conf_list_from_bytes(
+        json.dumps(
+            {"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "daemonize"}]}
+        ).encode()
+    )
+    cni = CNIConfig([str(plugins)], cache_dir=tmp_path / "cache")
+    rt = RuntimeConf(container_id="c1", netns="/proc/1/ns/net", ifname="eth0")
+    cni.add_network_list(net, rt)
+    daemon = int(pidfile.read_text())
+    try:
+        assert os.readlink(f"/proc/{daemon}/fd/3").endswith("locks/n-c1-eth0")  # it holds fd 3...
+        cni.del_network_list(net, rt, timeout=1)  # ...and no lock
+    finally:
+        os.kill(daemon, signal.SIGKILL)
