@@ -11,6 +11,7 @@ as descriptor 3), so the DEL waits for them, bounded by its timeout.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import libcni
-from libcni import CNIConfig, GCArgs, RuntimeConf
+from libcni import AsyncCNIConfig, CNIConfig, GCArgs, RuntimeConf
 from libcni.conf import conf_list_from_bytes
 from libcni.errors import GCError, LockTimeoutError
 from libcni.invoke import RawExec
@@ -149,7 +150,10 @@ def test_gc_within_a_short_timeout_reports_the_orphaned_add_busy_and_the_next_gc
     assert _left(cache) == []
 
 
-def test_a_plugin_of_an_add_inherits_the_attachment_lock_as_descriptor_3(tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_a_plugin_of_an_add_inherits_the_attachment_lock_as_descriptor_3(
+    tmp_path: Path, api: str
+) -> None:
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     seen = tmp_path / "seen"
@@ -163,10 +167,19 @@ def test_a_plugin_of_an_add_inherits_the_attachment_lock_as_descriptor_3(tmp_pat
     net = conf_list_from_bytes(
         json.dumps({"cniVersion": "1.0.0", "name": "net", "plugins": [{"type": "look"}]}).encode()
     )
-    cni = CNIConfig([str(plugins)], cache_dir=tmp_path / "cache", exec=RawExec())
     rt = RuntimeConf(container_id="c1", netns="/proc/1/ns/net", ifname="eth0")
-    cni.add_network_list(net, rt)
-    cni.del_network_list(net, rt)
+    if api == "sync":
+        cni = CNIConfig([str(plugins)], cache_dir=tmp_path / "cache", exec=RawExec())
+        cni.add_network_list(net, rt)
+        cni.del_network_list(net, rt)
+    else:
+        acni = AsyncCNIConfig([str(plugins)], cache_dir=tmp_path / "cache")
+
+        async def both() -> None:
+            await acni.add_network_list(net, rt)
+            await acni.del_network_list(net, rt)
+
+        asyncio.run(both())
     add, add_fds, delete, del_fds = seen.read_text().splitlines()
     assert add == f"ADD {tmp_path / 'cache' / 'locks' / 'net-c1-eth0'}"
     assert delete == "DEL"  # only an ADD's plugins hold the lock
