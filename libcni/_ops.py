@@ -104,10 +104,11 @@ class RunPlugin:
     lock_fd: int | None = None
 
 
-def exec_options(effect: RunPlugin, exec_: Exec) -> dict[str, int]:
-    """The keywords of ``exec_``'s call beyond the protocol's four: the lock to hand
-    on, to a :class:`RawExec` (a custom ``Exec`` is called as the protocol says)."""
-    if effect.lock_fd is None or not isinstance(exec_, RawExec):
+def exec_options(effect: RunPlugin, exec_: Exec, method: str = "exec_plugin") -> dict[str, int]:
+    """The keywords of ``exec_``'s ``method`` beyond the protocol's four: the lock to hand
+    on, to :class:`RawExec`'s own method only (a custom ``Exec``, or a subclass that
+    overrides the method, is called as the protocol says)."""
+    if effect.lock_fd is None or getattr(type(exec_), method, None) is not getattr(RawExec, method):
         return {}
     return {"pass_fd": effect.lock_fd}
 

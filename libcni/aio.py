@@ -133,7 +133,7 @@ class AsyncCNIConfig(Operations):
                         effect.stdin,
                         effect.env,
                         effect.timeout,
-                        **exec_options(effect, self.exec),
+                        **exec_options(effect, self.exec, "aexec_plugin"),
                     )
                 # In a worker thread that cannot be stopped: a cancelled
                 # operation keeps its locks until the plugin call returned.

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,22 @@ def test_a_daemon_left_by_an_add_keeps_no_lock_once_the_add_returned(tmp_path: P
         cni.del_network_list(net, rt, timeout=1)  # ...and no lock
     finally:
         os.kill(daemon, signal.SIGKILL)
+
+
+def test_a_raw_exec_subclass_with_the_protocols_four_arguments_still_runs_plugins(
+    setup: tuple[Path, Path, Path, Path],
+) -> None:
+    plugins, cache, conf, mark = setup
+    (plugins / "slow").write_text('#!/bin/sh\ncat >/dev/null\necho \'{"cniVersion": "1.0.0"}\'\n')
+
+    class Wrapped(RawExec):
+        def exec_plugin(
+            self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+        ) -> bytes:
+            return super().exec_plugin(path, stdin, env, timeout)  # no pass_fd: no lock handed on
+
+    net = conf_list_from_bytes(conf.read_bytes())
+    rt = RuntimeConf(container_id="c1", netns="/proc/1/ns/net", ifname="eth0")
+    cni = CNIConfig([str(plugins)], cache_dir=cache, exec=Wrapped())
+    cni.add_network_list(net, rt)
+    cni.del_network_list(net, rt)
