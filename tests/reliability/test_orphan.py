@@ -221,7 +221,7 @@ def test_a_daemon_left_by_an_add_keeps_no_lock_once_the_add_returned(tmp_path: P
 def test_a_raw_exec_subclass_with_the_protocols_four_arguments_still_runs_plugins(
     setup: tuple[Path, Path, Path, Path],
 ) -> None:
-    plugins, cache, conf, mark = setup
+    plugins, cache, conf, _ = setup
     (plugins / "slow").write_text('#!/bin/sh\ncat >/dev/null\necho \'{"cniVersion": "1.0.0"}\'\n')
 
     class Wrapped(RawExec):
