@@ -26,12 +26,12 @@ from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError,
 from libcni.invoke._errobj import decode_error_object as _decode_error_object
 from libcni.invoke._find import find_in_path
 
-__all__ = ["PASSED_FD", "RawExec"]
+__all__ = ["RawExec"]
 
 log = logging.getLogger("libcni.invoke")
 
 #: The descriptor number a plugin finds ``pass_fd`` at (after stdin, stdout, stderr).
-PASSED_FD = 3
+_PASSED_FD = 3
 _CHUNK = 1 << 16  # the default pipe capacity
 _STDERR_KEEP = 1 << 20  # stderr kept for logging; older bytes are dropped
 _STDOUT_MAX = 16 << 20  # more stdout than this: "output too large", the group is killed
@@ -99,7 +99,7 @@ def _spawn(path: str, env: Mapping[str, str], stdio: list[int], pass_fd: int | N
     if any(fd <= i for i, fd in enumerate(sources)):
         # A source at or below its target (the runtime's stdio is closed and a pipe took
         # its number, or fd 3 itself): a dup2 would clobber it or keep close-on-exec.
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, PASSED_FD + 1) for fd in sources]
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _PASSED_FD + 1) for fd in sources]
         try:
             return _spawn(path, env, high[:3], high[3] if pass_fd is not None else None)
         finally:
@@ -482,8 +482,8 @@ class RawExec:
         retries) raises ``PluginError`` code 5. ``timeout`` (seconds, ``None``:
         no limit) bounds the whole call: :class:`~libcni.errors.PluginTimeoutError`.
         ``pass_fd``: a descriptor the plugin (and its children) inherit as
-        descriptor 3 (:data:`PASSED_FD`); the operations pass an ADD's
-        attachment lock this way (``docs/performance.md``, "invoke").
+        descriptor 3; the operations pass an ADD's attachment lock this way,
+        so that it is held while any process of the ADD lives.
         """
         deadline = _deadline(timeout)
         retry = None
