@@ -16,7 +16,7 @@ See https://www.cni.dev/ for the specification.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from .api import CNIConfig
 from .conf import (
@@ -51,6 +51,7 @@ from .errors import (
     LockTimeoutError,
     NamespaceError,
     NoConfigsFoundError,
+    NotAttachedError,
     NotFoundError,
     NotReadyError,
     PluginError,
@@ -66,7 +67,7 @@ from .types.dns import DNS
 from .values import Args, CapabilityArgs, GCArgs, GCAttachment, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._events import Event, Observer
     from .aio import AsyncCNIConfig
     from .capabilities import (
@@ -128,6 +129,7 @@ __all__ = [
     "NetworkManager",
     "NetworkRequest",
     "NoConfigsFoundError",
+    "NotAttachedError",
     "NotFoundError",
     "NotReadyError",
     "Observer",
@@ -182,7 +184,7 @@ _CAPABILITY_NAMES = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     # The async API pulls in asyncio (~20 ms); load it only when asked for.
     if name == "AsyncCNIConfig":
         from .aio import AsyncCNIConfig
@@ -218,3 +220,6 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     # The names loaded on first use are listed before they are loaded.
     return sorted(set(globals()) | set(__all__))
+
+
+del annotations  # dir(libcni) lists the library's names, not those of its imports

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextvars import ContextVar
@@ -46,7 +47,7 @@ from . import _log as logging
 from ._drive import adrive
 from ._env import Environment
 from ._ops import RunPlugin, in_context
-from .errors import CNIError, PluginError
+from .errors import CNIError, PluginError, PluginTimeoutError
 from .values import RuntimeConf
 
 __all__ = ["Event", "Observer", "Watch"]
@@ -130,16 +131,47 @@ _SCOPE: ContextVar[tuple[object, int] | None] = ContextVar("libcni_observed_scop
 _clock = time.perf_counter
 
 
+#: The longest ``KEY=VALUE`` exec takes, its NUL included (Linux's MAX_ARG_STRLEN: 32 pages).
+_ENTRY_MAX = 32 * os.sysconf("SC_PAGE_SIZE")
+#: Observers that held a run up longer than this (seconds) have their time taken from its limit.
+_SLOW = 0.001
+
+
 def _valid_entry(key: object, value: object) -> bool:
-    """Whether an observer's environment entry can be passed to a plugin (and is not libcni's)."""
-    return (
-        isinstance(key, str)
-        and bool(key)
-        and "=" not in key
-        and "\0" not in key
-        and not key.startswith("CNI_")
-        and (value is None or (isinstance(value, str) and "\0" not in value))
-    )
+    """Whether an observer's environment entry can be passed to a plugin (and is not libcni's).
+
+    Not a ``CNI_`` name, nor one with ``=``; no NUL; encodable and short
+    enough for exec (beyond, exec fails with ``E2BIG``).
+    """
+    if not isinstance(key, str) or not key or "=" in key or key.startswith("CNI_"):
+        return False
+    if value is not None and not isinstance(value, str):
+        return False
+    text = key if value is None else f"{key}={value}"
+    try:
+        return "\0" not in text and len(os.fsencode(text)) < _ENTRY_MAX
+    except UnicodeError:
+        return False
+
+
+def _in_time(effect: RunPlugin, spent: float) -> RunPlugin:
+    """``effect`` with the ``spent`` seconds its observers took off its time left.
+
+    None left: :class:`~libcni.errors.PluginTimeoutError`, the plugin is not
+    started (worded as ``_ops`` words it, by ``in_context``).
+    """
+    left = (effect.timeout or 0.0) - spent  # called with a timeout
+    if left <= 0:
+        raise PluginTimeoutError(f"plugin {effect.plugin} could not start: no time left")
+    return attrs.evolve(effect, timeout=left) if spent > _SLOW else effect
+
+
+def _less_time(kwargs: dict[str, Any], spent: float) -> dict[str, Any]:
+    """``kwargs`` of a network's call with the ``spent`` seconds its observers took off its timeout."""
+    timeout = kwargs.get("timeout")
+    if timeout is None or spent <= _SLOW:
+        return kwargs
+    return {**kwargs, "timeout": max(0.0, timeout - spent)}
 
 
 def _failed(observer: Observer, event: Event) -> None:
@@ -191,9 +223,11 @@ class Watch:
                 _failed(observer, event)
 
     def _timed(self, start: Event, call: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
-        """``call(*args, **kwargs)`` between ``start`` and its end event."""
+        """``call(*args, **kwargs)`` between ``start`` and its end event (less its ``timeout``)."""
+        began = _clock()
         self.emit(start)
         t0 = _clock()
+        kwargs = _less_time(kwargs, t0 - began)
         try:
             value = call(*args, **kwargs)
         except BaseException as e:
@@ -205,9 +239,11 @@ class Watch:
     async def _atimed(
         self, start: Event, call: Callable[..., Awaitable[_R]], *args: Any, **kwargs: Any
     ) -> _R:
-        """``await call(*args, **kwargs)`` between ``start`` and its end event."""
+        """``await call(*args, **kwargs)`` between ``start`` and its end event (less its ``timeout``)."""
+        began = _clock()
         self.emit(start)
         t0 = _clock()
+        kwargs = _less_time(kwargs, t0 - began)
         try:
             value = await call(*args, **kwargs)
         except BaseException as e:
@@ -237,7 +273,7 @@ class Watch:
                 else:
                     log.warning(
                         "observer %r gave an environment entry that cannot be passed to a plugin"
-                        " (CNI_* variables are libcni's): %r=%r; ignored",
+                        " (a CNI_* name, '=' in a name, a NUL, or too large for exec): %.80r=%.80r; ignored",
                         contribute,
                         key,
                         value,
@@ -276,15 +312,18 @@ class Watch:
                 None,
             ),
         )
+        began = _clock()
         for observer in self.observers:
             try:
                 observer(start)
             except Exception:
                 _failed(observer, start)
-        if self.contributors:
-            effect = self._with_env(effect, start)
         t0 = _clock()
         try:
+            if self.contributors:
+                effect = self._with_env(effect, start)
+            if effect.timeout is not None:  # the deadline, checked after the observers
+                effect = _in_time(effect, _clock() - began)
             out = perform(effect)
         except BaseException as e:
             if isinstance(e, PluginError):
@@ -322,11 +361,14 @@ class Watch:
                 None,
             ),
         )
+        began = _clock()
         self.emit(start)
-        if self.contributors:
-            effect = self._with_env(effect, start)
         t0 = _clock()
         try:
+            if self.contributors:
+                effect = self._with_env(effect, start)
+            if effect.timeout is not None:
+                effect = _in_time(effect, _clock() - began)
             out = await perform(effect)
         except BaseException as e:
             if isinstance(e, PluginError):

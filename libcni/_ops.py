@@ -274,6 +274,22 @@ def _lock_within(
 _T = TypeVar("_T")
 
 
+def _del_netns(rt: RuntimeConf) -> RuntimeConf:
+    """``rt`` for a DEL: a netns path that exists but is no longer a network namespace (a pin
+    left empty) is passed as an empty ``CNI_NETNS``, as the spec allows for DEL, so that the
+    plugins clean up what they can (they fail on such a path). A path that does not exist
+    is passed as given."""
+    if not rt.netns:
+        return rt
+    from .netns import _not_netns
+
+    why = _not_netns(rt.netns)
+    if why is None:
+        return rt
+    log.warning("DEL of %s/%s: %s; CNI_NETNS is passed empty", rt.container_id, rt.ifname, why)
+    return attrs.evolve(rt, netns="")
+
+
 def _stdout(out: bytes) -> bytes:
     return out
 
@@ -475,9 +491,7 @@ class Operations:
         whose content is unusable (empty, corrupt, unconvertible): a warning
         is logged and DEL goes on; the entry is removed only once every
         plugin has succeeded. An entry that cannot be *read* (an I/O error)
-        raises ``CacheError``: nothing runs and the entry stays. An entry the
-        cache just read for this DEL (the manager's teardown, GC) is not read
-        again while its file is unchanged (``ResultCache.read_ident``).
+        raises ``CacheError``: nothing runs and the entry stays.
         """
         try:
             entry, ident = cache.read_ident(chain.name, rt.container_id, rt.ifname)
@@ -591,23 +605,24 @@ class Operations:
                 )
                 # The write-ahead record, before the first plugin runs: whatever
                 # instant the process dies at, a DEL, teardown or GC finds the attachment.
-                # Inline in both drivers: a small write, no fsync.
-                record_json = cache.write_record(record)
-                prev: dict[str, Any] | None = None
-                result: Result | None = None
-                held = _held_fd(release)  # the plugins hold the lock too (behaviour §4.3)
-                for plugin, path in zip(chain.plugins, paths, strict=True):
-                    result = yield from _run(
-                        attrs.evolve(
-                            self._call(chain, plugin, path, env, deadline, rt, prev), lock_fd=held
-                        ),
-                        _result(chain.cni_version, plugin.type),
-                    )
-                    prev = result.to_dict()
-                entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
-                # The record stays (the container's index) until the attachment is DELeted.
-                # The entry's JSON is the record's and the result (encoded once).
-                yield CacheIO(cache.write, (entry, completed_json(record_json, prev)))
+                # Inline in both drivers: a small write, no fsync; over the size cap, refused.
+                with cache.begin_record(record) as written:
+                    prev: dict[str, Any] | None = None
+                    result: Result | None = None
+                    held = _held_fd(release)  # the plugins hold the lock too (behaviour §4.3)
+                    for plugin, path in zip(chain.plugins, paths, strict=True):
+                        call = self._call(chain, plugin, path, env, deadline, rt, prev)
+                        result = yield from _run(
+                            attrs.evolve(call, lock_fd=held),
+                            _result(chain.cni_version, plugin.type),
+                        )
+                        prev = result.to_dict()
+                    entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
+                    # The entry's JSON is the record's and the result (encoded once).
+                    yield CacheIO(cache.write, (entry, completed_json(written.json, prev)))
+                    # The record stays (the container's index) until the attachment is
+                    # DELeted, marked complete: never in progress again (one fchmod).
+                    written.complete()
                 assert result is not None  # _require_plugins: at least one ran
                 return result
             finally:
@@ -661,7 +676,7 @@ class Operations:
         with_prev = parse_version(chain.cni_version) >= _V040
         _require_plugins(chain)
         deadline = deadline or self._deadline(timeout)
-        env = self._env(rq.DEL, rt)
+        env = self._env(rq.DEL, _del_netns(rt))
         cache = self._cache(rt)
         release_net = (
             None
@@ -886,7 +901,8 @@ class Operations:
         keep_containers: Collection[str],
     ) -> Generator[Effect, Any, list[CacheError]]:
         """GC's: remove the network's records whose content is unusable (never DELeted on
-        their word), but those of valid attachments; the errors met."""
+        their word) or that are complete with their entry gone, but those of valid
+        attachments; the errors met."""
         errors: list[CacheError] = []
         for cid, name, ident in unusable:
             prefix = f"{network}-{cid}-"
@@ -896,8 +912,13 @@ class Operations:
             if cid in keep_containers or (cid, ifname) in valid:
                 continue
             try:
-                if (yield CacheIO(cache.remove_unusable_record, (cid, name, ident))):
-                    log.warning("GC removed unusable record %s of container %s", name, cid)
+                if (yield CacheIO(cache.drop_record, (cid, name, ident))):
+                    log.warning(
+                        "GC removed record %s of container %s (unusable, or complete and its "
+                        "entry gone: DELeted by another tool)",
+                        name,
+                        cid,
+                    )
             except CacheError as e:
                 errors.append(e)
         return errors

@@ -4,9 +4,9 @@ The rules are the same generators as the blocking API's (``libcni._ops``);
 only the effects are performed differently: a plugin runs without blocking
 the event loop (``RawExec.aexec_plugin``, or a worker thread for an ``Exec``
 that has no coroutine form), and a cache lock is awaited rather than waited
-for. A cache call that waits for the disk (the ``fsync`` of ADD's durable
-write, DEL's removal) runs in a worker thread, so that it stalls neither the
-event loop nor the other operations. Cancelling the task kills the running
+for. Every cache call the rules yield as ``CacheIO`` (ADD's durable write,
+DEL's removal, GC's scans) runs in a worker thread, on any file system, so
+that it stalls neither the event loop nor the other operations. Cancelling the task kills the running
 plugin's whole process group and re-raises :class:`asyncio.CancelledError`.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import request as rq
@@ -69,39 +68,6 @@ async def _in_thread(call: functools.partial[Any]) -> Any:
         raise cancelled
 
 
-#: File systems whose ``fsync`` waits for no disk: a cache write there is as short
-#: as the write-ahead record's, which is written inline.
-_MEMORY_FS = frozenset({"tmpfs", "ramfs"})
-_memory_dirs: dict[str, bool] = {}
-
-
-def _on_memory_fs(directory: str) -> bool:
-    """Whether ``directory`` is on a memory file system (its mount's type, by device number)."""
-    try:
-        dev = os.stat(directory).st_dev
-        wanted = f"{os.major(dev)}:{os.minor(dev)}"
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                mount, sep, rest = line.partition(" - ")
-                fields = mount.split(" ", 3)
-                if sep and len(fields) > 2 and fields[2] == wanted:
-                    return rest.split(" ", 1)[0] in _MEMORY_FS
-    except OSError:
-        pass
-    return False
-
-
-def _waits_for_disk(effect: CacheIO) -> bool:
-    """Whether a cache call may wait for a disk (its cache is not on tmpfs): then in a thread."""
-    directory = getattr(getattr(effect.call, "__self__", None), "dir", None)
-    if not isinstance(directory, str):
-        return True
-    memory = _memory_dirs.get(directory)
-    if memory is None:
-        memory = _memory_dirs[directory] = _on_memory_fs(directory)
-    return not memory
-
-
 class AsyncCNIConfig(Operations):
     """The asyncio form of :class:`libcni.CNIConfig`: same constructor, same rules.
 
@@ -143,9 +109,7 @@ class AsyncCNIConfig(Operations):
                     )
                 )
         if isinstance(effect, CacheIO):
-            if _waits_for_disk(effect):
-                return await _in_thread(functools.partial(effect.call, *effect.args))
-            return effect.call(*effect.args)
+            return await _in_thread(functools.partial(effect.call, *effect.args))
         return await self._lock(effect)
 
     @staticmethod

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -48,6 +49,7 @@ __all__ = [
     "IPRange",
     "PortMapping",
     "RuntimeConfig",
+    "check_plain",
     "k8s_args",
 ]
 
@@ -93,26 +95,33 @@ def _text(field: str, value: object) -> str:
 
 
 def _address(field: str, value: object) -> IPAddress:
-    """An IPv4 or IPv6 address, in the forms Go's ``net.ParseIP`` accepts (no zone)."""
-    if isinstance(value, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
-        return value
+    """An IPv4 or IPv6 address, in the forms Go's ``net.ParseIP`` accepts (no zone, as text or object)."""
+    ip = value
     if isinstance(value, str) and "%" not in value and value.strip() == value:
         try:
-            return ipaddress.ip_address(value)
+            ip = ipaddress.ip_address(value)
         except ValueError:
-            pass
-    raise _invalid(field, value, "is not an IP address")
+            ip = None
+    if isinstance(ip, (ipaddress.IPv4Address, ipaddress.IPv6Address)) and not getattr(
+        ip, "scope_id", None
+    ):
+        return ip
+    raise _invalid(field, value, "is not an IP address (without a zone)")
 
 
 _PREFIX = re.compile(r"0|[1-9][0-9]{0,2}")
+_NETWORKS = (
+    ipaddress.IPv4Network,
+    ipaddress.IPv6Network,
+    ipaddress.IPv4Interface,
+    ipaddress.IPv6Interface,
+)
 
 
 def _cidr(field: str, value: object, *, network: bool) -> tuple[IPAddress, int]:
     """``ADDRESS/PREFIX`` (Go's ``net.ParseCIDR``); with ``network``, no host bits set."""
-    if isinstance(value, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
-        return value.network_address, value.prefixlen
-    if isinstance(value, (ipaddress.IPv4Interface, ipaddress.IPv6Interface)):
-        value = str(value)
+    if isinstance(value, _NETWORKS):
+        value = str(value)  # a zone stays in the text, and is refused there
     if not isinstance(value, str) or value.count("/") != 1:
         raise _invalid(field, value, "is not in CIDR notation (ADDRESS/PREFIX)")
     text, prefix = value.split("/")
@@ -132,11 +141,9 @@ def _cidr(field: str, value: object, *, network: bool) -> tuple[IPAddress, int]:
 
 def _ip_or_cidr(field: str, value: object) -> str:
     """An address, or an address with its prefix length (host bits allowed)."""
-    if isinstance(value, str) and "/" in value:
+    if (isinstance(value, str) and "/" in value) or isinstance(value, _NETWORKS):
         address, length = _cidr(field, value, network=False)
         return f"{address}/{length}"
-    if isinstance(value, (ipaddress.IPv4Interface, ipaddress.IPv6Interface)):
-        return str(value)
     return str(_address(field, value))
 
 
@@ -160,6 +167,14 @@ def _hardware(field: str, value: object, sizes: Sequence[int], what: str) -> str
         if len(octets) in sizes:
             return ":".join(o.lower() for o in octets)
     raise _invalid(field, value, f"is not {what}")
+
+
+def _mac(field: str, value: object) -> str:
+    """A MAC address an interface can take: unicast (a 6 or 8 byte one; an IPoIB one of 20 too)."""
+    mac = _hardware(field, value, (6, 8, 20), "a MAC address")
+    if len(mac) < 59 and (int(mac[:2], 16) & 1 or not mac.strip("0:")):
+        raise _invalid(field, value, "is not a unicast MAC address (multicast or all zeros)")
+    return mac
 
 
 def _strings(field: str, value: object, check: Any) -> tuple[Any, ...]:
@@ -262,22 +277,11 @@ class Bandwidth:
             k: _int(f"Bandwidth.{k}", v, 0, _UINT64_MAX, "a non-negative number")
             for k, v in values.items()
         }
-        for way in ("ingress", "egress"):
-            rate, burst = checked[f"{way}_rate"], checked[f"{way}_burst"]
-            if bool(rate) != bool(burst):
-                given, missing = (
-                    (f"{way}_rate", f"{way}_burst")
-                    if rate
-                    else (
-                        f"{way}_burst",
-                        f"{way}_rate",
-                    )
-                )
-                raise _invalid(
-                    f"Bandwidth.{given}",
-                    checked[given],
-                    f"is set without Bandwidth.{missing} (set both, or neither)",
-                )
+        for rate, burst in (("ingress_rate", "ingress_burst"), ("egress_rate", "egress_burst")):
+            if bool(checked[rate]) != bool(checked[burst]):
+                given, missing = (rate, burst) if checked[rate] else (burst, rate)
+                why = f"is set without Bandwidth.{missing} (set both, or neither)"
+                raise _invalid(f"Bandwidth.{given}", checked[given], why)
         self.__attrs_init__(**checked)
 
     def to_dict(self) -> dict[str, Any]:
@@ -408,7 +412,7 @@ def _range_sets(value: object) -> tuple[tuple[IPRange, ...], ...]:
     return _strings("RuntimeConfig.ip_ranges", value, one)
 
 
-def _annotations(value: object) -> dict[str, str] | None:
+def _annotations(value: object) -> Mapping[str, str] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -419,7 +423,7 @@ def _annotations(value: object) -> dict[str, str] | None:
         if not isinstance(item, str):
             raise _invalid(f"RuntimeConfig.pod_annotations[{key!r}]", item, "is not a string")
         out[key] = item
-    return out
+    return MappingProxyType(out)  # read-only: what was checked is what is passed
 
 
 def _optional_text(field: str, value: object) -> str | None:
@@ -454,7 +458,7 @@ class RuntimeConfig:
     device_id: str | None
     aliases: tuple[str, ...]
     cgroup_path: str | None
-    pod_annotations: dict[str, str] | None = attrs.field(hash=False)
+    pod_annotations: Mapping[str, str] | None = attrs.field(hash=False)
 
     def __init__(
         self,
@@ -476,9 +480,7 @@ class RuntimeConfig:
             _range_sets(ip_ranges),
             _optional("RuntimeConfig.dns", dns, DNSConfig),
             _strings("RuntimeConfig.ips", ips, _ip_or_cidr),
-            None
-            if mac is None
-            else _hardware("RuntimeConfig.mac", mac, (6, 8, 20), "a MAC address"),
+            None if mac is None else _mac("RuntimeConfig.mac", mac),
             None
             if infiniband_guid is None
             else _hardware(
@@ -524,6 +526,82 @@ class RuntimeConfig:
         if self.pod_annotations is not None:
             out[POD_ANNOTATIONS] = dict(self.pod_annotations)
         return out
+
+
+# -- the same rules for the plain mappings ---------------------------------------------
+
+
+def _objects(build: Callable[[Mapping[str, Any]], Any]) -> Callable[[str, object], Any]:
+    """A check of a JSON object: ``build(obj)`` (a typed value), its errors naming where."""
+
+    def check(where: str, value: object) -> Any:
+        if not isinstance(value, Mapping):
+            raise _invalid(where, value, "is not a JSON object")
+        try:
+            return build(value)
+        except ValidationError as e:
+            raise ValidationError(f"{where}: {e.msg}", code=e.code) from None
+
+    return check
+
+
+def _get(obj: Mapping[str, Any], key: str, default: Any) -> Any:
+    """A member of a JSON object; ``null`` or missing is ``default`` (as Go decodes it)."""
+    value = obj.get(key)
+    return default if value is None else value
+
+
+@_objects
+def _plain_port_mapping(o: Mapping[str, Any]) -> PortMapping:
+    protocol, host_ip = _get(o, "protocol", "tcp"), _get(o, "hostIP", "")
+    return PortMapping(o.get("hostPort"), o.get("containerPort"), protocol, host_ip)  # type: ignore[arg-type]
+
+
+@_objects
+def _plain_ip_range(o: Mapping[str, Any]) -> IPRange:
+    return IPRange(o.get("subnet"), o.get("rangeStart"), o.get("rangeEnd"), o.get("gateway"))  # type: ignore[arg-type]
+
+
+def _plain_range_set(where: str, value: object) -> tuple[IPRange, ...]:
+    ranges = _strings(where, value, _plain_ip_range)
+    if not ranges:
+        raise _invalid(where, value, "is an empty range set")
+    return ranges
+
+
+_BANDWIDTH = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
+_DNS = ("servers", "searches", "options")
+#: Each well-known capability with the check of its plain JSON form.
+_PLAIN: dict[str, Callable[[str, Any], object]] = {
+    "portMappings": lambda where, value: _strings(where, value, _plain_port_mapping),
+    "bandwidth": _objects(lambda o: Bandwidth(*(_get(o, k, 0) for k in _BANDWIDTH))),
+    "ipRanges": lambda where, value: _strings(where, value, _plain_range_set),
+    "dns": _objects(lambda o: DNSConfig(*(_get(o, k, ()) for k in _DNS))),
+    "ips": lambda where, value: _strings(where, value, _ip_or_cidr),
+    "mac": _mac,
+}
+
+
+def check_plain(capability_args: Mapping[str, Any]) -> None:
+    """Check the well-known capabilities of a plain mapping by the rules of their typed forms.
+
+    ``portMappings``, ``bandwidth``, ``ipRanges``, ``dns``, ``ips`` and
+    ``mac``, when present (and not ``null``), must be what :class:`PortMapping`,
+    :class:`Bandwidth`, :class:`IPRange`, :class:`DNSConfig` and
+    :class:`RuntimeConfig` accept, in their JSON form: a value a plugin cannot
+    parse raises :class:`~libcni.errors.ValidationError` (code 7) naming the
+    capability, the member and the value, before anything runs. Members the
+    conventions do not name, and other capabilities, are left to the plugins.
+
+    >>> check_plain({"portMappings": [{"hostPort": "80", "containerPort": 80}]})
+    Traceback (most recent call last):
+        ...
+    libcni.errors.ValidationError: capability argument portMappings[0]: PortMapping.host_port: '80' is not a port number (an int from 1 to 65535)
+    """
+    for key, check in _PLAIN.items():
+        value = capability_args.get(key)
+        if value is not None:
+            check(f"capability argument {key}", value)
 
 
 def _cni_arg(field: str, value: object) -> str:

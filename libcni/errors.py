@@ -384,6 +384,12 @@ class AlreadyAttachedError(CNIError):
         self.ifname = ifname
 
 
+class NotAttachedError(CNIError):
+    """Check, attach or detach of a container with nothing cached (code 3, unknown container)."""
+
+    default_code = CODE_UNKNOWN_CONTAINER
+
+
 class NotReadyError(CNIError):
     """The manager cannot attach containers now (code 50); ``msg`` says why, ``cause`` the error."""
 
@@ -408,6 +414,7 @@ class NamespaceError(CNIError):
 __all__ += [
     "AlreadyAttachedError",
     "NamespaceError",
+    "NotAttachedError",
     "NotReadyError",
     "SetupError",
     "TeardownError",

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -132,8 +133,32 @@ def _umount(target: str, lazy: bool = True) -> None:
     _check(_libc().umount2(os.fsencode(target), flags))
 
 
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+}
+
+
 def _open(path: str) -> int:
-    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    """A descriptor of the file at ``path`` for reading, if it can be a namespace file.
+
+    Never blocks and never acts on a device: the path is first opened with
+    ``O_PATH`` (no open of the file itself) and anything but a regular file
+    (a namespace file is one: nsfs) is refused (:class:`NamespaceError`)
+    before the file is opened, through that descriptor.
+    """
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        if kind != stat.S_IFREG:
+            what = _KINDS.get(kind, "not a regular file")
+            raise NamespaceError(f"{path} is not a network namespace: it is {what}")
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(fd)
 
 
 # -- errors ------------------------------------------------------------------
@@ -231,6 +256,14 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _abspath(path: str | os.PathLike[str]) -> str:
+    """``path`` made absolute; a NUL in it (no path has one) is a ``NamespaceError``."""
+    where = os.path.abspath(path)
+    if "\0" in where:
+        raise NamespaceError(f"invalid path {where!r}: a path cannot hold a NUL")
+    return where
+
+
 def _prepare(dir: str) -> Callable[[], None]:
     """Make ``dir`` when needed, and make it a shared mount point, as ``ip netns add`` does.
 
@@ -304,9 +337,14 @@ def _is_netns(fd: int) -> bool:
             return False
     # ENOTTY: no namespace, or a kernel older than 4.11: a namespace file is on nsfs.
     try:
-        return os.fstat(fd).st_dev == os.stat(_OWN).st_dev
+        return os.fstat(fd).st_dev == _nsfs_dev()
     except OSError:
         return False
+
+
+def _nsfs_dev() -> int:
+    """The device of nsfs, where every namespace file is."""
+    return os.stat(_OWN).st_dev
 
 
 def _identity(path: str) -> tuple[int, int]:
@@ -325,24 +363,81 @@ def _identity(path: str) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _pin(ns_fd: int, path: str, what: str) -> tuple[int, int]:
-    """Pin the namespace ``ns_fd`` at ``path``, a file made now (never an existing one).
+def _not_netns(path: str) -> str | None:
+    """Why the file at ``path`` is not a network namespace, or ``None``: it is one, or it
+    cannot be told (no such file, no permission). Never blocks (:func:`_open`)."""
+    try:
+        fd = _open(path)
+    except NamespaceError as e:
+        return e.msg
+    except OSError:
+        return None
+    except ValueError:  # a NUL in it
+        return f"invalid path {path!r}: a path cannot hold a NUL"
+    try:
+        if _is_netns(fd):
+            return None
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if st.st_dev == _nsfs_dev():
+        return f"{path} is not a network namespace: it is another kind of namespace"
+    if st.st_size == 0:
+        return f"{path} is not a network namespace: it is an empty file (a pin whose namespace is gone)"
+    return f"{path} is not a network namespace: it is a regular file"
 
-    On any failure (or interruption) the file is removed again and the mount
-    undone; the descriptor stays the caller's to close.
+
+def _stale_pin(path: str) -> os.stat_result | None:
+    """The file at ``path`` if it is a stale pin (an empty file of the directory's own file
+    system: no namespace is mounted on it), else ``None``."""
+    with contextlib.suppress(OSError):
+        st = os.lstat(path)
+        if _is_empty_file(st) and st.st_dev == os.lstat(os.path.dirname(path)).st_dev:
+            return st
+    return None
+
+
+_FileIdent = tuple[int, int, int]
+
+
+def _file_ident(st: os.stat_result) -> _FileIdent:
+    """A file's identity: device and inode, and its change time (an inode number is
+    reused at once by some file systems, ext4)."""
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def _pin_file(path: str, what: str) -> tuple[_FileIdent, bool]:
+    """The empty file to mount a namespace on: made now (``O_EXCL``), or a stale pin of that
+    name; its identity (:func:`_file_ident`) and whether it was there before."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0)
+    except FileExistsError:
+        stale = _stale_pin(path)
+        if stale is None:
+            raise NamespaceError(
+                f"cannot {what} {path}: the name is taken (a file of that name exists)"
+            ) from None
+        return _file_ident(stale), True
+    except OSError as e:
+        raise _failed(f"cannot {what} {path}: cannot create the file", e) from None
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return _file_ident(st), False
+
+
+def _pin(ns_fd: int, path: str, what: str) -> tuple[tuple[int, int], _FileIdent]:
+    """Pin the namespace ``ns_fd`` at ``path``, a file made now or a stale pin (never another
+    existing file); the identities of the namespace and of the file under the mount.
+
+    On any failure (or interruption) the mount is undone and a file made now
+    removed again; the descriptor stays the caller's to close.
     """
     st = os.fstat(ns_fd)
     ident = st.st_dev, st.st_ino
-    try:
-        made = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0)
-    except FileExistsError:
-        raise NamespaceError(
-            f"cannot {what} {path}: the name is taken (a file of that name exists)"
-        ) from None
-    except OSError as e:
-        raise _failed(f"cannot {what} {path}: cannot create the file", e) from None
+    file, reused = _pin_file(path, what)
     try:  # the file is ours from here on
-        os.close(made)
         try:
             _mount(f"/proc/self/fd/{ns_fd}", path, _MS_BIND)
         except OSError as e:
@@ -357,10 +452,11 @@ def _pin(ns_fd: int, path: str, what: str) -> tuple[int, int]:
             shown = os.lstat(path)
             if (shown.st_dev, shown.st_ino) == ident:
                 _umount(path)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        if not reused:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         raise
-    return ident
+    return ident, file
 
 
 # -- the public API ------------------------------------------------------------
@@ -375,18 +471,20 @@ class NetNS:
     of the ``with`` block.
     """
 
-    __slots__ = ("_ident", "_removed", "path")
+    __slots__ = ("_file", "_ident", "_removed", "path")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         #: The file that pins the namespace; give it to ``setup`` and the plugins.
-        self.path: str = os.path.abspath(path)
+        self.path: str = _abspath(path)
         self._ident = _identity(self.path)
+        # The file under the mount, when this module made the pin (see remove()).
+        self._file: _FileIdent | None = None
         self._removed = False
 
     @classmethod
-    def _pinned(cls, path: str, ident: tuple[int, int]) -> NetNS:
+    def _pinned(cls, path: str, ident: tuple[int, int], file: _FileIdent) -> NetNS:
         ns = cls.__new__(cls)
-        ns.path, ns._ident, ns._removed = path, ident, False
+        ns.path, ns._ident, ns._file, ns._removed = path, ident, file, False
         return ns
 
     def __repr__(self) -> str:
@@ -411,36 +509,48 @@ class NetNS:
     def remove(self) -> None:
         """Unmount (detached, as ``umount -l``) and delete :attr:`path`; idempotent.
 
+        Only this pin is removed: the namespace while it is still mounted
+        there, and the file under it (the one :func:`create` or
+        :func:`from_pid` made, by device and inode; for ``NetNS(path)``, the
+        empty file the unmount shows). A file someone else put at the path
+        after the pin went, or another namespace pinned there, is left alone.
         The namespace itself ends when nothing else holds it (a process in
-        it, another mount, an open descriptor). Another namespace pinned at
-        the same path meanwhile, or a file that is not this one's, is left
-        alone.
+        it, another mount, an open descriptor).
         """
         if self._removed:
             return
-        try:
-            st = os.lstat(self.path)
-        except FileNotFoundError:
-            self._removed = True
-            return
-        except OSError as e:
-            raise _failed(f"cannot remove network namespace {self.path}", e) from None
-        if (st.st_dev, st.st_ino) == self._ident:
+        st = self._lstat()
+        if st is not None and (st.st_dev, st.st_ino) == self._ident:
             try:
                 _umount(self.path)
             except OSError as e:
                 if e.errno not in (errno.EINVAL, errno.ENOENT):
                     raise _failed(f"cannot unmount network namespace {self.path}", e) from None
-        elif st.st_dev == self._ident[0] or not _is_empty_file(st):
-            self._removed = True  # another namespace, or not a file this module made
-            return
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        except OSError as e:
-            raise _failed(f"cannot delete {self.path}", e) from None
+            st = self._lstat()
+            any_file = self._file is None  # NetNS(path): the empty file the unmount shows
+        else:
+            any_file = False
+        if (
+            st is not None
+            and (any_file or _file_ident(st) == self._file)
+            and _is_empty_file(st)
+            and st.st_dev != _nsfs_dev()
+        ):
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise _failed(f"cannot delete {self.path}", e) from None
         self._removed = True
+
+    def _lstat(self) -> os.stat_result | None:
+        try:
+            return os.lstat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise _failed(f"cannot remove network namespace {self.path}", e) from None
 
     @contextlib.contextmanager
     def enter(self) -> Iterator[None]:
@@ -503,8 +613,6 @@ class NetNS:
 
 
 def _is_empty_file(st: os.stat_result) -> bool:
-    import stat
-
     return stat.S_ISREG(st.st_mode) and st.st_size == 0
 
 
@@ -518,7 +626,7 @@ def create(name: str | None = None, dir: str | os.PathLike[str] = DEFAULT_DIR) -
     says what failed.
     """
     name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
-    where = os.path.abspath(dir)
+    where = _abspath(dir)
     path = os.path.join(where, name)
     undo = _prepare(where)
     try:
@@ -527,13 +635,13 @@ def create(name: str | None = None, dir: str | os.PathLike[str] = DEFAULT_DIR) -
         except OSError as e:
             raise _failed(f"cannot create network namespace {path}", e) from None
         try:
-            ident = _pin(fd, path, "create network namespace")
+            ident, file = _pin(fd, path, "create network namespace")
         finally:
             os.close(fd)
     except BaseException:
         undo()
         raise
-    return NetNS._pinned(path, ident)
+    return NetNS._pinned(path, ident, file)
 
 
 def from_pid(pid: int, name: str | None = None, dir: str | os.PathLike[str] = DEFAULT_DIR) -> NetNS:
@@ -548,7 +656,7 @@ def from_pid(pid: int, name: str | None = None, dir: str | os.PathLike[str] = DE
     if pid <= 0:
         raise ValueError(f"pid must be positive, not {pid}")
     name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
-    where = os.path.abspath(dir)
+    where = _abspath(dir)
     path = os.path.join(where, name)
     try:
         fd = _open(f"/proc/{pid}/ns/net")
@@ -568,13 +676,13 @@ def from_pid(pid: int, name: str | None = None, dir: str | os.PathLike[str] = DE
     try:
         undo = _prepare(where)
         try:
-            ident = _pin(fd, path, f"pin the network namespace of process {pid} at")
+            ident, file = _pin(fd, path, f"pin the network namespace of process {pid} at")
         except BaseException:
             undo()
             raise
     finally:
         os.close(fd)
-    return NetNS._pinned(path, ident)
+    return NetNS._pinned(path, ident, file)
 
 
 # -- for the network manager ----------------------------------------------------

@@ -21,6 +21,7 @@ This module imports ``opentelemetry-api``; ``import libcni`` does not import it.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 
@@ -34,6 +35,19 @@ from ._events import Event
 __all__ = ["OpenTelemetryObserver"]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+
+# W3C Trace Context: what a plugin may be given (level 1, version 00).
+_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+_MEMBER = re.compile(
+    r"(?:[a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})"
+    r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
+)
+
+
+def _valid_tracestate(header: str) -> bool:
+    """Whether ``header`` is a W3C ``tracestate``: at most 32 list members, each ``key=value``."""
+    members = [m.strip(" \t") for m in header.split(",")]
+    return len(members) <= 32 and all(_MEMBER.fullmatch(m) for m in members)
 
 
 def _name(event: Event) -> str:
@@ -84,9 +98,12 @@ class OpenTelemetryObserver:
     Every plugin run receives the W3C trace context of its span:
     ``TRACEPARENT`` (and ``TRACESTATE``, or none: an inherited ``TRACESTATE``
     is removed with the ``TRACEPARENT`` it belonged to), sampled or not (the
-    flags say which), whenever the span's context is valid. With no valid span
-    context (a no-op tracer provider and no caller span) nothing is added and
-    the runtime's own environment passes through unchanged.
+    flags say which), whenever the span's context is valid. Only values valid
+    by W3C Trace Context are passed: a ``TRACESTATE`` that is not (more than
+    32 members, a control character) is left out, the ``TRACEPARENT`` still
+    passed. With no valid span context (a no-op tracer provider and no caller
+    span, or flags such as ``1ff``) nothing is added and the runtime's own
+    environment passes through unchanged.
     """
 
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
@@ -129,10 +146,12 @@ class OpenTelemetryObserver:
             return None
         carrier: dict[str, str] = {}
         _PROPAGATOR.inject(carrier, trace.set_span_in_context(span))
-        traceparent = carrier.get("traceparent")
-        if not traceparent:
+        traceparent, tracestate = carrier.get("traceparent", ""), carrier.get("tracestate")
+        if not _TRACEPARENT.fullmatch(traceparent):
             return None
-        return {"TRACEPARENT": traceparent, "TRACESTATE": carrier.get("tracestate") or None}
+        if tracestate and not _valid_tracestate(tracestate):
+            tracestate = None  # left out, the TRACEPARENT still passed
+        return {"TRACEPARENT": traceparent, "TRACESTATE": tracestate or None}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -37,6 +37,7 @@ for need in ("License-Expression: Apache-2.0", "Requires-Dist: platformdirs",
              "Classifier: Programming Language :: Python :: 3.13", "Project-URL:"):
     assert need in meta, f"wheel metadata lacks {need!r}"
 assert not [n for n in wnames if n.startswith("tests/")], "tests packaged in the wheel"
+assert not [n for n in wnames if "demo" in n], "the demo packaged in the wheel (examples/demo.py)"
 PY
 
 echo "== package: install the wheel into a fresh virtual environment"

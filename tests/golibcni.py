@@ -16,6 +16,31 @@ GOPATH = "/usr/share/gocode"  # where Debian's golang-*-dev packages put Go sour
 GO_LIBCNI = Path(GOPATH) / "src/github.com/containernetworking/cni/libcni"
 
 
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def go13_scale() -> str | None:
+    """``go_scale`` against Go libcni 1.3 (its ``gc`` command: ``GCNetworkList``), built by
+    ``benchmarks/scale.py`` (in a child: it reads its own command line when imported), or
+    ``None`` when Go or the v1.3.0 source (``git archive v1.3.0`` of
+    containernetworking/cni in ``benchmarks/build/cni-v1.3.0``) is missing."""
+    import sys
+
+    code = "import sys; sys.argv = ['scale.py']; import scale; print(scale.build_go13())"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=BENCHMARKS,
+        env={**os.environ, "PYTHONPATH": str(BENCHMARKS)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = proc.stdout.split()
+    built = lines[-1] if proc.returncode == 0 and lines else ""
+    return built if os.path.isabs(built) and os.path.exists(built) else None
+
+
 class GoBuildError(RuntimeError):
     """Go is missing, or ``go build`` failed (its stderr in the message)."""
 

@@ -820,3 +820,16 @@ def test_the_operation_generators_are_not_public() -> None:
     }  # fmt: skip
     for cls in (CNIConfig, libcni.AsyncCNIConfig):
         assert {n for n in dir(cls) if not n.startswith("_")} == public, cls
+
+
+def test_dir_of_libcni_lists_its_own_names_only() -> None:
+    # Issue 31: no Any, TYPE_CHECKING or annotations (names of its imports).
+    import types
+
+    own = {n for n in dir(libcni) if not n.startswith("_")}
+    assert own >= set(libcni.__all__)
+    extra = {
+        n for n in own - set(libcni.__all__) if not isinstance(getattr(libcni, n), types.ModuleType)
+    }
+    assert extra == set()
+    assert not hasattr(libcni, "annotations") and not hasattr(libcni, "TYPE_CHECKING")

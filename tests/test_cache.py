@@ -20,7 +20,7 @@ import pytest
 from harness import GO_CACHE_KEYS
 
 import libcni
-from libcni.cache import CacheEntry, CacheLock, CorruptEntryError, ResultCache, _files
+from libcni.cache import CacheEntry, CacheLock, ResultCache, _files
 from libcni.errors import CacheError, ValidationError
 
 DATA = Path(__file__).parent / "data" / "cache"
@@ -677,104 +677,6 @@ def test_entries_of_one_container(cache: ResultCache) -> None:
     assert [e.network_name for e in cache.entries("c1-c1")] == ["x"]
     assert [e.network_name for e in cache.entries("c2")] == ["net-a"]
     assert cache.entries("nope") == []
-
-
-def test_entries_remembered_are_each_entry_and_the_identity_of_its_file(
-    cache: ResultCache,
-) -> None:
-    _populate_listing(cache)
-    listed = cache._entries("c1", remember=True)
-    assert len(listed) == 3 and len(cache._recent) == 3
-    for entry in listed:
-        name = f"{entry.network_name}-{entry.container_id}-{entry.ifname}"
-        st = (results(cache) / name).stat()
-        got = cache._recent.take(name)
-        assert got == (entry, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    assert len(cache._recent) == 0
-    cache._entries("c1")  # not remembered unless asked
-    assert len(cache._recent) == 0
-
-
-def test_read_ident_reuses_an_entry_just_read_only_while_its_file_is_unchanged(
-    cache: ResultCache, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The network manager's teardown: a DEL reuses the entry the container's listing
-    # decoded (no second read or decode) only while the file at its path is the one read,
-    # unchanged, and the entry is this attachment's; otherwise what read() says.
-    cache.write(full_entry(network_name="a", container_id="c-1"))
-    path = results(cache) / "a-c-1-eth0"
-    reads: list[str] = []
-    real = _files._read_ident_at
-
-    def counting(dfd: int, name: str, where: str) -> tuple[bytes, _files.FileIdent]:
-        reads.append(name)
-        return real(dfd, name, where)
-
-    monkeypatch.setattr(_files, "_read_ident_at", counting)
-
-    def listed() -> CacheEntry:
-        entries = cache.attachments_of("c-1", remember=True)[0]
-        assert len(entries) == 1
-        reads.clear()
-        return entries[0]
-
-    entry = listed()
-    got, ident = cache.read_ident("a", "c-1", "eth0")
-    assert got is entry and reads == []
-    st = path.stat()
-    assert ident == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    # Taken once: the next read reads the file.
-    assert cache.read_ident("a", "c-1", "eth0")[0] == entry and reads == ["a-c-1-eth0"]
-    # Asked for another attachment sharing the file name: what read() says.
-    listed()
-    assert cache.read_ident("a-c", "1", "eth0") == (None, None)
-    listed()
-    assert cache.read_ident("a", "c-1", "eth1") == (None, None)
-    # Rewritten meanwhile (a new file renamed into place): the entry as it is now.
-    entry = listed()
-    cache.write(full_entry(network_name="a", container_id="c-1", netns="/new"))
-    reads.clear()
-    now, ident = cache.read_ident("a", "c-1", "eth0")
-    assert now is not None and now is not entry and now.netns == "/new"
-    assert reads == ["a-c-1-eth0"]
-    # Rewritten in place, same size, modification time set back: seen all the same
-    # (the change time cannot be set back).
-    listed()
-    st = path.stat()
-    path.write_bytes(path.read_bytes().replace(b"/new", b"/NEW"))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    now, _ = cache.read_ident("a", "c-1", "eth0")
-    assert now is not None and now.netns == "/NEW"
-    # Replaced by another attachment's entry at the same path: refused, as read() does.
-    listed()
-    assert cache.remove("a", "c-1", "eth0")
-    cache.write(full_entry(network_name="a-c", container_id="1"))
-    assert cache.read_ident("a", "c-1", "eth0") == (None, None)
-    # Removed: none; corrupt: CorruptEntryError, as read() raises.
-    assert cache.remove("a-c", "1", "eth0")
-    cache.write(full_entry(network_name="a", container_id="c-1"))
-    listed()
-    assert cache.remove("a", "c-1", "eth0")
-    assert cache.read_ident("a", "c-1", "eth0") == (None, None)
-    cache.write(full_entry(network_name="a", container_id="c-1"))
-    listed()
-    put_file(cache, "a-c-1-eth0", b"{")
-    with pytest.raises(CorruptEntryError):
-        cache.read_ident("a", "c-1", "eth0")
-
-
-def test_recent_entries_are_bounded_by_their_size(cache: ResultCache) -> None:
-    from libcni.cache import _recent
-
-    entry = full_entry()
-    recent = _recent.Recent()
-    half = _recent.MAX_BYTES // 2
-    recent.keep("a", entry, (0, 1, half, 0, 0))
-    recent.keep("b", entry, (0, 2, half, 0, 0))
-    recent.keep("c", entry, (0, 3, 1, 0, 0))  # the oldest goes
-    assert recent.take("a") is None and recent.take("b") is not None
-    recent.keep("d", entry, (0, 4, _recent.MAX_BYTES + 1, 0, 0))  # too large: not kept
-    assert recent.take("d") is None and recent.take("c") is not None and len(recent) == 0
 
 
 def test_entries_unlistable_directory(cache: ResultCache, monkeypatch: pytest.MonkeyPatch) -> None:

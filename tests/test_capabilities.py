@@ -154,7 +154,7 @@ def test_values_are_immutable_and_compare_by_value() -> None:
 
 def test_every_name_is_importable_from_libcni_and_the_module() -> None:
     for name in libcni.capabilities.__all__:
-        if name != "POD_ANNOTATIONS":
+        if name not in ("POD_ANNOTATIONS", "check_plain"):  # the module's own
             assert getattr(libcni, name) is getattr(libcni.capabilities, name)
 
 
@@ -320,6 +320,7 @@ def test_every_invalid_ip_is_refused_naming_field_and_value(bad: Any) -> None:
 
 @given(st.binary(min_size=6, max_size=6), st.sampled_from([":", "-", "."]), st.booleans())
 def test_every_valid_mac_round_trips(octets: bytes, sep: str, upper: bool) -> None:
+    octets = bytes([octets[0] & 0xFE | 0x02, *octets[1:]])  # unicast (locally administered)
     hexes = octets.hex()
     if sep == ".":
         text = ".".join(hexes[i : i + 4] for i in range(0, 12, 4))
@@ -503,3 +504,111 @@ def test_args_as_a_mapping_keep_their_order_and_strings_are_refused() -> None:
 def test_runtime_config_round_trips_through_json() -> None:
     data = json.loads(json.dumps(full_config().capability_args()))
     assert data == FULL_JSON
+
+
+# -- holes in the typed values (issue 31) ------------------------------------------------
+
+
+def test_pod_annotations_cannot_change_after_validation() -> None:
+    given = {"team": "blue"}
+    rc = RuntimeConfig(pod_annotations=given)
+    given["team"] = 1  # type: ignore[assignment]
+    with pytest.raises(TypeError):
+        rc.pod_annotations["team"] = 7  # type: ignore[index]
+    assert rc.capability_args() == {"io.kubernetes.cri.pod-annotations": {"team": "blue"}}
+    assert rc == RuntimeConfig(pod_annotations={"team": "blue"})
+
+
+@pytest.mark.parametrize(
+    "zoned",
+    [
+        ipaddress.ip_address("fe80::1%eth0"),
+        ipaddress.IPv6Interface("fe80::1%eth0/64"),
+        ipaddress.IPv6Network("fe80::%eth0/64"),
+    ],
+)
+def test_an_ip_with_a_zone_is_refused_as_an_ipaddress_object_too(zoned: Any) -> None:
+    if "/" not in str(zoned):  # an address
+        refused(lambda: PortMapping(80, 80, host_ip=zoned), "PortMapping.host_ip", zoned)
+        refused(lambda: DNSConfig(servers=[zoned]), "DNSConfig.servers[0]", zoned)
+        refused(lambda: IPRange("fe80::/64", gateway=zoned), "IPRange.gateway", zoned)
+    else:
+        refused(lambda: IPRange(zoned), "IPRange.subnet", str(zoned))
+    refused(lambda: RuntimeConfig(ips=[zoned]), "RuntimeConfig.ips[0]", str(zoned))
+    # Without the zone, the same objects are taken, as their text.
+    plain: Any = ipaddress.ip_interface(str(zoned).replace("%eth0", ""))
+    assert RuntimeConfig(ips=[plain]).ips == (str(plain),)
+
+
+@pytest.mark.parametrize(
+    "mac", ["01:00:5e:00:00:01", "ff:ff:ff:ff:ff:ff", "33-33-00-00-00-01", "00:00:00:00:00:00"]
+)
+def test_a_mac_must_be_unicast(mac: str) -> None:
+    # tuning (and the kernel) refuse to set a multicast or all-zero address.
+    refused(lambda: RuntimeConfig(mac=mac), "RuntimeConfig.mac", mac)
+    assert RuntimeConfig(mac="02:00:5e:00:00:01").mac == "02:00:5e:00:00:01"
+
+
+# -- the same rules for plain mappings (issue 28, behaviour.md §11.2) --------------------
+
+#: Plain values of the well-known capabilities no plugin can parse, with what the error names.
+BAD_PLAIN: list[tuple[dict[str, Any], str]] = [
+    ({"portMappings": [{"hostPort": "80", "containerPort": 80}]}, "portMappings[0]"),
+    ({"portMappings": [{"hostPort": 80, "containerPort": 80, "protocol": "icmp"}]}, "protocol"),
+    ({"portMappings": {"hostPort": 80}}, "portMappings"),
+    ({"portMappings": [{"hostPort": 80, "containerPort": 80, "hostIP": "fe80::1%lo"}]}, "host_ip"),
+    ({"bandwidth": {"ingressRate": 1000}}, "Bandwidth.ingress_rate"),
+    ({"bandwidth": {"egressRate": -1, "egressBurst": 1}}, "bandwidth"),
+    ({"ipRanges": [[{"subnet": "10.1.0.1/16"}]]}, "ipRanges[0][0]"),
+    ({"ipRanges": [{"subnet": "10.1.0.0/16"}]}, "ipRanges[0]"),  # a range, not a range set
+    ({"ipRanges": [[]]}, "ipRanges[0]"),
+    ({"dns": {"servers": ["dns.example"]}}, "DNSConfig.servers[0]"),
+    ({"dns": ["10.0.0.10"]}, "dns"),
+    ({"ips": ["10.0.0.1/33"]}, "ips[0]"),
+    ({"ips": "10.0.0.1"}, "ips"),
+    ({"mac": "01:00:5e:00:00:01"}, "mac"),
+    ({"mac": "f0:a6"}, "mac"),
+]
+
+
+@pytest.mark.parametrize(("caps", "named"), BAD_PLAIN)
+def test_plain_well_known_capabilities_are_checked_like_their_typed_forms(
+    caps: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(named)) as info:
+        libcni.capabilities.check_plain(caps)
+    assert info.value.code == CODE_INVALID_CONFIG
+    assert str(info.value).startswith(f"capability argument {next(iter(caps))}")
+
+
+def test_plain_values_of_every_typed_form_pass() -> None:
+    libcni.capabilities.check_plain(FULL_JSON)
+    libcni.capabilities.check_plain(full_config().capability_args())
+    # Members the conventions do not name, null, and other capabilities: the plugins'.
+    libcni.capabilities.check_plain(
+        {
+            "portMappings": [{"hostPort": 80, "containerPort": 80, "hostIP": None, "x": 1}],
+            "bandwidth": None,
+            "custom": {"hostPort": "80"},
+        }
+    )
+
+
+@manager_env
+@pytest.mark.parametrize("where", ["setup", "request"])
+def test_setup_refuses_a_plain_capability_no_plugin_can_parse_before_anything_runs(
+    env: harness.ManagerEnv, where: str
+) -> None:
+    env.write("10-a.conflist", "a", every_capability_plugin())
+    env.write("20-b.conflist", "b", every_capability_plugin())
+    bad = {"portMappings": [{"hostPort": "80", "containerPort": 80, "protocol": "tcp"}]}
+    m = env.manager()
+    with pytest.raises(ValidationError, match=r"portMappings\[0\].*'80'"):
+        if where == "setup":
+            m.setup("c1", "/var/run/netns/c1", capability_args=bad)
+        else:
+            m.setup(
+                "c1", "/var/run/netns/c1", networks=["a", NetworkRequest("b", capability_args=bad)]
+            )
+    assert env.runs() == []  # nothing ran: no ADD to fail, no DEL to fail alike
+    assert env.cni.get_cached_attachments("c1") == []  # nor recorded

@@ -1,7 +1,9 @@
-"""``libcni demo``: the real run (root, iproute2, reference plugins) and its prerequisites."""
+"""The demo, ``examples/demo.py`` (run by ``scripts/demo.sh``): the real run (root, iproute2,
+reference plugins) and its prerequisites; ``libcni demo`` only points to it."""
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import os
 import re
@@ -12,25 +14,30 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import harness
 import pytest
 from _require import unavailable
 
 from libcni import conf_list_from_bytes
-from libcni.cli._demo import (
-    DEMO_PLUGINS,
-    DEMO_SUBNET,
-    INSTALL_COMMAND,
-    NETNS_PREFIX,
-    demo_conflist,
-    demo_plugin_path,
-    missing_prerequisites,
-    prerequisites_message,
-    summarize_result,
-)
 
 REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "examples" / "demo.py"
+
+
+def _load(path: Path) -> ModuleType:
+    """The demo script as a module (it is no part of the package)."""
+    spec = importlib.util.spec_from_file_location("libcni_demo", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+demo = _load(DEMO)
+DEMO_PLUGINS, DEMO_SUBNET = demo.DEMO_PLUGINS, demo.DEMO_SUBNET
+INSTALL_COMMAND, NETNS_PREFIX = demo.INSTALL_COMMAND, demo.NETNS_PREFIX
 REF_PLUGINS = "/usr/lib/cni"
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/sbin", "/sbin"])
 
@@ -93,7 +100,7 @@ def test_demo_runs_and_cleans_up(netns_ok: None) -> None:
     tuning_before = set(os.listdir(tuning_state)) if os.path.isdir(tuning_state) else set()
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "libcni", "demo"],
+        [sys.executable, str(DEMO)],
         capture_output=True,
         text=True,
         env=demo_env(),
@@ -164,7 +171,7 @@ def test_demo_cleans_up_when_interrupted(
     errfile = tmp_path / "stderr"
     with errfile.open("w") as errf:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "libcni", "demo"],
+            [sys.executable, str(DEMO)],
             stdout=subprocess.PIPE,
             stderr=errf,
             text=True,
@@ -201,6 +208,30 @@ def test_demo_cleans_up_when_interrupted(
     assert not os.path.exists(scratch_dir(output))
 
 
+# -- where the demo is -----------------------------------------------------------
+
+
+def test_the_package_holds_no_demo_and_libcni_demo_points_to_the_script() -> None:
+    assert not list((REPO / "libcni").rglob("*demo*"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "libcni", "demo"],
+        capture_output=True,
+        text=True,
+        env=demo_env(),
+        timeout=60,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr.startswith("libcni demo: the demo is not part of the installed package")
+    assert "./scripts/demo.sh" in proc.stderr
+    assert (
+        (REPO / "scripts" / "demo.sh")
+        .read_text()
+        .rstrip()
+        .endswith('exec .venv/bin/python examples/demo.py "$@"')
+    )
+
+
 # -- missing prerequisites -------------------------------------------------------
 
 
@@ -208,7 +239,7 @@ def test_demo_without_plugins_says_what_is_missing(tmp_path: Path) -> None:
     empty = tmp_path / "no-plugins"
     empty.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "libcni", "demo"],
+        [sys.executable, str(DEMO)],
         capture_output=True,
         text=True,
         env=demo_env(CNI_PATH=str(empty)),
@@ -239,7 +270,7 @@ def test_demo_without_root_says_so(readable_deps: str) -> None:
     env = demo_env(HOME="/")
     env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], readable_deps])
     probe = subprocess.run(
-        [*prefix, sys.executable, "-c", "import libcni.cli._demo"],
+        [*prefix, sys.executable, str(DEMO), "--help"],
         capture_output=True,
         text=True,
         env=env,
@@ -248,9 +279,9 @@ def test_demo_without_root_says_so(readable_deps: str) -> None:
     )
     if probe.returncode != 0:
         why = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        pytest.skip(f"the unprivileged user cannot import libcni here: {why}")
+        pytest.skip(f"the unprivileged user cannot run the demo here: {why}")
     proc = subprocess.run(
-        [*prefix, sys.executable, "-m", "libcni", "demo"],
+        [*prefix, sys.executable, str(DEMO)],
         capture_output=True,
         text=True,
         env=env,
@@ -262,13 +293,13 @@ def test_demo_without_root_says_so(readable_deps: str) -> None:
     assert proc.stdout == ""
     assert "Traceback" not in proc.stderr
     assert "root privileges" in proc.stderr
-    assert "sudo libcni demo" in proc.stderr
+    assert "sudo ./scripts/demo.sh" in proc.stderr
 
 
 def test_missing_prerequisites_lists_each_thing(tmp_path: Path) -> None:
     empty = str(tmp_path)
-    missing = missing_prerequisites([empty], {"PATH": empty}, euid=1000)
-    text = prerequisites_message(missing)
+    missing = demo.missing_prerequisites([empty], {"PATH": empty}, euid=1000)
+    text = demo.prerequisites_message(missing)
     assert text.startswith("libcni demo: cannot run, missing:\n")
     assert "root privileges" in text
     assert "the CNI plugins bridge, host-local, portmap, tuning" in text
@@ -276,8 +307,8 @@ def test_missing_prerequisites_lists_each_thing(tmp_path: Path) -> None:
     # Only root missing: nothing to install.
     only_root = [m for m in missing if m.startswith("root privileges")]
     assert len(only_root) == 1
-    assert INSTALL_COMMAND not in prerequisites_message(only_root)
-    assert prerequisites_message(only_root).count("\n") == 2
+    assert INSTALL_COMMAND not in demo.prerequisites_message(only_root)
+    assert demo.prerequisites_message(only_root).count("\n") == 2
 
 
 def test_missing_prerequisites_none_when_all_there(tmp_path: Path) -> None:
@@ -288,15 +319,15 @@ def test_missing_prerequisites_none_when_all_there(tmp_path: Path) -> None:
         for name in names:
             (d / name).write_text("#!/bin/sh\n")
             (d / name).chmod(0o755)
-    assert missing_prerequisites([str(plugins)], {"PATH": str(tools)}, euid=0) == []
+    assert demo.missing_prerequisites([str(plugins)], {"PATH": str(tools)}, euid=0) == []
     (plugins / "portmap").unlink()
-    [only] = missing_prerequisites([str(plugins)], {"PATH": str(tools)}, euid=0)
+    [only] = demo.missing_prerequisites([str(plugins)], {"PATH": str(tools)}, euid=0)
     assert "the CNI plugin portmap," in only
 
 
 def test_demo_plugin_path(tmp_path: Path) -> None:
-    assert demo_plugin_path({"CNI_PATH": f"{tmp_path}::/x"}) == [str(tmp_path), "/x"]
-    default = demo_plugin_path({})
+    assert demo.demo_plugin_path({"CNI_PATH": f"{tmp_path}::/x"}) == [str(tmp_path), "/x"]
+    default = demo.demo_plugin_path({})
     assert default and set(default) <= {"/usr/lib/cni", "/opt/cni/bin"}
 
 
@@ -304,7 +335,7 @@ def test_demo_plugin_path(tmp_path: Path) -> None:
 
 
 def test_demo_conflist_is_a_valid_list() -> None:
-    data = demo_conflist("cni-demo-abc123", '/tmp/odd "dir"', "/tmp/tun")
+    data = demo.demo_conflist("cni-demo-abc123", '/tmp/odd "dir"', "/tmp/tun")
     net = conf_list_from_bytes(data)
     assert net.name == "libcni-demo"
     assert net.cni_version == "1.0.0"
@@ -332,7 +363,9 @@ def test_summarize_result() -> None:
         "routes": [{"dst": "0.0.0.0/0"}, {"dst": "10.9.0.0/16", "gw": "10.88.77.254"}],
         "dns": {"nameservers": ["10.88.77.1"], "search": ["example.test"]},
     }
-    lines = summarize_result(result, {"portMappings": [{"hostPort": 8080, "containerPort": 80}]})
+    lines = demo.summarize_result(
+        result, {"portMappings": [{"hostPort": 8080, "containerPort": 80}]}
+    )
     assert lines == [
         ("interface", "eth0 in /run/netns/c"),
         ("MAC", "02:00:00:00:00:01"),
@@ -344,4 +377,4 @@ def test_summarize_result() -> None:
         ("DNS", "nameservers 10.88.77.1; search example.test"),
         ("host side", "cni-demo-1 (aa:aa:aa:aa:aa:aa), veth1 (bb:bb:bb:bb:bb:bb)"),
     ]
-    assert summarize_result({}) == []
+    assert demo.summarize_result({}) == []

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from libcni import (
     GCArgs,
     PluginError,
     PluginNotFoundError,
+    PluginTimeoutError,
     RuntimeConf,
     SetupError,
 )
@@ -321,6 +323,43 @@ def test_observers_add_environment_entries_to_each_plugin_run(
     ] * 2
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_an_observer_past_the_deadline_does_not_get_the_plugin_started(
+    env: harness.Env, mode: str
+) -> None:
+    # behaviour.md §13: the deadline is checked after the start events were delivered.
+    def slow(event: Event) -> None:
+        if event.kind == "plugin" and event.phase == "start":
+            time.sleep(1.2)
+
+    rec = Recorder()
+    cni = client(env, mode, slow, rec)
+    with pytest.raises(PluginTimeoutError, match="within the 1s timeout") as raised:
+        run(mode, lambda: cni.add_network_list(env.chain({}), env.rt, timeout=1.0))
+    assert [r for r in env.records() if "command" in r] == []  # never started
+    (start,) = rec.starts("plugin")
+    assert rec.end_of(start).error is raised.value and raised.value.plugin == "p1"
+
+
+def test_an_environment_entry_too_large_for_exec_is_left_out(
+    env: harness.Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Big:
+        def __call__(self, event: Event) -> None:
+            pass
+
+        def plugin_env(self, event: Event) -> Mapping[str, str]:
+            # 200 KB: exec fails with E2BIG; a lone surrogate cannot be encoded.
+            return {"TRACEPARENT": "ok", "TRACESTATE": "x" * 200_000, "ODD": "\ud800"}
+
+    with caplog.at_level(logging.WARNING, logger="libcni"):
+        env.sync(observers=[Big()]).add_network_list(env.chain({}), env.rt)
+    (record,) = [r for r in env.records() if "command" in r]  # it ran
+    assert record["trace"] == {"TRACEPARENT": "ok"}
+    refused = [r.getMessage() for r in caplog.records if "cannot be passed" in r.getMessage()]
+    assert len(refused) == 2 and "'TRACESTATE'" in refused[0] and len(refused[0]) < 1000
+
+
 def test_observers_argument_takes_callables_only(env: harness.Env) -> None:
     rec = Recorder()
     cni = env.sync(observers=rec)  # one observer alone is taken as one
@@ -479,3 +518,18 @@ def test_threads_share_one_observer_and_keep_their_own_ids(env: ManagerEnv) -> N
         assert {n.container_id for n in nets} == {op.container_id}
         runs = [p for p in rec.starts("plugin") if p.parent in {n.id for n in nets}]
         assert {p.container_id for p in runs} == {op.container_id} and len(runs) == 2
+
+
+@manager_env
+def test_a_network_observer_past_the_setup_deadline_starts_no_plugin(env: ManagerEnv) -> None:
+    env.network("10-a.conflist", "a")
+
+    def slow(event: Event) -> None:
+        if event.kind == "network" and event.phase == "start" and event.network == "a":
+            time.sleep(0.5)
+
+    m = env.manager(observers=[slow], loopback=False)
+    with pytest.raises(SetupError) as raised:
+        m.setup("c1", "/var/run/netns/c1", timeout=0.3)
+    assert isinstance(raised.value.cause, PluginTimeoutError)
+    assert [r["command"] for r in env.records() if "command" in r] == ["DEL"]  # the rollback

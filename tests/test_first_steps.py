@@ -21,11 +21,11 @@ import harness
 import pytest
 from _require import unavailable
 from harness import run_cli
+from test_demo import DEMO, demo
 from test_manager import Env
 from test_manager_cli import run
 
 import libcni.cli as cli
-from libcni.cli._demo import TRY_CONFLIST, try_commands
 
 REPO = harness.REPO
 README = REPO / "README.md"
@@ -168,18 +168,10 @@ def test_readme_leads_from_the_demo_to_the_command_line() -> None:
     first_try = text.index("ip netns add try-host")
     assert text.index("./scripts/demo.sh") < first_try < text.index("## What it is for")
     # The README's commands are the ones the demo prints at its end (run from the checkout).
-    printed = try_commands(".venv/bin/libcni", "$PWD/examples/net.d").splitlines()[1:]
+    printed = demo.try_commands(".venv/bin/libcni", "$PWD/examples/net.d").splitlines()[1:]
     assert [line.strip() for line in readme_try_block().splitlines() if line.strip()] == [
         line.strip() for line in printed
     ]
-
-
-def test_the_example_network_is_the_one_the_demo_can_write() -> None:
-    assert json.loads((EXAMPLES / "10-trynet.conflist").read_text()) == json.loads(TRY_CONFLIST)
-    libcni_cmd = "libcni"
-    text = try_commands(libcni_cmd, None)
-    heredoc = text.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
-    assert json.loads(heredoc) == json.loads(TRY_CONFLIST)
 
 
 def _root_netns_plugins() -> None:
@@ -247,7 +239,7 @@ def test_demo_honours_cache_dir_says_why_check_passes_and_what_to_try_next(
     environ = harness.python_env()
     environ.pop("CNI_PATH", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "libcni", "demo", "--cache-dir", str(cache)],
+        [sys.executable, str(DEMO), "--cache-dir", str(cache)],
         capture_output=True,
         text=True,
         env=environ,
@@ -312,7 +304,7 @@ def test_demo_sh_installs_only_what_the_demo_needs(tmp_path: Path) -> None:
         "python3-venv",
     }
     assert "python -m pip install -q --disable-pip-version-check -e ." in calls
-    assert calls[-1] == "libcni demo --timeout 9"
+    assert calls[-1] == "python examples/demo.py --timeout 9"
 
 
 def test_test_sh_installs_the_test_toolchain(tmp_path: Path) -> None:

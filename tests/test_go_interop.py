@@ -12,7 +12,11 @@ on the same cache as libcni, with the same real test plugins:
 - libcni reads, lists and DELs what Go cached;
 - a cache holding libcni's write-ahead records (``records/``: a complete
   attachment's, and one of an ADD that never finished) is read, listed and
-  DELeted by Go without error, and Go never sees a record.
+  DELeted by Go without error, and Go never sees a record;
+- an attachment libcni added and Go DELeted (1.1.2's ``DelNetworkList``) or
+  collected (1.3's ``GCNetworkList``, where it is built: its v1.3.0 source in
+  ``benchmarks/build/cni-v1.3.0``) is not in progress for libcni: listed by
+  nothing, DELeted by neither its GC nor a teardown.
 
 Debian's Go libcni (1.1.x) knows spec versions up to 1.0.0, so the lists here
 are at 1.0.0.
@@ -28,7 +32,7 @@ from typing import Any
 
 import pytest
 from _require import unavailable
-from golibcni import go_available, go_build
+from golibcni import go13_scale, go_available, go_build
 from harness import Env
 
 import libcni
@@ -203,12 +207,84 @@ def test_go_reads_lists_and_dels_a_cache_that_holds_records(tmp_path: Path, inte
         ("ctr2", False),
     ]
     assert env.cached() == []
-    # Go never touched records/: libcni still sees both attachments as in progress, and its
-    # next GC DELs them once more (a DEL is idempotent) and forgets them.
+    # Go never touched records/. The complete attachment's record, marked complete, is
+    # dropped where found; the unfinished ADD (Go DELeted it from the file, never knowing
+    # of it) stays in progress, and libcni's next GC DELs it once more (a DEL is idempotent).
     assert [(a.container_id, a.complete) for a in env.cni.get_cached_attachments()] == [
-        ("ctr1", False),
         ("ctr2", False),
     ]
+    env.record.unlink()
     env.cni.gc_network_list(net)
+    assert {c["env"]["CNI_CONTAINERID"] for c in env.calls() if c["command"] == "DEL"} == {"ctr2"}
     assert env.cni.get_cached_attachments() == []
     assert list((env.cache / "records").iterdir()) == []
+
+
+# -- Go DELs or collects what libcni added: nothing in progress after (issue 28) ------------
+
+
+@pytest.fixture(scope="module")
+def go13() -> str:
+    """Go libcni 1.3's GC driver, where it is built (it needs the v1.3.0 source)."""
+    built = go13_scale()
+    if built is None:
+        pytest.skip("Go libcni 1.3 is not built (put its v1.3.0 source in benchmarks/build)")
+    return built
+
+
+def _added_by_libcni(env: Env, tmp_path: Path) -> tuple[Path, libcni.NetworkConfigList]:
+    obj = {
+        "cniVersion": "1.0.0",
+        "name": "gonet",
+        "plugins": [env.plugin("p1", ADD={"result": RESULT}), env.plugin("p2")],
+    }
+    conflist = tmp_path / "gonet.conflist"
+    conflist.write_text(json.dumps(obj))
+    net = libcni.conf_list_from_file(conflist)
+    env.cni.add_network_list(net, _rt(env))
+    assert (env.cache / "records" / "ctr1" / "gonet-ctr1-eth0").is_file()
+    env.record.unlink()
+    return conflist, net
+
+
+def _nothing_left_for_libcni(env: Env, net: libcni.NetworkConfigList) -> None:
+    """Go DELeted the attachment (both plugins, with the cached result): libcni lists
+    nothing, and neither its GC nor a teardown DELs it again."""
+    dels = [c for c in env.calls() if c["command"] == "DEL"]
+    assert [c["stdin"]["type"] for c in dels] == ["p2", "p1"]
+    assert all(c["stdin"]["prevResult"] == RESULT for c in dels)
+    assert env.cached() == []
+    env.record.unlink()
+    assert env.cni.get_cached_attachments() == []
+    assert env.cni.get_network_list_cached_config(net, RuntimeConf("ctr1", "", "eth0")) is None
+    env.cni.gc_network_list(net)
+    manager = libcni.NetworkManager(env.root / "none", [env.plugins], cache_dir=env.cache)
+    manager.teardown("ctr1")
+    assert env.calls() == []
+    assert not (env.cache / "records" / "ctr1").exists()
+
+
+def test_go_del_of_a_libcni_add_leaves_nothing_in_progress(tmp_path: Path, interop: str) -> None:
+    env = Env(tmp_path)
+    _, net = _added_by_libcni(env, tmp_path)
+    plugins = str(env.plugins)
+    assert _go(interop, "del-cached", str(env.cache), plugins, "gonet", "ctr1", "eth0") == {
+        "deleted": 2
+    }
+    _nothing_left_for_libcni(env, net)
+
+
+def test_go13_gc_of_a_libcni_add_leaves_nothing_in_progress(tmp_path: Path, go13: str) -> None:
+    env = Env(tmp_path)
+    conflist, net = _added_by_libcni(env, tmp_path)
+    valid = tmp_path / "valid"
+    valid.write_text("")  # no attachment is valid: Go DELs every cached one of the network
+    proc = subprocess.run(
+        [go13, "gc", str(env.plugins), str(env.cache), str(conflist), str(valid), "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    _nothing_left_for_libcni(env, net)

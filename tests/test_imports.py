@@ -52,8 +52,9 @@ ALLOWED: dict[str, set[str]] = {
     "invoke": NEUTRAL,
     "netns": {"_log", "errors"},
     # The operations and their drivers.
+    # netns: whether a DEL's netns is still a namespace (behaviour §11.3).
     "_ops": NEUTRAL
-    | {"_events", "cache", "conf", "invoke", "request", "types", "values", "version"},
+    | {"_events", "cache", "conf", "invoke", "netns", "request", "types", "values", "version"},
     "api": NEUTRAL
     | {"_events", "_ops", "cache", "conf", "invoke", "request", "types", "values", "version"},
     "aio": NEUTRAL

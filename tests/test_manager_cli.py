@@ -38,7 +38,7 @@ def test_up_show_down(env: Env) -> None:
         "a",
         "--parallel",
         CNI_ARGS="K=V",
-        CAP_ARGS='{"mac": "aa"}',
+        CAP_ARGS='{"mac": "0a:58:0a:01:02:03"}',
     )
     assert up.returncode == 0, up.stderr
     view = json.loads(up.stdout)
@@ -52,7 +52,7 @@ def test_up_show_down(env: Env) -> None:
     assert all(r["env"]["CNI_ARGS"] == "K=V" for r in runs)
     assert all(r["env"]["CNI_NETNS"] == "/var/run/netns/x" for r in runs)
     assert [r["stdin"].get("runtimeConfig") for r in runs if r["stdin"]["name"] == "a"] == [
-        {"mac": "aa"}
+        {"mac": "0a:58:0a:01:02:03"}
     ]
     show = run(env, "show", "c1")
     assert show.returncode == 0, show.stderr

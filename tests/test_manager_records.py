@@ -425,3 +425,60 @@ def test_a_container_torn_down_leaves_no_lock_file(env: Env) -> None:
     with pytest.raises(TeardownError):  # a DEL that fails: the container keeps its lock
         m.teardown("c3")
     assert container_locks(env) == ["c3"]
+
+
+# -- attachments another tool DELeted (issue 28) ------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["teardown", "inspect", "check", "gc", "setup", "async"])
+def test_attachments_another_tool_deleted_are_not_in_progress_nor_deleted_again(
+    env: Env, how: str
+) -> None:
+    # Go's DelNetworkList or GCNetworkList, or cnitool, DELeted the container's attachments
+    # and removed their entries: libcni's records, marked complete, are dropped where found.
+    env.write("10-a.conflist", "a")
+    m = env.manager()
+    m.setup("c1", "/var/run/netns/c1")
+    assert records_of(env, "c1") == ["a-c1-eth0", "cni-loopback-c1-lo"]
+    for name in env.cached():
+        (env.cache / "results" / name).unlink()
+    env.record.unlink()
+    if how == "teardown":
+        m.teardown("c1")
+    elif how == "inspect":
+        view = m.inspect("c1")
+        assert (view.attachments, view.incomplete) == ((), ())
+        assert dels(env) == [] and records_of(env, "c1") == []
+        return  # (its container's lock file goes at the next teardown or GC)
+    elif how == "check":
+        m.check("c1", "/var/run/netns/c1")
+    elif how == "gc":
+        m.gc([])
+    elif how == "setup":
+        m.setup("c1", "/var/run/netns/c1")  # set up anew: no dead attempt to DEL first
+        assert {r["command"] for r in env.runs()} == {"ADD"}
+        assert records_of(env, "c1") == ["a-c1-eth0", "cni-loopback-c1-lo"]
+        return
+    else:
+
+        async def main() -> None:
+            am = env.amanager()
+            assert (await am.inspect("c1")).incomplete == ()
+            await am.teardown("c1")
+
+        asyncio.run(main())
+    assert dels(env) == []
+    assert records_of(env, "c1") == [] and container_locks(env) == []
+
+
+def test_gc_counts_no_attachment_another_tool_deleted_as_valid(env: Env) -> None:
+    env.write("10-a.conflist", "a", version="1.1.0")
+    m = env.manager(loopback=False)
+    m.setup("live", "/var/run/netns/live")
+    m.setup("other", "/var/run/netns/other")
+    (env.cache / "results" / "a-live-eth0").unlink()  # Go DELeted it
+    env.record.unlink()
+    m.gc(["live", "other"])
+    assert dels(env) == []
+    [gc] = [r for r in env.runs() if r["command"] == "GC"]
+    assert gc["stdin"]["cni.dev/valid-attachments"] == [{"containerID": "other", "ifname": "eth0"}]

@@ -204,6 +204,18 @@ def test_bad_names_are_refused_before_anything(tmp_path: Path, name: str) -> Non
     assert not (tmp_path / "never").exists()
 
 
+def test_a_nul_in_a_path_is_a_namespace_error(tmp_path: Path) -> None:
+    # behaviour.md §14: a NUL in a path is a NamespaceError, not os's ValueError.
+    bad = f"{tmp_path}/never\0x"
+    with pytest.raises(NamespaceError, match="NUL"):
+        netns.create("n", dir=bad)
+    with pytest.raises(NamespaceError, match="NUL"):
+        netns.from_pid(os.getpid(), "n", dir=bad)
+    with pytest.raises(NamespaceError, match="NUL"):
+        NetNS(f"{bad}/n")
+    assert os.listdir(tmp_path) == []
+
+
 def test_argument_types_are_checked(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="name must be a str"):
         netns.create(5, dir=tmp_path)  # type: ignore[arg-type]
@@ -317,13 +329,14 @@ def test_from_pid_of_no_process_leaves_nothing(d: Path) -> None:
         netns.from_pid(proc.pid, "x", dir=d)
     assert not d.exists()
     assert mounts_under(d) == []
-    # A name taken: the descriptor is closed, nothing mounted, the file kept.
+    # A name taken (not an empty file: that is a stale pin, reused): the descriptor is
+    # closed, nothing mounted, the file kept.
     d.mkdir()
-    (d / "x").write_text("")
+    (d / "x").write_text("data")
     with pytest.raises(NamespaceError, match="name is taken"):
         netns.from_pid(os.getpid(), "x", dir=d)
     assert mounts_under(d) == []  # the mount point made for it is undone too
-    assert (d / "x").read_text() == ""
+    assert (d / "x").read_text() == "data"
 
 
 # -- NetNS(path), remove -----------------------------------------------------------------
@@ -362,6 +375,90 @@ def test_remove_leaves_another_namespace_at_the_same_path_alone(d: Path) -> None
     Path(third.path).write_text("someone's data")
     third.remove()
     assert Path(third.path).read_text() == "someone's data"
+
+
+def test_remove_deletes_only_its_own_pin_after_the_pin_went(d: Path) -> None:
+    # The pin went (unmounted by someone) and someone else put an empty file at the path
+    # (as `ip netns add` of that name does before its mount): not removed.
+    ns = netns.create("gone", dir=d)
+    subprocess.run(["umount", "-l", ns.path], check=True)
+    os.unlink(ns.path)
+    Path(ns.path).write_text("")
+    other = os.stat(ns.path).st_ino
+    ns.remove()
+    assert os.stat(ns.path).st_ino == other
+    os.unlink(ns.path)
+    # The pin went, and the empty file it left is still there: that one is removed.
+    ns = netns.create("left", dir=d)
+    subprocess.run(["umount", "-l", ns.path], check=True)
+    ns.remove()
+    assert not os.path.lexists(ns.path)
+    # NetNS(path) of a pin: its mount and the empty file under it go.
+    ns = netns.create("opened", dir=d)
+    NetNS(ns.path).remove()
+    assert not os.path.lexists(ns.path) and mounts_under(d) == [str(d)]
+
+
+def test_create_reuses_a_stale_pin(d: Path) -> None:
+    ns = netns.create("stale", dir=d)
+    subprocess.run(["umount", "-l", ns.path], check=True)  # the mount was lost
+    assert os.path.getsize(ns.path) == 0
+    again = netns.create("stale", dir=d)
+    try:
+        assert not again.closed() and NetNS(again.path).path == again.path
+        assert nsenter_readlink(again.path).startswith("net:[")
+    finally:
+        again.remove()
+    assert not os.path.lexists(again.path) and mounts_under(d) == [str(d)]
+
+
+def _returns_within(seconds: float, fn: object, unblock: str) -> BaseException | None:
+    """Run ``fn()`` in a thread; fail the test if it is still running after ``seconds``
+    (then open the FIFO ``unblock`` for writing, which frees an open() blocked on it)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            fn()  # type: ignore[operator]
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        fd = os.open(unblock, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        t.join(5)
+        pytest.fail(f"{fn} blocked on {unblock}")
+    return outcome[0]
+
+
+def test_paths_that_are_not_a_namespace_are_refused_at_once(tmp_path: Path, root_ok: None) -> None:
+    import socket
+
+    from libcni.netns import _loopback_up
+
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    kinds = {
+        fifo: "a FIFO",
+        str(tmp_path / "sock"): "a socket",
+        "/dev/null": "a character device",
+        str(tmp_path): "a directory",
+    }
+    try:
+        for path, kind in kinds.items():
+            for call in (lambda p=path: NetNS(p), lambda p=path: _loopback_up(p)):
+                error = _returns_within(5, call, fifo)
+                assert isinstance(error, NamespaceError), (path, error)
+                assert f"{path} is not a network namespace: it is {kind}" in str(error)
+                assert error.code == 8
+    finally:
+        sock.close()
 
 
 # -- failures half-way ---------------------------------------------------------------------

@@ -124,7 +124,7 @@ def test_record_stays_after_add_and_goes_with_the_entry_at_del(env: Env) -> None
     env.cni.add_network_list(net, rt())
     rec, ent = record_path(env), env.entry_path("net")
     assert rec.is_file() and ent.is_file()
-    assert stat.S_IMODE(rec.stat().st_mode) == 0o600
+    assert stat.S_IMODE(rec.stat().st_mode) == 0o1600  # marked complete: the sticky bit
     assert stat.S_IMODE(rec.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(rec.parent.parent.stat().st_mode) == 0o700
     assert [a.complete for a in env.cni.get_cached_attachments()] == [True]
@@ -519,7 +519,7 @@ def test_a_runtime_killed_during_add_is_collected_by_the_next_gc(env: Env, kille
     assert env.cached() == []
 
 
-def test_gc_reads_each_entry_and_record_at_most_once(
+def test_gc_reads_each_record_once_and_a_stale_entry_again_only_for_its_del(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from libcni.cache import _files
@@ -539,9 +539,11 @@ def test_gc_reads_each_entry_and_record_at_most_once(
 
     monkeypatch.setattr(_files, "_read_ident_at", counting)
     env.cni.gc_network_list(net, GCArgs([GCAttachment("b", "eth0")]))
-    assert reads and len(reads) == len(set(reads)), "\n".join(
+    twice = {p for p in reads if reads.count(p) > 1}
+    assert reads and all(reads.count(p) == 2 and "/results/" in p for p in twice), "\n".join(
         sorted(r.split("cache")[-1] for r in reads)
     )
+    assert sorted(p.rsplit("/", 1)[1] for p in twice) == ["net-a-eth0", "net-c-eth0"]
     assert not [p for p in reads if "/results/net-b-" in p]  # valid: not even read
     assert sorted(a.container_id for a in env.cni.get_cached_attachments()) == ["a", "b"]
 
@@ -577,3 +579,158 @@ def test_the_entry_made_from_a_records_json_is_the_entrys_own_json(
     entry = attrs.evolve(record, result=result, kind=CNI_CACHE_V1)
     assert made == entry.to_json()
     assert CacheEntry.from_json(made) == CacheEntry.from_json(entry.to_json())
+
+
+# -- a record marked complete (issue 28): another tool's DEL or GC ----------------------
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def test_a_completed_add_marks_its_record_and_an_unfinished_one_does_not(env: Env) -> None:
+    env.cni.add_network_list(env.chain({}, name="net"), rt())
+    assert _mode(record_path(env)) == 0o1600  # the mark: the sticky bit, one fchmod
+    _failed_add(env, cni=env.sync())  # the same attachment again, failing: a new record
+    assert _mode(record_path(env)) == 0o600
+    ResultCache(env.cache).write_record(entry(container_id="ctr2"))
+    assert _mode(record_path(env, cid="ctr2")) == 0o600
+
+    async def main() -> None:
+        await env.aio().add_network_list(env.chain({}, name="net"), rt("ctr3"))
+
+    asyncio.run(main())
+    assert _mode(record_path(env, cid="ctr3")) == 0o1600
+
+
+def _deleted_by_another_tool(env: Env) -> libcni.NetworkConfigList:
+    """A complete ADD whose entry a tool that knows only ``results/`` removed (Go's DEL or
+    GC, cnitool): what is left is its record, marked complete."""
+    net = env.chain({}, {}, name="net")
+    env.cni.add_network_list(net, rt())
+    env.entry_path("net").unlink()
+    env.record.unlink()
+    return net
+
+
+@pytest.mark.parametrize("reader", ["list", "list one", "config", "result", "gc", "gc valid"])
+def test_a_complete_record_whose_entry_is_gone_is_dropped_where_found(
+    env: Env, reader: str
+) -> None:
+    net = _deleted_by_another_tool(env)
+    if reader == "list":
+        assert env.cni.get_cached_attachments() == []
+    elif reader == "list one":
+        assert env.cni.get_cached_attachments("ctr1") == []
+    elif reader == "config":
+        assert env.cni.get_network_list_cached_config(net, rt()) is None
+    elif reader == "result":
+        assert env.cni.get_network_list_cached_result(net, rt()) is None
+        assert record_path(env).exists()  # no record read: nothing to drop
+        return
+    else:
+        valid = [GCAttachment("other", "eth0")] if reader == "gc valid" else []
+        env.cni.gc_network_list(net, GCArgs(valid))
+    assert env.records() == []  # no DEL
+    assert not record_path(env).exists() and not record_path(env).parent.exists()
+    assert env.cni.get_cached_attachments() == []
+    env.cni.gc_network_list(net)
+    assert env.records() == []
+
+
+def test_a_complete_record_is_never_in_progress_for_the_async_api(env: Env) -> None:
+    net = _deleted_by_another_tool(env)
+
+    async def main() -> None:
+        cni = env.aio()
+        assert await cni.get_cached_attachments() == []
+        await cni.gc_network_list(net)
+
+    asyncio.run(main())
+    assert env.records() == [] and not record_path(env).exists()
+
+
+def test_a_complete_record_with_an_unusable_entry_is_still_deleted(env: Env) -> None:
+    # Its entry is there but cannot be used: the attachment was not DELeted by anyone, so
+    # the record is what finds it, as before the mark existed.
+    net = env.chain({}, name="net")
+    env.cni.add_network_list(net, rt())
+    env.entry_path("net").write_bytes(b"{not json")
+    env.record.unlink()
+    assert [a.complete for a in env.cni.get_cached_attachments()] == [False]
+    env.cni.gc_network_list(net)  # too fresh to be removed: a writer may be filling it
+    assert runs(env, "DEL") == [] and _mode(record_path(env)) == 0o1600
+    old = time.time() - 60
+    os.utime(env.entry_path("net"), (old, old))
+    # GC removes the entry (unusable) and the record, unmarked, finds the attachment.
+    env.cni.gc_network_list(net)
+    dels = runs(env, "DEL")
+    assert [d["stdin"]["type"] for d in dels] == ["p1"] and "prevResult" not in dels[0]["stdin"]
+    assert not record_path(env).exists() and env.cached() == []
+
+
+def test_a_record_without_the_mark_keeps_the_rule_of_earlier_versions(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Written by libcni before the mark, or by a runtime killed between the entry's write
+    # and the mark: complete while its entry exists, in progress (DELeted again) without.
+    from libcni.cache import OpenRecord
+
+    monkeypatch.setattr(OpenRecord, "complete", lambda self: None)
+    net = env.chain({}, name="net")
+    env.cni.add_network_list(net, rt())
+    assert _mode(record_path(env)) == 0o600
+    assert [a.complete for a in env.cni.get_cached_attachments()] == [True]
+    env.entry_path("net").unlink()
+    env.record.unlink()
+    assert [a.complete for a in env.cni.get_cached_attachments()] == [False]
+    env.cni.gc_network_list(net)
+    assert [d["stdin"]["type"] for d in runs(env, "DEL")] == ["p1"]
+    assert not record_path(env).exists()
+
+
+def test_a_complete_record_is_not_dropped_while_its_attachment_is_locked(env: Env) -> None:
+    net = _deleted_by_another_tool(env)
+    cache = ResultCache(env.cache)
+    with cache.lock("net", "ctr1", "eth0"):  # an ADD of it may be writing a new record
+        assert env.cni.get_cached_attachments() == []
+        assert record_path(env).exists()
+    assert env.cni.get_network_list_cached_config(net, rt()) is None
+    assert not record_path(env).exists()
+
+
+# -- the size cap (§4.1, §7) -------------------------------------------------------------
+
+
+def test_an_add_whose_record_exceeds_the_size_cap_fails_before_any_plugin_runs(
+    env: Env,
+) -> None:
+    # A huge pod annotation, passed as a capability argument no plugin declares: the plugins
+    # would never see it, but the record (and the entry) would hold it.
+    big = {"io.kubernetes.cri.pod-annotations": {"a": "x" * MAX_ENTRY_SIZE}}
+    with pytest.raises(CacheError) as info:
+        env.cni.add_network_list(
+            env.chain({}, name="net"),
+            RuntimeConf("ctr1", "/run/netns/c", "eth0", capability_args=big),
+        )
+    assert "size cap of 16 MiB" in str(info.value) and "records/ctr1/net-ctr1-eth0" in str(
+        info.value
+    )
+    assert env.records() == []  # no plugin ran
+    assert not record_path(env).exists() and env.cached() == []
+    assert env.cni.get_cached_attachments() == []
+
+
+def test_no_entry_or_record_over_the_size_cap_is_ever_written(env: Env) -> None:
+    cache = ResultCache(env.cache)
+    result = {"cniVersion": "1.0.0", "dns": {"options": ["x" * MAX_ENTRY_SIZE]}}
+    with pytest.raises(CacheError) as info:
+        cache.write(entry(result=result))
+    assert "size cap of 16 MiB" in str(info.value) and "results/net-c1-eth0" in str(info.value)
+    with pytest.raises(CacheError, match="size cap of 16 MiB"):
+        cache.write_record(entry(capability_args={"a": "x" * MAX_ENTRY_SIZE}))
+    assert env.cached() == [] and not (env.cache / "records" / "c1").exists()
+    # Just under the cap: written, and read back.
+    fits = entry(capability_args={"a": "x" * (MAX_ENTRY_SIZE - 400)})
+    cache.write(fits)
+    assert cache.read("net", "c1", "eth0") == fits

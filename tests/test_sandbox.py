@@ -33,6 +33,7 @@ from libcni import (
     NotReadyError,
     SetupError,
     TeardownError,
+    ValidationError,
     netns,
 )
 
@@ -146,19 +147,11 @@ def test_internal_loopback_keeps_lo_reserved(env: Env) -> None:
     assert env.netns_calls() == []
 
 
-@pytest.mark.parametrize(
-    ("where", "why"),
-    [
-        ("missing", "cannot open network namespace .*missing.* No such file"),
-        ("plain", "is not a network namespace"),
-        ("", "no network namespace given"),
-    ],
-)
 def test_internal_loopback_failing_fails_the_setup_and_runs_nothing(
-    env: Env, tmp_path: Path, where: str, why: str
+    env: Env, tmp_path: Path
 ) -> None:
-    (tmp_path / "plain").write_text("")
-    path = str(tmp_path / where) if where else ""
+    # A path that does not exist is passed on as given: lo cannot be brought up there.
+    path = str(tmp_path / "missing")
     m = env.manager(loopback="internal")
     for parallel in (False, True):
         with pytest.raises(SetupError) as info:
@@ -166,13 +159,37 @@ def test_internal_loopback_failing_fails_the_setup_and_runs_nothing(
         assert isinstance(info.value.cause, NamespaceError)
         assert info.value.code == 8
         assert info.value.partial == () and info.value.rollback_errors == []
-        assert re.search(why, str(info.value.cause)), info.value.cause
+        assert re.search("cannot open network namespace .*missing.* No such file", str(info.value))
     with pytest.raises(SetupError) as info:
         asyncio.run(env.amanager(loopback="internal").setup("c1", path, networks=["a"]))
     assert isinstance(info.value.cause, NamespaceError)
     assert env.netns_calls() == []
     assert env.cached() == []
     assert m.inspect("c1").attachments == ()
+
+
+@pytest.mark.parametrize("loopback", [True, "internal", False])
+def test_setup_checks_netns_before_anything_runs(
+    env: Env, tmp_path: Path, loopback: bool | str
+) -> None:
+    """behaviour §11.2: empty is a ValidationError (code 4); a path that exists and is not a
+    network namespace a NamespaceError (code 8), a FIFO included, without blocking on it."""
+    (tmp_path / "plain").write_text("")
+    os.mkfifo(tmp_path / "fifo")
+    m = env.manager(loopback=loopback)
+    with pytest.raises(ValidationError, match="no network namespace given") as v:
+        m.setup("c1", "", networks=["a"])
+    assert v.value.code == 4
+    for name, kind in [("plain", "an empty file"), ("fifo", "a FIFO"), ("", "a directory")]:
+        path = str(tmp_path / name)
+        started = time.monotonic()
+        with pytest.raises(NamespaceError, match=f"not a network namespace: it is {kind}") as n:
+            m.setup("c1", path, networks=["a", "b"], timeout=5)
+        assert n.value.code == 8 and time.monotonic() - started < 4
+        with pytest.raises(NamespaceError, match=kind):
+            asyncio.run(env.amanager(loopback=loopback).setup("c1", path, networks=["a"]))
+    assert env.netns_calls() == []
+    assert env.cached() == []
 
 
 # -- loopback="internal" in a real namespace ---------------------------------------------

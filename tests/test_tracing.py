@@ -378,3 +378,46 @@ def test_parallel_setups_in_tasks_each_under_its_own_span(
         span_id: cid for cid, span_id in callers.items()
     }
     check_runs_got_their_own_span(env, spans)
+
+
+class ForgedState(TraceState):
+    """A trace state whose header is ``header``: what a faulty propagator or SDK could give."""
+
+    def __init__(self, header: str) -> None:
+        super().__init__([("k", "v")])
+        self.header = header
+
+    def to_header(self) -> str:
+        return self.header
+
+
+@pytest.mark.parametrize(
+    ("flags", "state", "passed"),
+    [
+        (0x1FF, None, None),  # flags of three hex digits: no TRACEPARENT
+        (0x01, ForgedState("a=1\nb=2"), "00"),  # a control character: no TRACESTATE
+        (0x01, ForgedState(",".join(f"k{i}=v" for i in range(40))), "00"),  # over 32 members
+        (0x01, ForgedState("Upper=1"), "00"),  # keys are lower case
+        (0x01, ForgedState("a=1, b=2,c=x y"), "00-state"),  # valid: passed as it is
+    ],
+)
+def test_only_w3c_valid_trace_context_reaches_the_plugins(
+    env: Env, monkeypatch: pytest.MonkeyPatch, flags: int, state: TraceState | None, passed: str
+) -> None:
+    monkeypatch.setenv("TRACEPARENT", "00-11111111111111111111111111111111-2222222222222222-01")
+    monkeypatch.setenv("TRACESTATE", "runtime=1")
+    caller = SpanContext(0xAF76, 0xB7AD, True, trace_flags=TraceFlags(flags), trace_state=state)
+    cni = env.sync(observers=[OpenTelemetryObserver(NoOpTracerProvider())])
+    with trace.use_span(NonRecordingSpan(caller)):
+        cni.get_version_info("p1")
+    (run,) = env.runs()
+    if passed is None:  # the runtime's own variables pass through, as with no span context
+        assert run["trace"] == {
+            "TRACEPARENT": "00-11111111111111111111111111111111-2222222222222222-01",
+            "TRACESTATE": "runtime=1",
+        }
+    elif passed == "00":  # the TRACEPARENT still passed, the inherited TRACESTATE removed
+        assert run["trace"] == {"TRACEPARENT": traceparent(caller)}
+    else:
+        assert state is not None
+        assert run["trace"] == {"TRACEPARENT": traceparent(caller), "TRACESTATE": state.to_header()}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, completed_json
 from ._lock import CacheLock
+from ._records import OpenRecord
 from ._store import FileIdent, ResultCache
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ __all__ = [
     "FileIdent",
     "GCScan",
     "GCWork",
+    "OpenRecord",
     "ResultCache",
     "completed_json",
     "default_cache_dir",

@@ -1,7 +1,7 @@
 """GC's clean-up: the removals of what is stale or corrupt, never of anything readable and valid.
 
-Temporary entries and records that killed writers left, entries and records
-whose content is unusable, lock files that no one holds. Best effort where it
+Temporary entries and records that killed writers left, lock files that no
+one holds (records whose content is unusable go by ``Records.drop_record``). Best effort where it
 says so; nothing here DELs anything. :class:`CleanUp` is the part of
 :class:`~._store.ResultCache` that does it (:mod:`._gc` decides *what* a GC
 run removes, and uses it).
@@ -19,16 +19,12 @@ from ..errors import CacheError
 from ._files import (
     TEMP_PREFIX,
     TEMP_STALE_AFTER,
-    FileIdent,
-    _ident,
     _opened,
     _rmdir_quietly,
-    _strerror,
 )
-from ._fs import fit_name, open_subdir
+from ._fs import open_subdir
 from ._layout import CacheDirs
 from ._lock import acquire
-from ._records import _unlink_record
 
 __all__ = ["CleanUp"]
 
@@ -65,41 +61,6 @@ class CleanUp(CacheDirs):
             except OSError:
                 pass
         return sorted(removed)
-
-    def remove_unusable_record(self, container_id: str, name: str, ident: FileIdent) -> bool:
-        """Remove the record file ``name`` of ``container_id`` that a listing found
-        unusable, if it is still that file (``ident``); GC's. Whether it was removed.
-
-        Such a file is never DELeted on its word, only removed; not while the
-        lock of an attachment of that file name is held (an ADD writes a new
-        record in place), nor once it was rewritten (a new file).
-        """
-        path = os.path.join(self.records_dir, container_id, name)
-        action = f"remove the unusable record {path}"
-        lk = acquire(
-            self.locks_dir,
-            fit_name(name, "record"),
-            exclusive=True,
-            blocking=False,
-            entry=os.path.join(self.results_dir, name),
-        )
-        if lk is None:
-            return False
-        try:
-            with self._container_dir(container_id, create=False, action=action) as dirs:
-                if dirs is None:
-                    return False
-                top, dfd = dirs
-                try:
-                    if _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) != ident:
-                        return False
-                except FileNotFoundError:
-                    return False
-                except OSError as e:
-                    raise CacheError(f"cannot {action}", _strerror(e)) from None
-                return _unlink_record(dfd, name, top, container_id, action)
-        finally:
-            lk.release()
 
     def sweep_records(self, listed: dict[str, list[str]] | None = None) -> list[str]:
         """Remove what killed writers left among the records; return the paths removed. GC's.

@@ -42,28 +42,25 @@ def _opened(path: str, *, action: str) -> Iterator[int | None]:
             os.close(dfd)
 
 
-@contextlib.contextmanager
-def _created(path: str, *, action: str) -> Iterator[int]:
-    """As :func:`_opened`, creating the directory (and its parents) when missing."""
-    dfd = open_dir(path, create=True, action=action)
-    assert dfd is not None  # open_dir(create=True) creates it or raises
-    try:
-        yield dfd
-    finally:
-        os.close(dfd)
-
-
 def _strerror(e: OSError) -> str:
     return e.strerror or str(e)
 
 
 #: What tells one version of an entry file from another: device, inode, size,
-#: modification and change times (a rename over it, or any write, changes it).
-FileIdent = tuple[int, int, int, int, int]
+#: modification and change times, mode (a rename over it, or any write, changes it).
+FileIdent = tuple[int, int, int, int, int, int]
+
+COMPLETE_MODE = FILE_MODE | stat.S_ISVTX
+"""The mode of a record whose ADD completed: its sticky bit is the mark (no creation sets it)."""
 
 
 def _ident(st: os.stat_result) -> FileIdent:
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode
+
+
+def _complete(ident: FileIdent) -> bool:
+    """Whether the record file of ``ident`` is marked complete (its ADD returned)."""
+    return bool(ident[5] & stat.S_ISVTX)
 
 
 def _read_at(dfd: int, name: str, path: str) -> bytes:
@@ -133,6 +130,16 @@ def _too_large(path: str, size: int) -> CorruptEntryError:
     )
 
 
+def _check_cap(data: bytes, error: str) -> None:
+    """Refuse (``CacheError(error)`` naming the cap) to write ``data`` larger than reads accept."""
+    if len(data) > MAX_ENTRY_SIZE:
+        raise CacheError(
+            f"{error}: it would be larger than the cache's size cap of "
+            f"{MAX_ENTRY_SIZE >> 20} MiB (no read accepts a larger file)",
+            f"{len(data)} bytes",
+        )
+
+
 def _write_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` to ``fd`` (one call, almost always)."""
     written = os.write(fd, data)
@@ -142,16 +149,30 @@ def _write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view) :]
 
 
-def _fill(fd: int, dfd: int, name: str, data: bytes, error: str, *, fsync: bool = False) -> None:
+def _fill(
+    fd: int,
+    dfd: int,
+    name: str,
+    data: bytes,
+    error: str,
+    *,
+    fsync: bool = False,
+    keep: bool = False,
+) -> None:
     """Write ``data`` to the new file ``fd`` (``name`` in ``dfd``), fsync it if ``fsync``,
-    and close it; on failure the file is removed and ``CacheError(error)`` raised."""
+    and close it unless ``keep``; on failure the file is closed and removed and
+    ``CacheError(error)`` raised."""
     try:
         try:
             _write_all(fd, data)  # all of it, in one call, almost always
             if fsync:
                 os.fsync(fd)
+        except BaseException:
+            keep = False
+            raise
         finally:
-            os.close(fd)
+            if not keep:
+                os.close(fd)
     except OSError as e:
         _unlink_quietly(dfd, name)
         raise CacheError(error, _strerror(e)) from None

@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import CacheError
 from . import _files
 from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
-from ._files import TEMP_PREFIX, FileIdent, _ident, _listed, _strerror
+from ._files import TEMP_PREFIX, FileIdent, _complete, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
 from ._names import _names_held, _only_of, _shared_name, _splits, _usable_record
 from ._store import ResultCache
@@ -419,9 +419,7 @@ class GCScan:
         if entry is None:
             return "broken"
         if entry.ifname:
-            assert got.ident is not None
             work.stale.append(entry)
-            self.cache._recent.keep(name, entry, got.ident)
         return ""
 
     def _collect_records(
@@ -451,7 +449,10 @@ class GCScan:
             if (cid, ifname) in valid:
                 continue
             if keep is not None and cid in keep:
-                found[(cid, ifname)] = None  # a valid container's, in progress
+                top = self.cache._dir(self.cache.records_dir, create=False, action="read records")
+                ident = None if top is None else _stat_ident(top, f"{cid}/{name}")
+                if ident is None or not _complete(ident):  # (complete: another tool DELeted it)
+                    found[(cid, ifname)] = None  # a valid container's, in progress
                 continue
             try:
                 record = self._record(cid, name, network, strict=True)
@@ -485,8 +486,15 @@ class GCScan:
             try:
                 if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
                     continue
+                for cid, _ in dash_splits(name[len(prefix) :]):
+                    if name in self._containers.get(cid, ()):
+                        # No one DELeted it: its record, if complete, is in progress again.
+                        cache.unmark_record(cid, name)
                 os.unlink(name, dir_fd=dfd)
             except FileNotFoundError:
+                continue
+            except CacheError as e:
+                work.errors.append(e)
                 continue
             except OSError as e:
                 work.errors.append(
@@ -569,7 +577,10 @@ class GCScan:
             except CacheError as e:
                 got = _Read("error", error=e, under=network)  # neither used nor removed
             else:
-                record = _usable_record(data, path, cid, name)
+                # A completed ADD's record whose entry is gone (another tool DELeted it):
+                # removed as an unusable one is, never DELeted.
+                gone = _complete(ident) and name not in self._names
+                record = None if gone else _usable_record(data, path, cid, name)
                 state = "ok" if record is not None else "corrupt"
                 got = _Read(state, record, ident, under=network)
             self._read_records[key] = got

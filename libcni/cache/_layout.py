@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from ..errors import CacheError
 from ._files import _strerror
 from ._fs import DIR_MODE, DirFds, _create_dir_error, open_subdir, untrusted
-from ._recent import Recent
 
 __all__ = ["CacheDirs"]
 
@@ -38,8 +37,6 @@ class CacheDirs:
         # checked by one lstat each use.
         self._fds = DirFds()
         weakref.finalize(self, self._fds.close)
-        # Entries read for a DEL or CHECK to come (the manager's teardown and check, GC).
-        self._recent = Recent()
 
     def _dir(self, path: str, *, create: bool, action: str) -> int | None:
         """The kept descriptor of ``results_dir``, ``records_dir`` or ``locks_dir`` (:class:`DirFds`)."""

@@ -1,9 +1,11 @@
 """The write-ahead records of ``<dir>/records/<containerID>/``: write, read, remove, list.
 
 ``records/<containerID>/<network>-<containerID>-<ifname>``: what ADD writes
-before its first plugin runs, kept until the attachment is DELeted. Go libcni
-never looks outside ``results/``. A per-container directory makes it the
-container's index: its attachments are found by listing it. :class:`Records`
+before its first plugin runs, marked complete (its sticky bit) once the
+entry is written, kept until the attachment is DELeted. Go libcni never looks
+outside ``results/``: a complete record whose entry is gone was DELeted by
+such a tool, and is dropped where found. A per-container directory makes it
+the container's index: its attachments are found by listing it. :class:`Records`
 is the part of :class:`~._store.ResultCache` that does it.
 """
 
@@ -16,10 +18,14 @@ from ..errors import CacheError
 from . import _files
 from ._entry import RECORD_V1, CacheEntry, CorruptEntryError, loads
 from ._files import (
+    _READ_FLAGS,
     _TEMP_FLAGS,
+    COMPLETE_MODE,
     FILE_MODE,
     TEMP_PREFIX,
     FileIdent,
+    _check_cap,
+    _complete,
     _fill,
     _ident,
     _listed,
@@ -31,9 +37,48 @@ from ._files import (
 )
 from ._fs import DIR_MODE, NAME_MAX, attachment_name, check_name, fit_name
 from ._layout import CacheDirs
+from ._lock import acquire
 from ._names import _describe, _shared_name, _usable_record
 
-__all__ = ["Records"]
+__all__ = ["OpenRecord", "Records"]
+
+
+class OpenRecord:
+    """A record :meth:`~libcni.cache.ResultCache.begin_record` wrote, kept open until its ADD ends (a context
+    manager); ``json``: the record's JSON (for ``completed_json``)."""
+
+    __slots__ = ("_fd", "json")
+
+    def __init__(self, data: bytes, fd: int) -> None:
+        self.json = data
+        self._fd = fd
+
+    def complete(self) -> None:
+        """Mark the record complete, once the ADD's entry is written: one ``fchmod`` (its
+        sticky bit, ``COMPLETE_MODE``), no fsync. From then on it never reads as in progress.
+
+        Killed before or during it, or failing, the record stays unmarked, read as the
+        records of libcni before the mark: complete while its entry exists, else in
+        progress (a DEL too many, never a leak).
+        """
+        if self._fd < 0:
+            return  # closed: its number may be another file's now
+        try:  # noqa: SIM105 - on ADD's hot path, contextlib.suppress costs as much as the call
+            os.fchmod(self._fd, COMPLETE_MODE)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Close the record's descriptor (once)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> OpenRecord:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Records(CacheDirs):
@@ -70,10 +115,17 @@ class Records(CacheDirs):
         return record, ident
 
     def write_record(self, entry: CacheEntry) -> bytes:
+        """:meth:`begin_record`, closed at once (never marked complete); the record's JSON."""
+        with self.begin_record(entry) as record:
+            return record.json
+
+    def begin_record(self, entry: CacheEntry) -> OpenRecord:
         """Record the attachment of ``entry`` as in progress (its fields but ``result``).
 
         ADD calls it before its first plugin runs, holding the attachment's
-        :meth:`lock`. A new record is written in place: if the process is
+        :meth:`lock`, and keeps the returned :class:`OpenRecord` open until it
+        ends: :meth:`OpenRecord.complete` marks the record once the entry is
+        written. A new record is written in place: if the process is
         killed while writing it, no plugin has run yet, and what is left is
         an unusable record, which nothing DELs and GC removes. A record that
         is there already (of an earlier ADD of the attachment) is replaced
@@ -81,14 +133,16 @@ class Records(CacheDirs):
         lost half-way; the record of *another* attachment sharing the file
         name is never replaced (``CacheError`` naming both), an unusable one
         is. Not fsynced: a power loss takes the namespaces and interfaces
-        along. On failure nothing is left and ``CacheError`` names the path.
-        Returns the record's JSON (for ``completed_json``).
+        along. A record larger than the size cap of reads (``MAX_ENTRY_SIZE``)
+        is never written. On failure nothing is left and ``CacheError`` names
+        the path.
         """
         network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
         name = attachment_name(network, container_id, ifname)
         path = f"{self.records_dir}/{container_id}/{name}"
         data = (entry if entry.is_record else entry.as_record()).to_json()
         action = f"write the record {path}"
+        _check_cap(data, f"cannot {action}")
         # The hot path of every ADD (5 system calls): records/ checked with one lstat
         # (its descriptor is kept), the container's directory checked with one lstat
         # (only this user and root can make anything in records/), the record created
@@ -104,34 +158,38 @@ class Records(CacheDirs):
                 made = self._mkdir_at(top, container_id, action)
                 continue
             made = False
-            if self._create_record(top, container_id, name, data, path, entry):
-                return data
+            fd = self._create_record(top, container_id, name, data, path, entry)
+            if fd is not None:
+                return OpenRecord(data, fd)
         raise CacheError(f"cannot {action}: its directory keeps being removed")
 
     def _create_record(
         self, top: int, container_id: str, name: str, data: bytes, path: str, entry: CacheEntry
-    ) -> bool:
+    ) -> int | None:
         """Write the record ``name`` of ``records/<container_id>/`` (``top``: ``records/``):
-        created in place, or an existing one replaced; ``False`` if the container's
-        directory was removed meanwhile (its last record DELeted)."""
+        created in place, or an existing one replaced; its open descriptor, or ``None`` if
+        the container's directory was removed meanwhile (its last record DELeted)."""
         action = f"write the record {path}"
         try:
             fd = os.open(f"{container_id}/{name}", _TEMP_FLAGS, FILE_MODE, dir_fd=top)
         except FileNotFoundError:
-            return False  # the directory was removed meanwhile (its last record DELeted)
+            return None  # the directory was removed meanwhile (its last record DELeted)
         except FileExistsError:
             # One is there (an earlier ADD of it): replaced atomically.
             dfd = self._open_container(top, container_id, create=False, action=action)
             if dfd is None:
-                return False
+                return None
             try:
-                return self._replace_existing(dfd, name, data, path, entry)
+                if _shared_name(name, container_id):  # another attachment's is never replaced
+                    names = (entry.network_name, container_id, entry.ifname)
+                    self._check_record_owner(dfd, name, path, *names)
+                return self._replace_at(dfd, name, data, path)
             finally:
                 os.close(dfd)
         except OSError as e:
             raise CacheError(f"cannot {action}", _strerror(e)) from None
-        _fill(fd, top, f"{container_id}/{name}", data, f"cannot {action}")
-        return True
+        _fill(fd, top, f"{container_id}/{name}", data, f"cannot {action}", keep=True)
+        return fd
 
     @staticmethod
     def _mkdir_at(top: int, name: str, action: str) -> bool:
@@ -145,16 +203,6 @@ class Records(CacheDirs):
                 f"cannot {action}: cannot create its directory", _strerror(e)
             ) from None
         return True
-
-    def _replace_existing(
-        self, dfd: int, name: str, data: bytes, path: str, entry: CacheEntry
-    ) -> bool:
-        """Replace the record ``name`` of ``dfd`` with ``data``, unless it is another
-        attachment's (``CacheError``); ``False`` if the directory went meanwhile."""
-        network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
-        if _shared_name(name, container_id):
-            self._check_record_owner(dfd, name, path, network, container_id, ifname)
-        return self._replace_at(dfd, name, data, path)
 
     def _check_record_owner(
         self, dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
@@ -179,10 +227,11 @@ class Records(CacheDirs):
             )
 
     @staticmethod
-    def _replace_at(dfd: int, name: str, data: bytes, path: str) -> bool:
-        """Write ``data`` to a temporary file of ``dfd`` and rename it to ``name``.
+    def _replace_at(dfd: int, name: str, data: bytes, path: str) -> int | None:
+        """Write ``data`` to a temporary file of ``dfd`` and rename it to ``name``; its
+        open descriptor.
 
-        ``False`` (nothing written) if the directory was removed meanwhile (a
+        ``None`` (nothing written) if the directory was removed meanwhile (a
         DEL removed its last record): the caller opens it again. The temporary
         file is ``.<name>``: the writer holds the attachment's lock, so one
         left there by a killed writer is removed, and GC removes it as soon as
@@ -201,7 +250,7 @@ class Records(CacheDirs):
                 if fixed:
                     _unlink_quietly(dfd, tmp)  # a killed writer's
             except FileNotFoundError:
-                return False
+                return None
             except OSError as e:
                 raise CacheError(
                     f"cannot write the record {path}: cannot create a temporary file",
@@ -210,9 +259,13 @@ class Records(CacheDirs):
         else:  # pragma: no cover - a temporary file re-created ten times meanwhile
             raise CacheError(f"cannot write the record {path}: no free temporary name")
         error = f"cannot write the record {path}"
-        _fill(fd, dfd, tmp, data, error)
-        _rename_or_remove(dfd, tmp, name, error)
-        return True
+        _fill(fd, dfd, tmp, data, error, keep=True)
+        try:
+            _rename_or_remove(dfd, tmp, name, error)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
         """The write-ahead record of one attachment, or ``None`` when there is none.
@@ -222,14 +275,18 @@ class Records(CacheDirs):
         :class:`CorruptEntryError`; a file that cannot be read, or a records
         directory not owned by the euid or writable by others: ``CacheError``.
         A record is only ever a record: whether the attachment completed is
-        told by ``results/`` (:meth:`read`).
+        told by ``results/`` (:meth:`read`). A record marked complete whose
+        entry is gone gives ``None`` (and is dropped).
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.records_dir, container_id, name)
         with self._container_dir(container_id, create=False, action=f"read the record {path}") as d:
             if d is None:
                 return None
-            return self._record_at(d[1], name, path, network, container_id, ifname)[0]
+            record, ident = self._record_at(d[1], name, path, network, container_id, ifname)
+        if record is None or ident is None or self._gone(container_id, name, ident):
+            return None
+        return record
 
     def remove_record(self, network: str, container_id: str, ifname: str) -> bool:
         """Remove the record of one attachment (DEL, once every plugin succeeded); whether it was there.
@@ -265,6 +322,85 @@ class Records(CacheDirs):
                 ) from None
             return _unlink_record(dfd, name, top, container_id, action)
 
+    def drop_record(self, container_id: str, name: str, ident: FileIdent) -> bool:
+        """Remove the record file ``name`` of ``container_id`` that a read found unusable, or
+        complete with its entry gone, if it is still that file (``ident``) and
+        ``results/<name>`` is still absent; whether it was removed.
+
+        Such a record is never DELeted on its word, only removed: not while
+        the lock of an attachment of that file name is held (an ADD writes a
+        new record), nor once it was rewritten (a new file).
+        """
+        path = os.path.join(self.records_dir, container_id, name)
+        action = f"remove the record {path}"
+        lk = acquire(
+            self.locks_dir,
+            fit_name(name, "record"),
+            exclusive=True,
+            blocking=False,
+            entry=os.path.join(self.results_dir, name),
+        )
+        if lk is None:
+            return False
+        try:
+            with self._container_dir(container_id, create=False, action=action) as dirs:
+                if dirs is None or self._has_entry(name):
+                    return False
+                top, dfd = dirs
+                try:
+                    if _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) != ident:
+                        return False
+                except FileNotFoundError:
+                    return False
+                except OSError as e:
+                    raise CacheError(f"cannot {action}", _strerror(e)) from None
+                return _unlink_record(dfd, name, top, container_id, action)
+        finally:
+            lk.release()
+
+    def unmark_record(self, container_id: str, name: str) -> None:
+        """Take the complete mark off the record ``name`` of ``container_id``, if any: GC
+        removes its entry as unusable, but no one DELeted the attachment, so the record
+        must find it again (in progress). ``CacheError`` if it cannot be done.
+        """
+        path = f"{self.records_dir}/{container_id}/{name}"
+        try:
+            top = self._dir(self.records_dir, create=False, action=f"unmark the record {path}")
+            if top is None:
+                return
+            fd = os.open(f"{container_id}/{name}", _READ_FLAGS, dir_fd=top)
+            try:
+                os.fchmod(fd, FILE_MODE)
+            finally:
+                os.close(fd)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise CacheError(f"cannot unmark the record {path}", _strerror(e)) from None
+
+    def _has_entry(self, name: str) -> bool:
+        """Whether ``results/<name>`` exists (an entry, of any content; ``True`` when it
+        cannot be told)."""
+        try:
+            dfd = self._dir(self.results_dir, create=False, action="read the cache entries")
+            if dfd is not None:
+                os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        except (OSError, CacheError):
+            return True
+        return dfd is not None
+
+    def _gone(self, container_id: str, name: str, ident: FileIdent) -> bool:
+        """Whether the record ``name``, read with ``ident``, is a completed ADD's whose entry
+        is gone: another tool (Go libcni, cnitool) DELeted or collected the attachment.
+        Such a record is dropped (best effort) and is never in progress."""
+        if not _complete(ident) or self._has_entry(name):
+            return False
+        with contextlib.suppress(CacheError):  # else left for the next reader or GC
+            self.drop_record(container_id, name, ident)
+        return True
+
     def records(self, container_id: str = "") -> list[CacheEntry]:
         """Every usable write-ahead record, of one container if ``container_id``; sorted by file name.
 
@@ -272,23 +408,13 @@ class Records(CacheDirs):
         DELeted: the attachment is *in progress* when ``results/`` holds no
         entry of it. With a container ID only ``records/<containerID>/`` is
         listed. Unusable records (see :meth:`read_record`), records whose
-        names are not those of their file and directory, and temporary files
-        are skipped; so, when listing every container, are container
-        directories that are refused (not owned by the euid, writable by
-        others). A records directory that cannot be listed raises ``CacheError``.
+        names are not those of their file and directory, records marked
+        complete whose entry is gone (dropped) and temporary files are
+        skipped; so, when listing every container, are container directories
+        that are refused (not owned by the euid, writable by others). A records directory that cannot be listed raises ``CacheError``.
         """
-        return [record for record, _ in self._records(container_id)]
-
-    def _records(
-        self,
-        container_id: str = "",
-        unusable: list[tuple[str, str, FileIdent]] | None = None,
-    ) -> list[tuple[CacheEntry, FileIdent]]:
-        """:meth:`records` with the identity of each file; ``unusable`` receives
-        ``(containerID, file name, identity)`` of every record whose *content*
-        is unusable (not those that cannot be read), for GC."""
         action = "list the records"
-        out: list[tuple[CacheEntry, FileIdent]] = []
+        out: list[CacheEntry] = []
         if container_id:
             fit_name(check_name(container_id, "container ID"), "container ID")
             containers = [container_id]
@@ -301,20 +427,14 @@ class Records(CacheDirs):
             try:
                 with self._container_dir(cid, create=False, action=action) as dirs:
                     if dirs is not None:
-                        self._records_in(dirs[1], cid, out, unusable)
+                        self._records_in(dirs[1], cid, out)
             except CacheError:
                 if container_id:
                     raise
-        out.sort(key=lambda r: f"{r[0].network_name}-{r[0].container_id}-{r[0].ifname}")
+        out.sort(key=lambda r: f"{r.network_name}-{r.container_id}-{r.ifname}")
         return out
 
-    def _records_in(
-        self,
-        dfd: int,
-        container_id: str,
-        out: list[tuple[CacheEntry, FileIdent]],
-        unusable: list[tuple[str, str, FileIdent]] | None,
-    ) -> None:
+    def _records_in(self, dfd: int, container_id: str, out: list[CacheEntry]) -> None:
         """The usable records of the directory ``dfd`` of ``container_id``, appended to ``out``."""
         try:
             names = os.listdir(dfd)
@@ -329,22 +449,11 @@ class Records(CacheDirs):
             path = os.path.join(base, name)
             try:
                 data, ident = _files._read_ident_at(dfd, name, path)
-            except FileNotFoundError:
-                continue
-            except CorruptEntryError:  # a symlink, a non-regular or oversized file
-                if unusable is not None:
-                    with contextlib.suppress(OSError):
-                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                        unusable.append((container_id, name, _ident(st)))
-                continue
-            except CacheError:
-                continue  # cannot be read now: neither used nor removed
+            except (FileNotFoundError, CacheError):
+                continue  # gone, unusable (GC's) or cannot be read now: neither used nor removed
             record = _usable_record(data, path, container_id, name)
-            if record is None:
-                if unusable is not None:
-                    unusable.append((container_id, name, ident))
-                continue
-            out.append((record, ident))
+            if record is not None and not self._gone(container_id, name, ident):
+                out.append(record)
 
     def _container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
         """The descriptor of ``records/`` and the sorted record names of the container's

@@ -19,6 +19,7 @@ from ._files import (
     FILE_MODE,
     TEMP_PREFIX,
     FileIdent,
+    _check_cap,
     _fill,
     _ident,
     _opened,
@@ -30,21 +31,6 @@ from ._layout import CacheDirs
 from ._names import _describe, _held_by_other, _is_candidate, _named_as, _names_held
 
 __all__ = ["Entries"]
-
-
-def _still(
-    recent: tuple[CacheEntry, FileIdent], dfd: int, name: str, names: tuple[str, str, str]
-) -> bool:
-    """Whether ``recent`` (an entry just read, and its file's identity) is the entry of
-    ``names`` (network, container ID, interface) and its file ``name`` in ``dfd`` is still
-    the one read, unchanged (one ``lstat``)."""
-    entry, ident = recent
-    if (entry.network_name, entry.container_id, entry.ifname) != names:
-        return False
-    try:
-        return _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
-    except OSError:
-        return False
 
 
 class Entries(CacheDirs):
@@ -68,8 +54,10 @@ class Entries(CacheDirs):
         (unless only the final directory fsync failed) and ``CacheError`` is
         raised naming the path.
 
-        An entry of *another* attachment at the same path (two attachments
-        can share a file name) is never replaced: ``CacheError`` naming both
+        An entry larger than the size cap of reads (``MAX_ENTRY_SIZE``) is
+        never written (``CacheError`` naming it). An entry of *another*
+        attachment at the same path (two attachments can share a file name)
+        is never replaced: ``CacheError`` naming both
         (see :meth:`check_owner`). Call it holding the attachment's
         :meth:`lock`, which is the same for both.
         """
@@ -77,6 +65,7 @@ class Entries(CacheDirs):
         if data is None:
             data = entry.to_json()
         path = os.path.join(self.results_dir, name)
+        _check_cap(data, f"cannot write cache entry {path}")
         dfd = self._dir(self.results_dir, create=True, action=f"write cache entry {path}")
         assert dfd is not None  # created, or CacheError
         self._check_owner_at(dfd, name, path, entry.network_name, entry.container_id, entry.ifname)
@@ -167,19 +156,13 @@ class Entries(CacheDirs):
         """:meth:`read`, and the identity of the file read (``None`` when it gives ``None``).
 
         For :meth:`remove_read`: DEL reads the entry before its plugins run
-        and removes it after, without reading it twice. An entry this cache
-        just read for it (``_recent``: a container's entries listed by
-        ``attachments_of``, GC's stale ones) is not read again while one
-        ``lstat`` says its file is unchanged.
+        and removes it after, without reading it twice.
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
         dfd = self._dir(self.results_dir, create=False, action=f"read cache entry {path}")
         if dfd is None:
             return None, None
-        recent = self._recent.take(name)
-        if recent is not None and _still(recent, dfd, name, (network, container_id, ifname)):
-            return recent
         try:
             data, ident = _files._read_ident_at(dfd, name, path)
         except FileNotFoundError:
@@ -271,11 +254,6 @@ class Entries(CacheDirs):
         A missing results directory gives ``[]``; one that cannot be listed
         raises ``CacheError``.
         """
-        return self._entries(container_id)
-
-    def _entries(self, container_id: str, remember: bool = False) -> list[CacheEntry]:
-        """:meth:`entries`; ``remember``: each entry returned is kept for the DEL to come
-        (``_recent``, :meth:`read_ident`)."""
         if container_id:
             # The shortest file name that could hold it must fit, as in every method.
             fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
@@ -297,15 +275,9 @@ class Entries(CacheDirs):
             for name in names:
                 if name.startswith(TEMP_PREFIX):
                     continue
-                loaded = self._load_listed(dfd, name)
-                if loaded is None:
-                    continue
-                entry, ident = loaded
-                if container_id and entry.container_id != container_id:
-                    continue
-                out.append(entry)
-                if remember:
-                    self._recent.keep(name, entry, ident)
+                entry = self._load_listed(dfd, name)
+                if entry is not None and container_id in ("", entry.container_id):
+                    out.append(entry)
             return out
 
     @staticmethod
@@ -324,12 +296,11 @@ class Entries(CacheDirs):
             return None
         return entry if _named_as(entry, name) else None
 
-    def _load_listed(self, dfd: int, name: str) -> tuple[CacheEntry, FileIdent] | None:
-        """The ``cniCacheV1`` entry in the listed file ``name`` and the file's identity, or ``None``."""
+    def _load_listed(self, dfd: int, name: str) -> CacheEntry | None:
+        """The ``cniCacheV1`` entry in the listed file ``name``, or ``None``."""
         path = os.path.join(self.results_dir, name)
         try:
-            data, ident = _files._read_ident_at(dfd, name, path)
-            obj: Any = loads(data, path)
+            obj: Any = loads(_files._read_at(dfd, name, path), path)
             if not isinstance(obj, dict) or obj.get("kind") != CNI_CACHE_V1:
                 return None
             entry = CacheEntry.from_dict(obj, source=path)
@@ -337,4 +308,4 @@ class Entries(CacheDirs):
             return None
         if not entry.network_name or not entry.ifname or not _named_as(entry, name):
             return None
-        return entry, ident
+        return entry

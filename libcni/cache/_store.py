@@ -76,18 +76,16 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         self.remove_record(network, container_id, ifname)
         return removed
 
-    def attachments_of(
-        self, container_id: str, remember: bool = False
-    ) -> tuple[list[CacheEntry], list[CacheEntry]]:
+    def attachments_of(self, container_id: str) -> tuple[list[CacheEntry], list[CacheEntry]]:
         """What the cache holds of one container: its complete entries and its records
-        without an entry (in progress), each by file name. ``remember``: the entries are kept
-        for the DELs (or CHECKs) to come (``_recent``, :meth:`read_ident`).
+        without an entry (in progress), each by file name.
 
         The container's records directory is its index: an ADD records every
         attachment there before its first plugin runs, and the record stays
-        until the attachment is DELeted. So only ``records/<containerID>/`` is
-        listed, and each attachment's entry is read by its name: the cost does
-        not depend on what else is cached. A container without that directory
+        until the attachment is DELeted (a record marked complete whose entry
+        is gone was DELeted by another tool: it is dropped, not listed). So
+        only ``records/<containerID>/`` is listed, and each attachment's entry
+        is read by its name: the cost does not depend on what else is cached. A container without that directory
         (or with nothing in it) was set up by the Go library or an older
         libcni: it is found as :meth:`entries` finds it, by a listing of
         ``results/``. A records directory that is refused (another owner,
@@ -97,7 +95,7 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         action = f"list the attachments of container {container_id!r}"
         listed = self._container_names(container_id, action)
         if not listed:
-            entries = self._entries(container_id, remember)
+            entries = self.entries(container_id)
             complete = {(e.network_name, e.ifname) for e in entries}
             return entries, [
                 r for r in self.records(container_id) if (r.network_name, r.ifname) not in complete
@@ -108,11 +106,9 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         for name in names:
             if rdfd is None:
                 break
-            loaded = self._load_listed(rdfd, name)
-            if loaded is not None and loaded[0].container_id == container_id:
-                entries.append(loaded[0])
-                if remember:
-                    self._recent.keep(name, *loaded)
+            entry = self._load_listed(rdfd, name)
+            if entry is not None and entry.container_id == container_id:
+                entries.append(entry)
         complete = {(e.network_name, e.ifname) for e in entries}
         done = {f"{e.network_name}-{container_id}-{e.ifname}" for e in entries}
         base = f"{self.records_dir}/{container_id}"
@@ -122,11 +118,15 @@ class ResultCache(Entries, Records, Locks, CleanUp):
                 continue  # complete: its record is not needed
             path = f"{base}/{name}"
             try:
-                data, _ = _files._read_ident_at(top, f"{container_id}/{name}", path)
+                data, ident = _files._read_ident_at(top, f"{container_id}/{name}", path)
             except (FileNotFoundError, CacheError):
                 continue  # gone, or unusable or unreadable now: as records() skips it
             record = _usable_record(data, path, container_id, name)
-            if record is not None and (record.network_name, record.ifname) not in complete:
+            if (
+                record is not None
+                and (record.network_name, record.ifname) not in complete
+                and not self._gone(container_id, name, ident)
+            ):
                 records.append(record)
         return entries, records
 

@@ -10,6 +10,7 @@
     libcni up CONTAINER_ID NETNS [--network NAME[=IFNAME]]... [--parallel]
     libcni down CONTAINER_ID [NETNS]
     libcni show CONTAINER_ID
+    libcni forget CONTAINER_ID [NETWORK]...
     libcni ready
     libcni demo
     libcni --version
@@ -23,7 +24,7 @@ refuses it), plus ``CNI_CACHE_DIR`` (default: :func:`libcni.cache.default_cache_
 container ID is derived from the network namespace path exactly as ``cnitool``
 derives it, so both tools find the same cache entries.
 
-This package (with its demo, :mod:`libcni.cli._demo`) is the only part of libcni that prints.
+This package is the only part of libcni that prints.
 Errors are one line on standard error, ``libcni: <message>``, exit status 1;
 usage errors exit with status 2.
 """
@@ -325,6 +326,39 @@ def _cmd_down(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO)
     return 0
 
 
+def _cmd_forget(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    import json
+
+    dropped = _manager(args, environ).forget(args.container_id, networks=args.networks or None)
+    if not dropped:
+        out.write(f"nothing to forget: no cached attachment of {args.container_id}\n")
+    for att in dropped:
+        state = "" if att.complete else ", in progress"
+        out.write(
+            f"forgot {att.container_id} on network {att.network} ({att.ifname}{state}), "
+            "without DEL; what its plugins made stays:\n"
+            f"  netns: {att.netns or '-'}\n"
+            f"  args: {';'.join(f'{k}={v}' for k, v in att.cni_args) or '-'}\n"
+            f"  capability args: {json.dumps(att.capability_args) if att.capability_args else '-'}\n"
+            f"  plugins: {_plugin_types(att.config)}\n"
+        )
+    return 0
+
+
+def _plugin_types(config: bytes) -> str:
+    """The plugins of a cached configuration, with their IPAM (``bridge (ipam host-local)``)."""
+    try:
+        obj = strict_loads(config)
+        plugins = obj.get("plugins", [obj])
+        return ", ".join(
+            str(p.get("type"))
+            + (f" (ipam {p['ipam']['type']})" if "type" in p.get("ipam", {}) else "")
+            for p in plugins
+        )
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return "(the cached configuration cannot be read)"
+
+
 def _cmd_show(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
     view = _manager(args, environ).inspect(args.container_id)
     if not view.attachments and not view.incomplete:
@@ -340,9 +374,8 @@ def _cmd_ready(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO
 
 
 def _cmd_demo(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
-    from . import _demo
-
-    return _demo.main(args, environ, out, sys.stderr)
+    sys.stderr.write(f"{PROG} demo: {_DEMO_POINTER}\n")
+    return 1
 
 
 # -- the parser ----------------------------------------------------------------
@@ -438,7 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_commands(sub, common)
     _add_manager_commands(sub, common)
     _add_view_commands(sub, common)
-    _add_demo_command(sub, common)
+    _add_demo_command(sub)
     return parser
 
 
@@ -562,7 +595,7 @@ def _add_cache_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> No
 
 
 def _add_manager_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
-    """The network manager's commands that attach and detach: ``up``, ``down``."""
+    """The network manager's commands that attach and detach: ``up``, ``down``, ``forget``."""
     formatter = _FORMATTER
     p = sub.add_parser(
         "up",
@@ -606,6 +639,22 @@ def _add_manager_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> 
     p.add_argument("netns", metavar="NETNS", nargs="?", default="", help="network namespace path")
     p.set_defaults(func=_cmd_down)
 
+    p = sub.add_parser(
+        "forget",
+        help="drop a container's cached attachments without DEL (NetworkManager.forget)",
+        description="Drop from the cache the attachments of CONTAINER_ID (on the NETWORKs "
+        "given, or all), complete or in progress, without running any plugin: the way out "
+        "for an attachment whose DEL fails every time. Print what was dropped (network, "
+        "interface, netns, args, capability args, plugins), to remove by hand what its "
+        "plugins made.",
+        epilog=_MANAGER_ENVIRONMENT,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
+    p.add_argument("networks", metavar="NETWORK", nargs="*", help="only these networks")
+    p.set_defaults(func=_cmd_forget)
+
 
 def _add_view_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
     """The network manager's commands that change nothing: ``show``, ``ready``."""
@@ -636,28 +685,21 @@ def _add_view_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> Non
     p.set_defaults(func=_cmd_ready)
 
 
-def _add_demo_command(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
-    """``demo`` (and its internal part that runs inside the throwaway host namespace)."""
-    formatter = _FORMATTER
-    demo_text = (
-        "attach a throwaway network namespace to a demo network with the reference plugins "
-        "(bridge, host-local, portmap, tuning), show the result, check it and detach it again"
-    )
+#: What ``libcni demo`` says: the demo is a script of the source checkout.
+_DEMO_POINTER = (
+    "the demo is not part of the installed package: in a checkout of libcni's sources, "
+    "run ./scripts/demo.sh as root (it uses real network namespaces and the reference plugins)"
+)
+
+
+def _add_demo_command(sub: _Subparsers) -> None:
+    """``demo``: where the demo is (``scripts/demo.sh`` of the source checkout)."""
     p = sub.add_parser(
         "demo",
-        help=demo_text,
-        description=demo_text[0].upper()
-        + demo_text[1:]
-        + ". Needs root, iproute2 and the reference plugins; never touches the machine's own "
-        "network namespace (everything happens in namespaces created for the run and deleted "
-        "at the end).",
-        formatter_class=formatter,
-        parents=[common],
+        help="where to find the demo (./scripts/demo.sh of the source checkout)",
+        description=_DEMO_POINTER[0].upper() + _DEMO_POINTER[1:] + ".",
+        formatter_class=_FORMATTER,
     )
-    # The part that runs inside the throwaway host namespace (internal).
-    p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
-    for option in ("--netns", "--workdir", "--bridge", "--cni-path", "--container-id"):
-        p.add_argument(option, default="", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_demo)
 
 

@@ -26,7 +26,7 @@ from ..api import CNIConfig
 from ..conf import NetworkConfigList
 from ..errors import LockTimeoutError
 from ..invoke import DEFAULT_PLUGIN_DIRS, Exec
-from ..values import Args, CapabilityArgs
+from ..values import Args, CapabilityArgs, NetworkAttachment
 from ._calls import CNICalls
 from ._core import (
     Blocking,
@@ -339,6 +339,24 @@ class NetworkManager(_ManagerBase):
         """The merged view of the container's attachments, from the cache (runs nothing)."""
         view: ContainerNetworks = self._drive(self._core.inspect(container_id))
         return view
+
+    def forget(
+        self, container_id: str, *, networks: Sequence[str] | None = None
+    ) -> tuple[NetworkAttachment, ...]:
+        """Drop the container's attachments (those of ``networks``, or all, complete or in
+        progress) from the cache without running any plugin; return what was dropped.
+
+        The way out for an attachment whose DEL fails every time (a plugin
+        removed for good, an argument no plugin accepts): each one dropped is
+        logged (WARNING), and returned with its configuration, netns, args and
+        capability args, so that a person can remove by hand what its plugins
+        made (interfaces, addresses, rules). A container with nothing cached
+        returns ``()``. Takes the container's lock, as :meth:`teardown`.
+        """
+        dropped: tuple[NetworkAttachment, ...] = self._drive(
+            self._core.forget(container_id, networks)
+        )
+        return dropped
 
     def status(self, *, timeout: float | None = None) -> None:
         """Return when containers can be attached, else raise :class:`~libcni.errors.NotReadyError`."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._deadline import Deadline, apoll
 from ..aio import AsyncCNIConfig
 from ..invoke import Exec
-from ..values import Args, CapabilityArgs
+from ..values import Args, CapabilityArgs, NetworkAttachment
 from . import _ManagerBase
 from ._core import (
     Blocking,
@@ -219,6 +219,15 @@ class AsyncNetworkManager(_ManagerBase):
         """As :meth:`NetworkManager.inspect`."""
         view: ContainerNetworks = await self._drive(self._core.inspect(container_id))
         return view
+
+    async def forget(
+        self, container_id: str, *, networks: Sequence[str] | None = None
+    ) -> tuple[NetworkAttachment, ...]:
+        """As :meth:`NetworkManager.forget`."""
+        dropped: tuple[NetworkAttachment, ...] = await self._drive(
+            self._core.forget(container_id, networks)
+        )
+        return dropped
 
     async def status(self, *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.status`."""

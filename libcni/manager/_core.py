@@ -36,6 +36,7 @@ from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
 from .._deadline import Deadline, lock_timeout
 from ..cache import CacheEntry, ResultCache
+from ..capabilities import check_plain
 from ..conf import NetworkConfigList, conf_from_bytes, conf_list_from_bytes, conf_list_from_conf
 from ..errors import (
     CODE_LIMITED_CONNECTIVITY,
@@ -45,11 +46,13 @@ from ..errors import (
     ConfigError,
     GCError,
     LockTimeoutError,
+    NamespaceError,
     NotReadyError,
     PluginError,
     PluginTimeoutError,
     SetupError,
     TeardownError,
+    ValidationError,
 )
 from ..types import result_from_dict
 from ..values import (
@@ -379,6 +382,37 @@ def _names(request: NetworkRequest, entry: CacheEntry) -> bool:
     return request.network == entry.network_name and request.ifname in (None, entry.ifname)
 
 
+def _refuse_not_netns(netns: str) -> None:
+    """:class:`NamespaceError` when ``netns`` exists and is not a network namespace (a
+    regular file, a pin left empty, a FIFO, a directory); never blocks on it. A path that
+    does not exist is passed to the plugins as given."""
+    from ..netns import _not_netns
+
+    why = _not_netns(netns)
+    if why is not None:
+        raise NamespaceError(why)
+
+
+def _check_arguments(items: Sequence[_Item]) -> None:
+    """Refuse the args and capability args of every network of a setup before the first
+    plugin runs: pairs ``CNI_ARGS`` cannot carry and capability arguments without a JSON
+    form (``ConfigError`` naming the network), well-known capabilities that break their
+    rules (``capabilities.check_plain``: ``ValidationError``)."""
+    checked: set[int] = set()
+    for item in items:
+        caps = item.rt.capability_args
+        fresh = bool(caps) and id(caps) not in checked
+        try:
+            rq.encode_cni_args(item.rt.args)
+            if fresh:
+                checked.add(id(caps))
+                rq.check_capability_args(caps)
+        except ConfigError as e:
+            raise ConfigError(f"network {item.network!r}: {e.msg}", e.details) from None
+        if fresh:
+            check_plain(caps)  # the well-known ones, by their typed rules
+
+
 class Core:
     """The state and the rule generators shared by the sync and async managers."""
 
@@ -534,6 +568,11 @@ class Core:
         arguments without a JSON form (a ``ConfigError``, not a failed ADD).
         """
         rq.validate_container_id(container_id)
+        if not netns:
+            raise ValidationError(
+                "no network namespace given: setup needs the path of the container's network "
+                "namespace (CNI_NETNS)"
+            )
         args = _pairs(args)
         caps = capability_mapping(capability_args)
         if networks is None:
@@ -564,12 +603,7 @@ class Core:
             own = caps if r.capability_args is None else r.capability_args
             rt = RuntimeConf(container_id, netns, ifname, (*args, *r.args), own)
             items.append(_Item(r.network, ifname, loaded.networks[r.network], rt))
-        checked: set[int] = set()
-        for item in items:
-            item_caps = item.rt.capability_args
-            if item_caps and id(item_caps) not in checked:
-                checked.add(id(item_caps))
-                rq.check_capability_args(item_caps)
+        _check_arguments(items)
         self._warn_unused(items)
         return items
 
@@ -658,12 +692,13 @@ class Core:
         """Attach the container to its networks, or roll everything back."""
         loaded = yield from self.current()
         items = self._plan(loaded, container_id, netns, networks, args, capability_args)
+        yield Blocking(_refuse_not_netns, (netns,))
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout, "setup")
         try:
             attached, dead = yield Blocking(self._still_cached, (container_id, items))
             if attached is not None:
-                raise AlreadyAttachedError(attached.network, container_id, attached.ifname)
+                raise AlreadyAttachedError(attached[0], container_id, attached[1])
             deadline = Deadline(timeout)
             yield from self._del_dead_attempts(container_id, dead, deadline)
             run = _Run(items)
@@ -793,25 +828,23 @@ class Core:
 
     def _still_cached(
         self, container_id: str, items: Sequence[_Item]
-    ) -> tuple[_Item | None, list[CacheEntry]]:
-        """The first planned attachment that has a cache entry (readable or not), if any,
-        and the write-ahead records of the planned attachments that have none.
+    ) -> tuple[tuple[str, str] | None, list[CacheEntry]]:
+        """The ``(network, ifname)`` of an attachment of the container that has a cache entry
+        (readable or not), if any, and the write-ahead records of the planned attachments
+        that have none.
 
-        Such a record is a setup that failed or whose runtime died: its
+        The entries looked for: those of the planned attachments, and those of
+        every record of the container (its index, one listing): whatever the
+        network, a container still attached is not set up again. A record
+        without an entry is a setup that failed or whose runtime died: its
         plugins may hold resources, so it is DELeted before it is set up again.
         """
-        records: dict[tuple[str, str], CacheEntry] | None = None
-        dead: list[CacheEntry] = []
-        for item in items:
-            path = self.cache.entry_path(item.network, container_id, item.ifname)
-            if os.path.lexists(path):
-                return item, []
-            if records is None:  # one listing of records/<containerID>/
-                records = {(r.network_name, r.ifname): r for r in self.cache.records(container_id)}
-            record = records.get((item.network, item.ifname))
-            if record is not None:
-                dead.append(record)
-        return None, dead
+        records = {(r.network_name, r.ifname): r for r in self.cache.records(container_id)}
+        keys = [(item.network, item.ifname) for item in items]
+        for network, ifname in [*keys, *records]:
+            if os.path.lexists(self.cache.entry_path(network, container_id, ifname)):
+                return (network, ifname), []
+        return None, [records[k] for k in keys if k in records]
 
     def _del_dead_attempts(
         self, container_id: str, dead: Sequence[CacheEntry], deadline: Deadline
@@ -853,17 +886,12 @@ class Core:
     # -- teardown, check, inspect ---------------------------------------
 
     def _cached(self, container_id: str) -> list[CacheEntry]:
-        """The container's cache entries, in order (read under the container lock).
-
-        The cache keeps each entry it read for the CHECK or DEL that follows
-        (``ResultCache.attachments_of(remember=True)``): that operation does not
-        read it again while one ``lstat`` says its file is unchanged.
-        """
-        entries = self.cache.attachments_of(container_id, remember=True)[0]
+        """The container's cache entries, in order (read under the container lock)."""
+        entries = self.cache.attachments_of(container_id)[0]
         entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
         return entries
 
-    def _held(self, container_id: str, remember: bool = False) -> list[Held]:
+    def _held(self, container_id: str) -> list[Held]:
         """Every attachment the cache holds for the container, in order: its complete
         entries and the records of attachments without one (in progress).
 
@@ -871,9 +899,8 @@ class Core:
         (``ResultCache.attachments_of``): the cost does not grow with the other
         containers cached; a container set up by the Go library or an older
         libcni (no records) is found by a listing of the entries.
-        ``remember``: as for :meth:`_cached` (teardown's DELs).
         """
-        entries, records = self.cache.attachments_of(container_id, remember)
+        entries, records = self.cache.attachments_of(container_id)
         held: list[Held] = [(e, True) for e in entries]
         held += [(r, False) for r in records]
         held.sort(key=lambda h: attachment_order(h[0].ifname, h[0].network_name))
@@ -963,7 +990,7 @@ class Core:
         ifnames = None if requests is None else self._ifnames(container_id, requests)
         release = yield LockContainer(self.cache, container_id, timeout, "teardown")
         try:
-            held: list[Held] = yield Blocking(self._held, (container_id, True))
+            held: list[Held] = yield Blocking(self._held, (container_id,))
             todo: list[CacheEntry | _Item] = [att for att, _ in held]
             if requests is not None and ifnames is not None:
                 todo = yield from self._named(
@@ -1106,6 +1133,68 @@ class Core:
             netns=next((e.netns for e, _ in held if e.netns), ""),
             incomplete=[(e.network_name, e.ifname) for e, complete in held if not complete],
         )
+
+    # -- forget ----------------------------------------------------------
+
+    def forget(self, container_id: str, networks: Sequence[str] | None) -> Op:
+        """Drop the container's entries and records (those of ``networks``, or all) without
+        running any plugin; what was dropped, in :func:`attachment_order`.
+
+        Under the container's lock, as teardown; each attachment under its own
+        lock, whose file goes with the entry. A container with nothing cached
+        drops nothing: ``()``.
+        """
+        rq.validate_container_id(container_id)
+        if isinstance(networks, str):
+            networks = [networks]
+        names = None if networks is None else frozenset(networks)
+        for name in names or ():
+            rq.validate_network_name(name)
+        release = yield LockContainer(self.cache, container_id, self.timeout, "forget")
+        try:
+            dropped: tuple[NetworkAttachment, ...] = yield Blocking(
+                self._forget, (container_id, names)
+            )
+        finally:
+            release()
+        return dropped
+
+    def _forget(
+        self, container_id: str, names: frozenset[str] | None
+    ) -> tuple[NetworkAttachment, ...]:
+        dropped: list[NetworkAttachment] = []
+        for e, complete in self._held(container_id):
+            if names is not None and e.network_name not in names:
+                continue
+            lock = self.cache.lock(e.network_name, container_id, e.ifname, timeout=self.timeout)
+            try:
+                self.cache.forget(e.network_name, container_id, e.ifname)
+            finally:
+                lock.release()
+            log.warning(
+                "forgot network %r (%s) of container %r without DEL%s: netns %r, args %r, "
+                "capability args %r; what its plugins made stays until removed by hand",
+                e.network_name,
+                e.ifname,
+                container_id,
+                "" if complete else " (in progress)",
+                e.netns,
+                e.cni_args,
+                e.capability_args,
+            )
+            dropped.append(
+                NetworkAttachment(
+                    container_id,
+                    e.network_name,
+                    e.ifname,
+                    e.config,
+                    e.netns,
+                    e.cni_args,
+                    e.capability_args,
+                    complete,
+                )
+            )
+        return tuple(dropped)
 
     # -- GC --------------------------------------------------------------
 

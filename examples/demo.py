@@ -1,9 +1,11 @@
-"""``libcni demo``: attach a throwaway namespace with the real reference plugins.
+#!/usr/bin/env python3
+"""The libcni demo (``./scripts/demo.sh``): attach a throwaway namespace with the real
+reference plugins, through the public API of the ``libcni`` installed.
 
 The demo never touches the machine's own network namespace. The outer part
 (:func:`run`) checks the prerequisites, creates two network namespaces
 (:func:`libcni.netns.create`), a "host" one and a "container" one, and re-runs
-itself inside the host one (``ip netns exec <host> python -m libcni demo
+this script inside the host one (``ip netns exec <host> python demo.py
 --inside ...``). The inner part (:func:`run_inside`) does the library calls:
 ADD (bridge + host-local + portmap + tuning), CHECK, a look at the cache
 entry, DEL; then what a runtime does with the :class:`~libcni.NetworkManager`
@@ -17,9 +19,6 @@ port-mapping rules with them, and the temporary directory (plugin data,
 cache, the sandboxes' namespace directory). On success it ends with the commands that try the command line the same
 way (:func:`try_commands`), on the example network of ``examples/net.d``; the
 cache is removed with the temporary directory unless ``--cache-dir`` names one.
-
-Like :mod:`libcni.cli`, this is command-line code: it prints, to the streams
-it is given.
 """
 
 from __future__ import annotations
@@ -38,18 +37,16 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
-from ..errors import NamespaceError
-from ..invoke import DEFAULT_PLUGIN_DIRS
-from ._errors import CLIError
-
-if TYPE_CHECKING:
-    from ..api import CNIConfig
-    from ..conf import NetworkConfigList
-    from ..manager import NetworkManager
-    from ..netns import NetNS
-    from ..values import RuntimeConf
+import libcni
+from libcni import CNIConfig, NetworkConfigList, NetworkManager, RuntimeConf, netns
+from libcni.cache import ResultCache
+from libcni.capabilities import PortMapping, RuntimeConfig
+from libcni.conf import conf_list_from_bytes
+from libcni.errors import NamespaceError, SetupError
+from libcni.invoke import DEFAULT_PLUGIN_DIRS
+from libcni.netns import NetNS
 
 __all__ = [
     "DEMO_CAPABILITY_ARGS",
@@ -59,7 +56,6 @@ __all__ = [
     "DEMO_SUBNET",
     "INSTALL_COMMAND",
     "NETNS_PREFIX",
-    "TRY_CONFLIST",
     "demo_conflist",
     "demo_plugin_path",
     "main",
@@ -126,7 +122,7 @@ DEMO_CAPABILITY_ARGS: dict[str, Any] = {
 }
 
 
-class DemoError(CLIError):
+class DemoError(Exception):
     """A step of the demo failed (the message says which and why)."""
 
 
@@ -231,7 +227,7 @@ def missing_prerequisites(
     if (os.geteuid() if euid is None else euid) != 0:
         missing.append(
             "root privileges: creating network namespaces needs root "
-            "(run it as root, e.g. sudo libcni demo)"
+            "(run it as root, e.g. sudo ./scripts/demo.sh)"
         )
     if _find_tool("ip", env) is None:
         missing.append("the ip command (Debian package iproute2)")
@@ -280,8 +276,6 @@ def _stop(child: subprocess.Popen[bytes] | None) -> None:
 
 
 def _cleanup(namespaces: Sequence[NetNS], workdir: str | None, out: TextIO, err: TextIO) -> bool:
-    from ..errors import NamespaceError
-
     problems: list[str] = []
     removed: list[str] = []
     for ns in namespaces:
@@ -308,7 +302,7 @@ def _cleanup(namespaces: Sequence[NetNS], workdir: str | None, out: TextIO, err:
 
 def _package_root() -> str:
     """The directory that holds the ``libcni`` package (for the child's ``PYTHONPATH``)."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.dirname(os.path.dirname(os.path.abspath(libcni.__file__)))
 
 
 def run(
@@ -388,8 +382,6 @@ def _run_outer(
 ) -> int:
     """Create the scratch directory and the namespaces, run the inner part in the host one;
     its exit status (0 or 1). What is made is recorded in ``state`` before any signal."""
-    from .. import netns
-
     ip = _find_tool("ip", environ)
     assert ip is not None
     host_ns, ctr_ns = state.host_ns, state.ctr_ns
@@ -416,7 +408,7 @@ def _run_outer(
     tag = state.tag
     cmd = [
         ip, "netns", "exec", host_ns,
-        sys.executable, "-m", "libcni", "demo", "--inside",
+        sys.executable, os.path.abspath(__file__), "--inside",
         "--netns", ctr.path,
         "--workdir", workdir,
         "--bridge", f"cni-demo-{tag}",
@@ -438,78 +430,36 @@ def _run_outer(
 
 # -- what to try next ----------------------------------------------------------
 
-#: The example network of ``examples/net.d/10-trynet.conflist`` (the same text), for a
-#: libcni installed without the repository's ``examples`` directory.
-TRY_CONFLIST = """\
-{
-  "cniVersion": "1.0.0",
-  "name": "trynet",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "cni-try0",
-      "isGateway": true,
-      "ipMasq": false,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{"subnet": "10.88.99.0/24"}]],
-        "routes": [{"dst": "0.0.0.0/0"}],
-        "dataDir": "/run/libcni-try/ipam"
-      }
-    },
-    {
-      "type": "portmap",
-      "capabilities": {"portMappings": true}
-    }
-  ]
-}
-"""
-
 #: Where the command line's own files go in :func:`try_commands` (a tmpfs: gone at reboot).
 TRY_STATE = "/run/libcni-try"
 
 
-def _examples_dir() -> str | None:
-    """``examples/net.d`` of the checkout this libcni runs from, if there is one."""
-    path = os.path.join(_package_root(), "examples", "net.d")
-    return path if os.path.isfile(os.path.join(path, "10-trynet.conflist")) else None
+#: The example network next to this script (``examples/net.d/10-trynet.conflist``).
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "net.d")
 
 
 def _libcni_command() -> str:
-    """How to run this ``libcni``: the console script that runs now, else ``python -m libcni``."""
-    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    if os.path.basename(script) == "libcni" and os.access(script, os.X_OK):
+    """How to run this ``libcni``: the console script next to this Python, else ``python -m libcni``."""
+    script = os.path.join(os.path.dirname(sys.executable), "libcni")
+    if os.access(script, os.X_OK):
         return script
     return f"{sys.executable} -m libcni"
 
 
-def try_commands(libcni: str = "libcni", examples: str | None = "") -> str:
+def try_commands(libcni: str = "libcni", examples: str = EXAMPLES) -> str:
     """The commands that try the command line as the demo did, ready to paste (as root).
 
     A throwaway "host" namespace and a container namespace again: ``up``
     attaches the container to the example network ``trynet`` (bridge
-    ``cni-try0``, subnet 10.88.99.0/24, inside the throwaway namespace),
-    ``show`` prints it, ``down`` detaches it, and deleting the namespaces
-    and ``/run/libcni-try`` (the cache and the address leases) removes the
-    rest. ``examples``: the directory holding the example network
-    (default: the checkout's ``examples/net.d``; ``None``, or no checkout: the
-    commands write it to ``/run/libcni-try/net.d`` first).
+    ``cni-try0``, subnet 10.88.99.0/24, inside the throwaway namespace) of
+    ``examples`` (the directory holding it), ``show`` prints it, ``down``
+    detaches it, and deleting the namespaces and ``/run/libcni-try`` (the
+    cache and the address leases) removes the rest.
     """
-    if examples == "":
-        examples = _examples_dir()
+    run_in_host = f"ip netns exec try-host {libcni}"
     lines = [
         "Try the command line yourself, in throwaway namespaces again (as root):",
         "  ip netns add try-host && ip netns add try-ctr",
-    ]
-    if examples is None:
-        examples = f"{TRY_STATE}/net.d"
-        lines += [
-            f"  mkdir -p {examples} && cat > {examples}/10-trynet.conflist <<'EOF'",
-            *(f"  {line}" for line in TRY_CONFLIST.splitlines()),
-            "EOF",  # the end of a here-document: at the start of its line
-        ]
-    run_in_host = f"ip netns exec try-host {libcni}"
-    lines += [
         f"  export NETCONFPATH={examples} CNI_CACHE_DIR={TRY_STATE}/cache",
         f"  {run_in_host} up ctr1 /run/netns/try-ctr",
         f"  {run_in_host} show ctr1",
@@ -656,8 +606,6 @@ def _kernel_view(netns: str, ifname: str) -> str | None:
     ``ip`` starts inside the namespace: this thread enters it to start the
     process (:meth:`libcni.netns.NetNS.enter`), and is back right after.
     """
-    from ..netns import NetNS
-
     ip = _find_tool("ip", os.environ)
     if ip is None:
         return None
@@ -704,13 +652,8 @@ def _hide_ip6tables(workdir: str) -> bool:
 
 def run_inside(args: argparse.Namespace, out: TextIO) -> int:
     """The library calls of the demo; runs inside the throwaway host namespace."""
-    from ..api import CNIConfig
-    from ..capabilities import PortMapping, RuntimeConfig
-    from ..conf import conf_list_from_bytes
-    from ..values import RuntimeConf
-
     if not (args.workdir and args.netns and args.bridge and args.container_id):
-        raise DemoError("--inside is the internal half of `libcni demo`; run `libcni demo`")
+        raise DemoError("--inside is the internal half of the demo; run ./scripts/demo.sh")
     workdir: str = args.workdir
     cache_dir: str = getattr(args, "cache_dir", None) or os.path.join(workdir, "cache")
     data_dir = os.path.join(workdir, "ipam")
@@ -780,8 +723,6 @@ def _check_shown(
 
 def _cache_shown(cache_dir: str, network: str, container_id: str, ifname: str, out: TextIO) -> str:
     """What the cache holds of the attachment; returns its entry's path."""
-    from ..cache import ResultCache
-
     cache = ResultCache(cache_dir)
     path = cache.entry_path(network, container_id, ifname)
     entry = cache.read(network, container_id, ifname)
@@ -847,8 +788,6 @@ def _run_manager(
 ) -> None:
     """What a runtime does: attach loopback and two networks with the NetworkManager,
     show the merged and the kernel's view, tear down, then a setup that fails and rolls back."""
-    from ..manager import NetworkManager
-
     conf_dir = os.path.join(workdir, "net.d")
     _write_manager_confs(conf_dir, args.bridge, data_dir, tuning_dir)
     manager = NetworkManager(
@@ -934,8 +873,6 @@ def _rollback_shown(
     out: TextIO,
 ) -> None:
     """A sandbox on ``nets`` and the broken network: its rollback, and what it left."""
-    from ..errors import SetupError
-
     broken = f"{DEMO_NETWORK}-broken"
     start = time.monotonic()
     try:
@@ -974,20 +911,46 @@ def _host_veths() -> list[str]:
     return [line.split(":")[1].strip().split("@")[0] for line in proc.stdout.splitlines()]
 
 
-def main(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    """``libcni demo`` (and its internal ``--inside`` half)."""
-    if getattr(args, "inside", False):
-        # The outer part stops this one with SIGTERM: unwind like Ctrl-C, so that
-        # a plugin running at that moment is killed with its process group.
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-        try:
-            return run_inside(args, out)
-        except KeyboardInterrupt:
-            return 130
-    return run(
-        environ,
-        out,
-        err,
-        timeout=getattr(args, "timeout", None),
-        cache_dir=getattr(args, "cache_dir", None),
+def _positive(text: str) -> float:
+    try:
+        if 0 < float(text) < float("inf"):
+            return float(text)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The demo (and its internal ``--inside`` half); its exit status."""
+    parser = argparse.ArgumentParser(
+        prog="demo.py",
+        description="Attach a throwaway network namespace to a demo network with the reference "
+        "plugins (bridge, host-local, portmap, tuning), show the result, check it and detach it "
+        "again. Needs root, iproute2 and the reference plugins; never touches the machine's own "
+        "network namespace.",
     )
+    parser.add_argument("--cache-dir", metavar="DIR", help="keep the cache there (default: "
+                        "in the run's scratch directory, removed at the end)")  # fmt: skip
+    parser.add_argument("--timeout", metavar="SECONDS", type=_positive,
+                        help="time limit of each operation (default: 60)")  # fmt: skip
+    # The part that runs inside the throwaway host namespace (internal).
+    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    for option in ("--netns", "--workdir", "--bridge", "--cni-path", "--container-id"):
+        parser.add_argument(option, default="", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if not args.inside:
+        return run(os.environ, sys.stdout, sys.stderr, args.timeout, args.cache_dir)
+    # The outer part stops this one with SIGTERM: unwind like Ctrl-C, so that
+    # a plugin running at that moment is killed with its process group.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return run_inside(args, sys.stdout)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # one line, as the command line reports errors
+        sys.stderr.write(f"libcni demo: {' '.join(str(e).split())}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
