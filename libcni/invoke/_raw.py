@@ -75,13 +75,18 @@ def _excerpt(data: bytes) -> str:
 def _inherited() -> list[int]:
     """The runtime's inheritable descriptors above 2 (Python makes its own non-inheritable;
     these came from the runtime's parent or were made so on purpose): closed in the child."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return []
     out = []
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc/self/fd"):
-            fd = int(name)
-            with contextlib.suppress(OSError):  # (the listing's own descriptor, closed now)
-                if fd > 2 and os.get_inheritable(fd):
-                    out.append(fd)
+    for name in names:
+        fd = int(name)
+        try:
+            if fd > 2 and os.get_inheritable(fd):
+                out.append(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
     return out
 
 
