@@ -20,6 +20,13 @@ Parts (``--only``):
              (``git archive v1.3.0`` of containernetworking/cni; built here with
              Debian's Go 1.19 and two stand-ins: ``slices.SortFunc``,
              ``errors.Join``); else "not available".
+``gcref``    GC's optimisations (issue 29), the reference plugins' chain (bridge,
+             host-local, portmap, firewall; 1.0.0, the highest they support: no
+             GC verb, nothing stale, so no plugin runs): ``gc_networks`` of every
+             network with one listing; ``gc_networks`` of one network at a time (a
+             listing and the reads of each, as ``gc_network_list`` per network);
+             and with every entry read (the entries of valid containers not
+             settled by their names); Go 1.3's ``GCNetworkList`` for one network.
 ``files``    ``NetworkManager`` setup + teardown against the number of
              configuration files in ``conf_dir`` (1, 100, 1000); Go: the same
              add+del of the same lists (go-cni loads its configuration once,
@@ -431,6 +438,100 @@ def gc_table(pdir: str, go13: str | None, rounds: int, version: str, what: str) 
         ],
         rows,
     )
+
+
+# --------------------------------------------------------------------------- gcref
+
+
+def ref_chain(name: str) -> dict[str, Any]:
+    return {
+        "cniVersion": "1.0.0",
+        "name": name,
+        "plugins": [
+            {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/16"}]]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+            {"type": "firewall"},
+        ],
+    }  # fmt: skip
+
+
+def _gcref_times(
+    cni: libcni.CNIConfig, lists: list[Any], keep: list[str], rounds: int
+) -> dict[str, list[int]]:
+    """The three ways of ``gcref``, interleaved: their times."""
+    from libcni.cache._gc import GCScan
+
+    real = GCScan._kept_by_name
+
+    def read_all() -> None:
+        GCScan._kept_by_name = lambda *a: False  # type: ignore[method-assign]
+        try:
+            cni.gc_networks(lists, valid_containers=keep)
+        finally:
+            GCScan._kept_by_name = real  # type: ignore[method-assign]
+
+    def each() -> None:
+        for x in lists:
+            cni.gc_networks([x], valid_containers=keep)
+
+    ways: dict[str, Callable[[], Any]] = {
+        "one": lambda: cni.gc_networks(lists, valid_containers=keep),
+        "each": each,
+        "all": read_all,
+    }
+    times: dict[str, list[int]] = {k: [] for k in ways}
+    for _ in range(rounds):
+        for k, call in ways.items():
+            t0 = time.perf_counter_ns()
+            call()
+            times[k].append(time.perf_counter_ns() - t0)
+    return times
+
+
+def part_gcref(go13: str | None, rounds: int) -> None:
+    if not hasattr(libcni.CNIConfig, "gc_networks"):
+        print("\ngcref: not available (this libcni has no gc_networks)")
+        return
+    pdir, rows = "/usr/lib/cni", []
+    for n, nets in [(1000, 1), (5000, 1), (1000, 10), (1000, 50)]:
+        names = [f"net{j:02d}" for j in range(nets)]
+        lists = [libcni.conf_list_from_bytes(json.dumps(ref_chain(x))) for x in names]
+        with tempfile.TemporaryDirectory(dir=tmpfs_dir()) as root:
+            cache = os.path.join(root, "cache")
+            results = Path(cache, "results")
+            results.mkdir(parents=True)
+            keep = []
+            for i in range(n):
+                net, cid = names[i % nets], f"{i:064x}"
+                config = json.dumps(ref_chain(net)).encode()
+                e = CacheEntry(cid, net, "eth0", config, NETNS, (), {}, {"cniVersion": "1.0.0"})
+                (results / f"{net}-{cid}-eth0").write_bytes(e.to_json())
+                keep.append(cid)
+            os.utime(results, (time.time() - 60,) * 2)  # settled: listed once
+            times = _gcref_times(libcni.CNIConfig([pdir], cache_dir=cache), lists, keep, rounds)
+            g = None
+            if go13 and nets == 1:
+                vfile = os.path.join(root, "valid")
+                Path(vfile).write_text("".join(f"{c} eth0\n" for c in keep))
+                lpath = os.path.join(root, "net.conflist")
+                Path(lpath).write_text(json.dumps(ref_chain(names[0])))
+                args = [go13, "gc", pdir, cache, lpath, vfile, str(rounds)]
+                out = subprocess.run(args, capture_output=True, text=True, check=True)
+                g = med([int(x) for x in out.stdout.split()])
+        one, each, every = (med(times[k]) for k in ("one", "each", "all"))
+        FIGURES.setdefault("gcref", {})[f"{n}x{nets}"] = {
+            "one_listing_ns": one, "per_network_ns": each, "read_all_ns": every, "go13_ns": g
+        }  # fmt: skip
+        rows.append([n, nets, ms(one), f"{ms(each)} ({each / one:.2f}x)",
+                     f"{ms(every)} ({every / one:.2f}x)",
+                     f"{ms(g)} ({one / g:.2f}x)" if g else "n/a"])  # fmt: skip
+    table(
+        "GC's optimisations, the reference plugins' chain at 1.0.0 (valid = every container)",
+        ["entries", "networks", "gc_networks", "one network at a time", "every entry read",
+         "Go 1.3 GCNetworkList (gc_networks vs Go)"],
+        rows,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- files
@@ -857,6 +958,8 @@ def main() -> None:
             part_entries(pdir, go, 20 if quick else 200)
         if "gc" in only:
             part_gc(pdir, build_go13(), 2 if quick else 5)
+        if "gcref" in only:
+            part_gcref(build_go13(), 2 if quick else 7)
         if "files" in only:
             part_files(pdir, go, 20 if quick else 150)
         if "conc" in only:

@@ -409,14 +409,21 @@ class Watch:
         net: Any = None,
         rt: RuntimeConf | None = None,
         plugin: str = "",
+        *,
+        network: bool = False,
     ) -> _R:
         """Drive one operation of ``owner`` (a ``CNIConfig``) between its events.
 
         Inside a network of the manager that owns it: the plugin events only,
-        under that network.
+        under that network. ``network``: one network of a call that covers
+        several (``gc_networks``): inside a manager operation, a network event.
         """
         scope = _SCOPE.get()
         if scope is not None and scope[0] is owner:
+            if network:
+                start = self._network_start(owner, operation, (net,))
+                value: _R = self._timed(start, self._loop, op, perform, start[2])
+                return value
             return self._loop(op, perform, scope[1])
         start = self._operation_start(operation, net, rt, plugin)
         observers = self.observers
@@ -472,10 +479,16 @@ class Watch:
         net: Any = None,
         rt: RuntimeConf | None = None,
         plugin: str = "",
+        *,
+        network: bool = False,
     ) -> _R:
         """:meth:`drive` for ``AsyncCNIConfig``."""
         scope = _SCOPE.get()
         if scope is not None and scope[0] is owner:
+            if network:
+                start = self._network_start(owner, operation, (net,))
+                each = functools.partial(self._aplugin, perform, start[2])
+                return await self._atimed(start, adrive, op, each)
             return await adrive(op, functools.partial(self._aplugin, perform, scope[1]))
         start = self._operation_start(operation, net, rt, plugin)
         self.emit(start)

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import (
     Callable,
-    Collection,
     Generator,
     Iterable,
     Iterator,
@@ -43,7 +42,13 @@ from .cache import (
     completed_json,
     default_cache_dir,
 )
-from .conf import NetworkConfigList, PluginConfig
+from .conf import (
+    NetworkConfigList,
+    PluginConfig,
+    conf_from_bytes,
+    conf_list_from_bytes,
+    conf_list_from_conf,
+)
 from .errors import (
     CacheError,
     CheckNotSupportedError,
@@ -69,7 +74,7 @@ from .version import (
 
 if TYPE_CHECKING:
     from ._events import Observer, Watch
-    from .cache import FileIdent, GCScan, GCWork
+    from .cache import FileIdent, GCScan
 
 log = logging.getLogger("libcni")
 
@@ -186,7 +191,16 @@ class CacheIO:
     args: tuple[Any, ...]
 
 
-Effect = RunPlugin | TakeLock | CacheIO
+@attrs.frozen
+class GCNetwork:
+    """Effect: ``op``, the GC of the network ``net`` in a GC run, driven as an operation of
+    its own (observers see one per network); the outcome is its value."""
+
+    net: NetworkConfigList
+    op: Generator[Any, Any, None]
+
+
+Effect = RunPlugin | TakeLock | CacheIO | GCNetwork
 Release = Callable[[], None]
 _R = TypeVar("_R")
 #: An operation: yields effects, is sent their outcomes, returns its value.
@@ -706,120 +720,144 @@ class Operations:
 
     def _gc(
         self,
-        net: NetworkConfigList,
+        nets: Sequence[NetworkConfigList],
         args: GCArgs | None,
         timeout: float | None,
         *,
-        keep_containers: Collection[str] = (),
-        scan: GCScan | None = None,
+        keep: Iterable[str] | None = None,
+        cached: bool = False,
     ) -> Op[None]:
-        """GC: DEL every cached attachment of the network that is not valid, then GC every plugin.
+        """GC of ``nets`` (``gc_networks``): one listing of the cache, then for each network
+        (a :class:`GCNetwork` effect) its lock, the DELs of what is stale, its plugins' GC.
 
-        ``keep_containers`` (the network manager's): every attachment of these
-        containers cached when GC holds the network's lock is valid too. It is
-        read under that lock, so an ADD of such a container that finished just
-        before GC began is never taken for stale. ``scan``: the listing of the
-        cache shared by every network of the manager's GC run (it lists
-        ``results/`` again under this lock if it changed since); without it,
-        the cache is listed under this network's lock, and the temporary and
-        lock files that killed writers left are cleaned up too.
+        ``keep``: the valid containers, every attachment of which cached when
+        GC holds the network's lock is valid too. ``cached``: also the
+        networks known only from the cache, with a configuration they cached.
+        Each network's ``timeout``; every error is raised at the end (``GCError``).
         """
         check_timeout(timeout)
-        chain = _Chain.of(net)
-        if chain.disable_gc:
-            return None
-        _require_plugins(chain)
-        deadline = self._deadline(timeout)
-        valid = [(a.container_id, a.ifname) for a in (args.valid_attachments if args else ())]
-        cache = self._cache()
-        errors: list[CNIError] = []
-        release_net = yield _lock_within(deadline, cache, chain.name, rq.GC, exclusive=True)
-        try:
-            own = scan is None
-            if scan is None:
-                from .cache import GCScan
+        if isinstance(nets, NetworkConfigList):
+            raise TypeError("gc_networks() expects a sequence of NetworkConfigList")
+        chains = [_Chain.of(as_list(net, "gc_networks")) for net in nets]
+        names = [c.name for c in chains]
+        if len(set(names)) < len(names):
+            raise ValueError(f"gc_networks: a network is given twice: {names}")
+        for chain in chains:
+            _require_plugins(chain)
+        from .cache import GCScan
 
-                scan = GCScan(cache, keep_containers or None)
-                yield CacheIO(scan.survey, ((chain.name,), False, True))  # fresh: under the lock
-            work = yield from self._gc_collect(scan, chain.name, valid, keep_containers, own)
-            errors.extend(work.errors)
-            # Stale: the entries, then the attachments in progress (a record and no entry:
-            # an ADD that failed, or whose runtime died; under this lock no ADD of the
-            # network runs), DELeted with what they cached or recorded.
-            for att in (*work.stale, *work.in_progress):
-                error = yield from self._gc_del(net, att, cache, deadline)
-                if error is not None:
-                    errors.append(error)
-            if own:
-                # Lock files no one holds that have no entry.
-                yield from self._gc_clean_up(scan, temporaries=False)
-            if parse_version(chain.cni_version) >= _V110:
-                errors.extend((yield from self._gc_plugins(chain, valid, deadline)))
-        finally:
-            release_net()
+        scan = GCScan(self._cache(), [keep] if isinstance(keep, str) else keep, names)
+        valid = [(a.container_id, a.ifname) for a in (args.valid_attachments if args else ())]
+        errors: list[CNIError] = []
+        todo = [net for net in nets if not net.disable_gc]
+        alone = len(todo) == 1 and not cached  # gc_network_list: its errors as they are
+        if cached:  # listed before any lock: each network lists results/ again if it changed
+            yield CacheIO(scan.survey, (True,))
+            for name in scan.networks():
+                if name not in names:
+                    net = yield from self._gc_cached_list(scan, name, errors)
+                    if net is not None and not net.disable_gc:
+                        todo.append(net)
+        for net in todo:
+            try:
+                yield GCNetwork(net, self._gc_network(net, scan, valid, timeout))
+            except GCError as e:
+                errors.extend(e.errors)
+            except CNIError as e:
+                if alone:
+                    raise
+                errors.append(e)
+        if scan.surveyed:
+            temporaries, records = yield CacheIO(scan.clean_up, ())
+            for path in (*temporaries, *records):
+                log.warning("GC removed a temporary file a killed writer left: %s", path)
         if errors:
             raise GCError(errors)
         return None
 
-    def _gc_collect(
-        self,
-        scan: GCScan,
-        network: str,
-        valid: list[tuple[str, str]],
-        keep_containers: Collection[str],
-        own: bool,
-    ) -> Generator[Effect, Any, GCWork]:
-        """What GC must do for ``network`` (under its lock), from ``scan``: only what this
-        network needs is read, each file at most once in the run.
-
-        Entries whose content is unusable are treated as absent and removed
-        (those that cannot be read are kept, and the errors collected), and
-        so are its unusable records but those of valid attachments. The valid
-        attachments met (those of the valid containers, complete or in
-        progress) are added to ``valid``. ``own``: the scan is this GC's
-        alone, whose temporary files are cleaned up here.
-        """
-        valid_set = set(valid)
-        work: GCWork = yield CacheIO(scan.collect, (network, valid_set))
-        for name in work.removed:
-            log.warning("GC removed unreadable cache entry %s", name)
-        if own:
-            yield from self._gc_clean_up(scan, locks=False)
-        for key in work.valid:
-            if key not in valid_set:
-                valid.append(key)
-                valid_set.add(key)
-        work.errors.extend(
-            (
-                yield from self._remove_unusable_records(
-                    scan.cache, network, work.unusable_records, valid_set, keep_containers
-                )
+    def _gc_cached_list(
+        self, scan: GCScan, network: str, errors: list[CNIError]
+    ) -> Op[NetworkConfigList | None]:
+        """The configuration a network known only from the cache cached (a single plugin's
+        as a list of one), or ``None`` (nothing usable; a ``ConfigError`` in ``errors``)."""
+        att = yield CacheIO(scan.attachment_of, (network,))
+        if att is None:
+            return None
+        try:
+            net = conf_list_from_bytes(att.config)
+            if not net.plugins and isinstance(net.raw.get("type"), str):
+                net = conf_list_from_conf(conf_from_bytes(att.config))
+            if net.plugins and net.name == network:
+                return net
+            problem = "it has no plugins" if net.name == network else f"it names {net.name!r}"
+        except ConfigError as e:
+            problem = str(e)
+        errors.append(
+            ConfigError(
+                f"cannot collect network {network!r}, known only from the cache: the "
+                f"configuration cached for container {att.container_id!r} is unusable: {problem}"
             )
         )
-        return work
+        return None
 
-    def _gc_plugins(
-        self, chain: _Chain, valid: Sequence[tuple[str, str]], deadline: Deadline
-    ) -> Generator[Effect, Any, list[CNIError]]:
-        """GC of every plugin of ``chain`` (1.1.0) with the ``valid`` attachments; the errors."""
-        env = self._env(rq.GC)
-        encoded = rq.EncodedAttachments(valid)  # their JSON made once for every plugin
-        errors: list[CNIError] = []
-        for plugin in chain.plugins:
-            try:
-                yield from _run(
-                    self._call(chain, plugin, self._find(plugin.type), env, deadline, valid=encoded)
-                )
-            except CNIError as e:
-                errors.append(e)
-        return errors
-
-    def _gc_del(
+    def _gc_network(
         self,
         net: NetworkConfigList,
-        att: CacheEntry,
-        cache: ResultCache,
-        deadline: Deadline,
+        scan: GCScan,
+        valid: list[tuple[str, str]],
+        timeout: float | None,
+    ) -> Op[None]:
+        """GC of one network under its exclusive lock: what ``scan`` says is stale DELeted (the
+        entries, then the attachments in progress: a record and no entry), its unusable
+        entries and records removed, then its plugins' GC (1.1.0) with the valid ones."""
+        chain = _Chain.of(net)
+        deadline = self._deadline(timeout)
+        cache = scan.cache
+        errors: list[CNIError] = []
+        release = yield _lock_within(deadline, cache, chain.name, rq.GC, exclusive=True)
+        try:
+            # Listed under the first network's lock, again under the others' if it changed.
+            yield CacheIO(scan.refresh if scan.surveyed else scan.survey, ())
+            work = yield CacheIO(scan.collect, (chain.name, valid))
+            errors.extend(work.errors)
+            for name in work.removed:
+                log.warning("GC removed unreadable cache entry %s", name)
+            for cid, name, ident in work.unusable_records:
+                try:
+                    if (yield CacheIO(cache.drop_record, (cid, name, ident))):
+                        log.warning(
+                            "GC removed record %s of container %s (unusable, or complete and "
+                            "its entry gone: DELeted by another tool)",
+                            name,
+                            cid,
+                        )
+                except CacheError as e:
+                    errors.append(e)
+            for att in (*work.stale, *work.in_progress):
+                error = yield from self._gc_del(net, att, cache, deadline)
+                if error is not None:
+                    errors.append(error)
+            if parse_version(chain.cni_version) >= _V110:
+                given = set(valid)
+                valid = [*valid, *(p for p in work.valid if p not in given)]
+                env = self._env(rq.GC)
+                encoded = rq.EncodedAttachments(valid)  # their JSON made once for every plugin
+                for plugin in chain.plugins:
+                    try:
+                        path = self._find(plugin.type)
+                        yield from _run(
+                            self._call(chain, plugin, path, env, deadline, valid=encoded)
+                        )
+                    except CNIError as e:
+                        errors.append(e)
+        finally:
+            release()
+        if errors:
+            raise GCError(errors)
+        return None
+
+    def _gc_del(
+        self, net: NetworkConfigList, att: CacheEntry, cache: ResultCache, deadline: Deadline
     ) -> Generator[Effect, Any, CNIError | None]:
         """GC's DEL of one stale attachment (a complete entry, or the record of one in
         progress); the error, if it failed.
@@ -827,101 +865,29 @@ class Operations:
         The DEL of an attachment in progress that fails is tried once more: a
         plugin killed half-way through its ADD can trip over what it left
         (the reference ``bridge`` plugin's first DEL fails when its ADD died
-        before creating its masquerading chain, the second succeeds). A
-        complete entry's failed DEL is a failure at once.
+        before creating its masquerading chain, the second succeeds).
         """
-        stale = RuntimeConf(
-            container_id=att.container_id,
-            netns=att.netns,
-            ifname=att.ifname,
-            args=att.cni_args,
-            capability_args=att.capability_args,
-            cache_dir=cache.dir,
+        rt = RuntimeConf(
+            att.container_id, att.netns, att.ifname, att.cni_args, att.capability_args, cache.dir
         )
-        what = "in-progress " if att.is_record else ""
-        retried = not att.is_record
-        while True:
+        what = f"GC of stale {'in-progress ' if att.is_record else ''}attachment"
+        for again in (att.is_record, False):
             try:
-                yield from self._delete(net, stale, None, network_locked=True, deadline=deadline)
+                yield from self._delete(net, rt, None, network_locked=True, deadline=deadline)
                 return None
-            except PluginError as e:
-                if retried or isinstance(e, PluginTimeoutError):
-                    error: CNIError = e
-                else:
-                    retried = True
+            except CNIError as e:
+                if again and isinstance(e, PluginError) and not isinstance(e, PluginTimeoutError):
                     log.warning(
-                        "GC of stale %sattachment %s/%s failed, trying its DEL once more: %s",
+                        "%s %s/%s failed, trying its DEL once more: %s",
                         what,
                         att.container_id,
                         att.ifname,
                         e,
                     )
                     continue
-            except CNIError as e:
-                error = e
-            log.warning(
-                "GC of stale %sattachment %s/%s failed: %s",
-                what,
-                att.container_id,
-                att.ifname,
-                error,
-            )
-            return error
-
-    def _gc_survey(self, keep: Collection[str], networks: Sequence[str]) -> Op[GCScan]:
-        """The listing of the cache for a GC of many networks (the network manager's), made
-        once: every network is collected from it (:meth:`_gc` with ``scan``)."""
-        from .cache import GCScan
-
-        scan = GCScan(self._cache(), keep)
-        yield CacheIO(scan.survey, (tuple(networks), True))  # discover the cache's networks
-        return scan
-
-    def _gc_clean_up(
-        self, scan: GCScan, *, temporaries: bool = True, locks: bool = True
-    ) -> Op[None]:
-        """What killed writers left (temporary entries and records), then the lock files no one
-        holds; once per GC run, from its listing."""
-        if temporaries:
-            removed, records = yield CacheIO(scan.clean_up, (False,))
-            for name in removed:
-                log.warning("GC removed stale temporary cache file %s", name)
-            for path in records:
-                log.warning("GC removed a temporary record file a killed ADD left: %s", path)
-        if locks:
-            yield CacheIO(scan.cache.remove_orphan_locks, (scan.names(),))
+                log.warning("%s %s/%s failed: %s", what, att.container_id, att.ifname, e)
+                return e
         return None
-
-    @staticmethod
-    def _remove_unusable_records(
-        cache: ResultCache,
-        network: str,
-        unusable: Sequence[tuple[str, str, FileIdent]],
-        valid: Collection[tuple[str, str]],
-        keep_containers: Collection[str],
-    ) -> Generator[Effect, Any, list[CacheError]]:
-        """GC's: remove the network's records whose content is unusable (never DELeted on
-        their word) or that are complete with their entry gone, but those of valid
-        attachments; the errors met."""
-        errors: list[CacheError] = []
-        for cid, name, ident in unusable:
-            prefix = f"{network}-{cid}-"
-            ifname = name[len(prefix) :]
-            if not name.startswith(prefix) or not ifname:
-                continue
-            if cid in keep_containers or (cid, ifname) in valid:
-                continue
-            try:
-                if (yield CacheIO(cache.drop_record, (cid, name, ident))):
-                    log.warning(
-                        "GC removed record %s of container %s (unusable, or complete and its "
-                        "entry gone: DELeted by another tool)",
-                        name,
-                        cid,
-                    )
-            except CacheError as e:
-                errors.append(e)
-        return errors
 
     def _status(self, net: NetworkConfigList, timeout: float | None) -> Op[None]:
         """STATUS: every plugin in order (spec 1.1.0 and later); the first error is raised as is."""

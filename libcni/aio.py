@@ -22,6 +22,7 @@ from ._drive import adrive
 from ._ops import (
     VALIDATE,
     CacheIO,
+    GCNetwork,
     Op,
     Operations,
     RunPlugin,
@@ -37,9 +38,7 @@ from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from .cache import GCScan
+    from collections.abc import Iterable, Sequence
 
 _R = TypeVar("_R")
 
@@ -83,13 +82,18 @@ class AsyncCNIConfig(Operations):
         net: NetworkConfigList | PluginConfig | None = None,
         rt: RuntimeConf | None = None,
         plugin: str = "",
+        *,
+        network: bool = False,
     ) -> _R:
-        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``)."""
+        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``;
+        ``network``: a network's in a manager operation)."""
         if self._watch is None:
             return await adrive(op, self._perform)
-        return await self._watch.adrive(op, self._perform, self, operation, net, rt, plugin)
+        return await self._watch.adrive(
+            op, self._perform, self, operation, net, rt, plugin, network=network
+        )
 
-    async def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
+    async def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
                 run = getattr(self.exec, "aexec_plugin", None)
@@ -110,6 +114,8 @@ class AsyncCNIConfig(Operations):
                 )
         if isinstance(effect, CacheIO):
             return await _in_thread(functools.partial(effect.call, *effect.args))
+        if isinstance(effect, GCNetwork):
+            return await self._drive(effect.op, rq.GC, effect.net, network=True)
         return await self._lock(effect)
 
     @staticmethod
@@ -235,31 +241,20 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
-        await self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout), rq.GC, net)
+        await self.gc_networks([as_list(net, "gc_network_list")], args, timeout=timeout)
 
-    async def _gc_keeping(
+    async def gc_networks(
         self,
-        net: NetworkConfigList,
-        containers: frozenset[str],
+        nets: Sequence[NetworkConfigList],
+        args: GCArgs | None = None,
         *,
+        valid_containers: Iterable[str] | None = None,
+        cached_networks: bool = False,
         timeout: float | None = None,
-        scan: GCScan | None = None,
     ) -> None:
-        """GC keeping every attachment of ``containers`` cached when it starts (the manager's;
-        ``scan``: the listing of its whole GC run, :meth:`_gc_scan`)."""
-        await self._drive(
-            self._gc(net, None, timeout, keep_containers=containers, scan=scan), rq.GC, net
-        )
-
-    async def _gc_scan(self, containers: frozenset[str], networks: Sequence[str]) -> GCScan:
-        """The listing of the cache for the manager's GC of many networks, made once (in a
-        worker thread)."""
-        scan: GCScan = await adrive(self._gc_survey(containers, networks), self._perform)
-        return scan
-
-    async def _gc_finish(self, scan: GCScan) -> None:
-        """The clean-up of the manager's GC run (temporary and lock files), once."""
-        await adrive(self._gc_clean_up(scan), self._perform)
+        """As :meth:`libcni.CNIConfig.gc_networks` (the cache's work in worker threads)."""
+        op = self._gc(nets, args, timeout, keep=valid_containers, cached=cached_networks)
+        await adrive(op, self._perform)
 
     async def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None

@@ -14,6 +14,7 @@ from ._drive import drive
 from ._ops import (
     VALIDATE,
     CacheIO,
+    GCNetwork,
     Op,
     Operations,
     RunPlugin,
@@ -29,9 +30,7 @@ from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from .cache import GCScan
+    from collections.abc import Iterable, Sequence
 
 _R = TypeVar("_R")
 
@@ -59,13 +58,18 @@ class CNIConfig(Operations):
         net: NetworkConfigList | PluginConfig | None = None,
         rt: RuntimeConf | None = None,
         plugin: str = "",
+        *,
+        network: bool = False,
     ) -> _R:
-        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``)."""
+        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``;
+        ``network``: a network's in a manager operation)."""
         if self._watch is None:
             return drive(op, self._perform)
-        return self._watch.drive(op, self._perform, self, operation, net, rt, plugin)
+        return self._watch.drive(
+            op, self._perform, self, operation, net, rt, plugin, network=network
+        )
 
-    def _perform(self, effect: RunPlugin | TakeLock | CacheIO) -> Any:
+    def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
                 return self.exec.exec_plugin(
@@ -77,6 +81,8 @@ class CNIConfig(Operations):
                 )
         if isinstance(effect, CacheIO):
             return effect.call(*effect.args)
+        if isinstance(effect, GCNetwork):
+            return self._drive(effect.op, rq.GC, effect.net, network=True)
         return effect.take()
 
     # -- lists -----------------------------------------------------------
@@ -186,27 +192,27 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
     ) -> None:
         """DEL every stale cached attachment of the network, then send GC (1.1.0) to every plugin."""
-        self._drive(self._gc(as_list(net, "gc_network_list"), args, timeout), rq.GC, net)
+        self.gc_networks([as_list(net, "gc_network_list")], args, timeout=timeout)
 
-    def _gc_keeping(
+    def gc_networks(
         self,
-        net: NetworkConfigList,
-        containers: frozenset[str],
+        nets: Sequence[NetworkConfigList],
+        args: GCArgs | None = None,
         *,
+        valid_containers: Iterable[str] | None = None,
+        cached_networks: bool = False,
         timeout: float | None = None,
-        scan: GCScan | None = None,
     ) -> None:
-        """GC keeping every attachment of ``containers`` cached when it starts (the manager's;
-        ``scan``: the listing of its whole GC run, :meth:`_gc_scan`)."""
-        self._drive(self._gc(net, None, timeout, keep_containers=containers, scan=scan), rq.GC, net)
+        """:meth:`gc_network_list` of each network, from one listing of the cache.
 
-    def _gc_scan(self, containers: frozenset[str], networks: Sequence[str]) -> GCScan:
-        """The listing of the cache for the manager's GC of many networks, made once."""
-        return drive(self._gc_survey(containers, networks), self._perform)
-
-    def _gc_finish(self, scan: GCScan) -> None:
-        """The clean-up of the manager's GC run (temporary and lock files), once."""
-        drive(self._gc_clean_up(scan), self._perform)
+        ``valid_containers``: every attachment of these containers is valid
+        too (those cached when GC holds the network's lock, passed to its
+        plugins' GC). ``cached_networks``: also the networks known only from
+        the cache, each with a configuration cached for it. ``timeout``: each
+        network's. Every failure is raised at the end, together (``GCError``).
+        """
+        op = self._gc(nets, args, timeout, keep=valid_containers, cached=cached_networks)
+        drive(op, self._perform)
 
     def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None

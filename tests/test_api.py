@@ -13,6 +13,7 @@ import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness import TESTPLUGIN, Env
@@ -606,6 +607,100 @@ def test_gc_collects_every_error(env: Env) -> None:
     assert all(isinstance(e, PluginError) for e in info.value.errors)
 
 
+def _gc_networks_cache(env: Env) -> tuple[libcni.NetworkConfigList, ...]:
+    """Networks a (1.1.0) and b (1.0.0), and "gone" known only from the cache, each with a
+    live and a dead container's attachment."""
+    nets = tuple(
+        env.conflist(env.plugin("p1"), name=name, version=version)
+        for name, version in (("a", "1.1.0"), ("b", "1.0.0"), ("gone", "1.0.0"))
+    )
+    for net in nets:
+        for cid in ("live", "dead"):
+            env.cni.add_network_list(net, RuntimeConf(cid, f"/ns/{cid}", "eth0"))
+    env.record.unlink()
+    return nets
+
+
+def test_gc_networks_collects_every_network_from_one_listing(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, _ = _gc_networks_cache(env)
+    from libcni.cache import _files
+
+    reads: list[str] = []
+    listed: list[str] = []
+    real_read, real_listdir = _files._read_ident_at, os.listdir
+
+    def read(dfd: int, name: str, path: str) -> object:
+        got = real_read(dfd, name, path)
+        reads.append(path)
+        return got
+
+    def listdir(path: Any = ".") -> Any:
+        where = os.readlink(f"/proc/self/fd/{path}") if isinstance(path, int) else str(path)
+        listed.append(os.path.basename(where))
+        return real_listdir(path)
+
+    monkeypatch.setattr(_files, "_read_ident_at", read)
+    monkeypatch.setattr(os, "listdir", listdir)
+    for run in range(2):  # the second run has nothing to collect: results/ does not change
+        old = env.results_dir().stat().st_mtime - 600  # (else listed again under each lock)
+        os.utime(env.results_dir(), (old, old))
+        reads.clear()
+        listed.clear()
+        env.cni.gc_networks([a, b], valid_containers=["live"], cached_networks=True)
+        # Each file read once, but a stale entry twice: GC's scan, then its DEL.
+        twice = sorted(p.rsplit("/", 1)[1] for p in set(reads) if reads.count(p) > 1)
+        assert len(reads) == len(set(reads)) + len(twice), reads
+        assert twice == ([] if run else ["a-dead-eth0", "b-dead-eth0", "gone-dead-eth0"])
+        # The live entries of a and b are settled by their names; one of gone is read for
+        # its configuration.
+        assert not [r for r in reads if r.endswith(("/a-live-eth0", "/b-live-eth0"))], reads
+    monkeypatch.undo()
+    assert listed.count("results") == 1, listed
+    dels = sorted((c["stdin"]["name"], c["env"]["CNI_CONTAINERID"]) for c in env.calls()
+                  if c["command"] == "DEL")  # fmt: skip
+    assert dels == [("a", "dead"), ("b", "dead"), ("gone", "dead")]
+    gcs = [c for c in env.calls() if c["command"] == "GC"]  # a alone is at 1.1.0
+    assert [gc["stdin"]["name"] for gc in gcs] == ["a", "a"]
+    assert gcs[0]["stdin"]["cni.dev/valid-attachments"] == [
+        {"containerID": "live", "ifname": "eth0"}
+    ]
+    assert env.cached() == ["a-live-eth0", "b-live-eth0", "gone-live-eth0"]
+
+
+def test_gc_networks_without_cached_networks_leaves_the_others(env: Env) -> None:
+    a, b, _ = _gc_networks_cache(env)
+    env.cni.gc_networks([a, b], GCArgs([GCAttachment("live", "eth0")]))
+    assert env.cached() == ["a-live-eth0", "b-live-eth0", "gone-dead-eth0", "gone-live-eth0"]
+    env.cni.gc_network_list(a)  # gc_networks([a]): no valid attachment, the live one goes
+    assert env.cached() == ["b-live-eth0", "gone-dead-eth0", "gone-live-eth0"]
+
+
+def test_async_gc_networks_is_one_gc_operation_per_network_for_observers(env: Env) -> None:
+    import asyncio
+
+    a, b, _ = _gc_networks_cache(env)
+    events: list[libcni.Event] = []
+    cni = env.aio(observers=[events.append])
+    asyncio.run(cni.gc_networks([a, b], valid_containers=["live"]))
+    ops = [(e.operation, e.network) for e in events if e.kind == "operation" and e.phase == "start"]
+    assert ops == [("GC", "a"), ("GC", "b")]
+    runs = [(e.operation, e.network) for e in events if e.kind == "plugin" and e.phase == "end"]
+    assert runs == [("DEL", "a"), ("GC", "a"), ("DEL", "b")]
+    assert env.cached() == ["a-live-eth0", "b-live-eth0", "gone-dead-eth0", "gone-live-eth0"]
+
+
+def test_gc_networks_refuses_a_list_alone_and_a_network_given_twice(env: Env) -> None:
+    a = env.conflist(name="a")
+    with pytest.raises(TypeError, match="sequence of NetworkConfigList"):
+        env.cni.gc_networks(a)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="given twice"):
+        env.cni.gc_networks([a, a])
+    with pytest.raises(TypeError, match="gc_networks"):
+        env.cni.gc_networks([libcni.conf_from_bytes(b'{"name": "p", "type": "p1"}')])  # type: ignore[list-item]
+
+
 # -- STATUS --------------------------------------------------------------------
 
 
@@ -812,7 +907,8 @@ def test_the_operation_generators_are_not_public() -> None:
     # cni.gc(net, None, None) used to return an unstarted generator, silently.
     public = {
         "add_network", "add_network_list", "check_network", "check_network_list",
-        "del_network", "del_network_list", "gc_network_list", "get_cached_attachments",
+        "del_network", "del_network_list", "gc_network_list", "gc_networks",
+        "get_cached_attachments",
         "get_network_cached_config", "get_network_cached_result",
         "get_network_list_cached_config", "get_network_list_cached_result",
         "get_status_network_list", "get_version_info", "validate_network",

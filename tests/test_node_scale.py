@@ -315,23 +315,25 @@ def test_gc_reads_an_entry_once_across_networks_and_after_the_cache_changed(
 def test_gc_sees_an_entry_a_valid_container_added_after_the_listing(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The listing is made before any network's lock: an ADD that completes after it and
-    # before the network's GC lock is seen (results/ is listed again when it changed), so
-    # the plugins' GC is told it is valid.
+    # The listing is made under the first network's lock: an ADD of another network that
+    # completes after it and before that network's GC lock is seen (results/ is listed
+    # again when it changed), so the plugins' GC is told it is valid.
     from libcni.cache._gc import GCScan
 
     env.write("10-a.conflist", "a", version="1.1.0")
+    env.write("20-b.conflist", "b", version="1.1.0")
     cache = ResultCache(env.cache)
     real = GCScan.survey
 
     def survey(self: GCScan, *args: Any) -> None:
         real(self, *args)
-        leave(cache, "a", "late", version="1.1.0")  # after the listing
+        leave(cache, "b", "late", version="1.1.0")  # after the listing, under a's lock
 
     monkeypatch.setattr(GCScan, "survey", survey)
     env.manager(loopback=False).gc(["late"])
-    [gc] = [r for r in env.runs() if r["command"] == "GC"]
-    assert gc["stdin"]["cni.dev/valid-attachments"] == [{"containerID": "late", "ifname": "eth0"}]
+    gcs = {r["stdin"]["name"]: r["stdin"] for r in env.runs() if r["command"] == "GC"}
+    assert gcs["b"]["cni.dev/valid-attachments"] == [{"containerID": "late", "ifname": "eth0"}]
+    assert gcs["a"]["cni.dev/valid-attachments"] == []
     assert "DEL" not in [r["command"] for r in env.runs()]
 
 
@@ -431,21 +433,18 @@ def _networks_in_flight(events: list[libcni.Event]) -> int:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_gc_collects_the_networks_a_few_at_a_time(env: Env, mode: str) -> None:
-    # The networks of one GC are independent: their plugins' GC requests overlap (each
-    # plugin sleeps, so that they would not by chance), at most GC_WIDTH of them at once,
-    # and each network is still collected as alone (its own valid attachments, its stale
-    # entry DELeted), the failure of one reported with the others collected.
-    from libcni.manager._core import GC_WIDTH
-
-    count = GC_WIDTH + 2
-    names = [f"n{i}" for i in range(count)]
-    slow = {"type": "testplugin", "test": {"GC": {"sleep": 0.3}}}
+def test_gc_collects_the_networks_one_after_the_other(env: Env, mode: str) -> None:
+    # Each network is collected as alone (its own valid attachments, its stale entry
+    # DELeted), one at a time, each a network event; the failure of one is reported with
+    # the others collected.
+    names = [f"n{i}" for i in range(4)]
     failing = {"type": "testplugin", "test": {"GC": {"error": {"code": 7, "msg": "no"}}}}
     for i, n in enumerate(names):
-        env.write(f"{i:02d}-{n}.conflist", n, failing if i == 1 else slow, version="1.1.0")
+        plugin = failing if i == 1 else {"type": "testplugin"}
+        env.write(f"{i:02d}-{n}.conflist", n, plugin, version="1.1.0")
+    env.write("20-old.conflist", "old")  # 1.0.0: no GC request, its stale entry DELeted
     cache = ResultCache(env.cache)
-    for n in names:
+    for n in [*names, "old"]:
         leave(cache, n, "alive", version="1.1.0")
         leave(cache, n, "gone", version="1.1.0")
     seen: list[libcni.Event] = []
@@ -461,7 +460,9 @@ def test_gc_collects_the_networks_a_few_at_a_time(env: Env, mode: str) -> None:
             asyncio.run(am.gc(["alive"]))
     [error] = info.value.errors
     assert "no" in str(error)
-    assert _networks_in_flight(seen) == GC_WIDTH
+    assert _networks_in_flight(seen) == 1
+    starts = [e.network for e in seen if e.kind == "network" and e.phase == "start"]
+    assert starts == [*names, "old"]
     gcs = {r["stdin"]["name"]: r["stdin"] for r in env.runs() if r["command"] == "GC"}
     assert sorted(gcs) == sorted(names)
     for n in names:
@@ -471,8 +472,8 @@ def test_gc_collects_the_networks_a_few_at_a_time(env: Env, mode: str) -> None:
         for r in env.runs()
         if r["command"] == "DEL"
     )
-    assert dels == [(n, "gone") for n in sorted(names)]
-    assert env.cached() == sorted(f"{n}-alive-eth0" for n in names)
+    assert dels == [(n, "gone") for n in sorted([*names, "old"])]
+    assert env.cached() == sorted(f"{n}-alive-eth0" for n in [*names, "old"])
 
 
 def test_gc_right_after_adds_lists_the_cache_once(
@@ -492,23 +493,6 @@ def test_gc_right_after_adds_lists_the_cache_once(
         env.manager(loopback=False).gc(["alive"])
     assert seen["ops"].listed["results"] == 1, seen["ops"].listed
     assert env.cached() == sorted(f"{n}-alive-eth0" for n in names)
-
-
-def test_gc_collects_networks_without_plugins_gc_one_after_the_other(env: Env) -> None:
-    # Before 1.1.0 (or with GC disabled) a network's GC is the cache's work and the DELs of
-    # what is stale: nothing worth the threads' hand-offs, so one network at a time.
-    names = ["a", "b", "c"]
-    for n in names:
-        env.write(f"10-{n}.conflist", n)
-    env.write("20-d.conflist", "d", version="1.1.0")  # one network with plugins' GC
-    cache = ResultCache(env.cache)
-    for n in [*names, "d"]:
-        leave(cache, n, "gone")
-    seen: list[libcni.Event] = []
-    env.manager(loopback=False, observers=[seen.append]).gc([])
-    assert _networks_in_flight(seen) == 1
-    assert env.cached() == []
-    assert sorted(r["stdin"]["name"] for r in env.runs() if r["command"] == "GC") == ["d"]
 
 
 def test_the_lock_directories_are_opened_once_for_many_locks(
@@ -532,23 +516,20 @@ def test_the_lock_directories_are_opened_once_for_many_locks(
     assert sum(ops.opened.values()) == 60  # the lock files
 
 
-def test_a_cancelled_async_gc_stops_the_networks_in_flight_and_starts_no_more(env: Env) -> None:
-    # Cancelled while GC_WIDTH networks' plugins run and the others wait for their turn:
-    # the running plugins are killed and reaped, the waiting networks never start, and
-    # every network lock is free again.
+def test_a_cancelled_async_gc_stops_the_network_in_flight_and_starts_no_more(env: Env) -> None:
+    # Cancelled while the first network's plugin runs: that plugin is killed and reaped,
+    # the other networks never start, and every network lock is free again.
     import asyncio
 
-    from libcni.manager._core import GC_WIDTH
-
-    names = [f"n{i}" for i in range(GC_WIDTH + 2)]
+    names = [f"n{i}" for i in range(3)]
     slow = {"type": "testplugin", "test": {"GC": {"sleep": 30}}}
     for i, n in enumerate(names):
         env.write(f"{i:02d}-{n}.conflist", n, slow, version="1.1.0")
 
     async def main() -> None:
         task = asyncio.ensure_future(env.amanager(loopback=False).gc([]))
-        for _ in range(1000):  # until GC_WIDTH plugins run (at most 20 s)
-            if len([r for r in env.runs() if r["command"] == "GC"]) == GC_WIDTH:
+        for _ in range(1000):  # until the first plugin runs (at most 20 s)
+            if [r for r in env.runs() if r["command"] == "GC"]:
                 break
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.2)  # (no further start comes meanwhile)
@@ -558,10 +539,9 @@ def test_a_cancelled_async_gc_stops_the_networks_in_flight_and_starts_no_more(en
 
     asyncio.run(main())
     gcs = [r for r in env.runs() if r["command"] == "GC"]
-    assert len(gcs) == GC_WIDTH
-    for r in gcs:
-        with pytest.raises(ProcessLookupError):
-            os.kill(r["pid"], 0)  # killed and reaped
+    assert [r["stdin"]["name"] for r in gcs] == ["n0"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(gcs[0]["pid"], 0)  # killed and reaped
     cache = ResultCache(env.cache)
     for n in names:
         lk = cache.try_network_lock(n, exclusive=True)

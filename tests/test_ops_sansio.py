@@ -23,7 +23,7 @@ import pytest
 
 import libcni
 from libcni import CNIConfig, GCArgs, GCAttachment, GCError, PluginError, RuntimeConf
-from libcni._ops import CacheIO, RunPlugin, TakeLock
+from libcni._ops import CacheIO, GCNetwork, RunPlugin, TakeLock
 from libcni.testing import MockExec
 
 RT = RuntimeConf("ctr1", "/var/run/netns/ctr1", "eth0")
@@ -62,6 +62,7 @@ class Script:
       Unscripted: ADD passes its prevResult through (or a result of its
       own), the other commands print nothing.
     - ``CacheIO``: ``("cache", method name)``, performed (on a real cache).
+    - ``GCNetwork``: its operation driven in turn (its error thrown back in).
     """
 
     def __init__(self, plugins: dict[tuple[str, ...], bytes | Exception] | None = None) -> None:
@@ -106,6 +107,11 @@ class Script:
             elif isinstance(effect, CacheIO):
                 self.events.append(("cache", effect.call.__name__))
                 send = effect.call(*effect.args)
+            elif isinstance(effect, GCNetwork):
+                try:
+                    send = self.drive(effect.op)
+                except Exception as e:
+                    throw = e
             else:
                 raise AssertionError(f"unknown effect {effect!r}")
 
@@ -249,7 +255,7 @@ def test_gc_collects_every_error_and_still_runs_every_plugin(cni: CNIConfig) -> 
     script = Script({("p2", "DEL", "stale1"): del_error, ("p1", "GC"): gc_error})
     args = GCArgs([GCAttachment("keep", "eth0")])
     with pytest.raises(GCError) as info:
-        script.drive(operation(cni, "gc")(net, args, None))
+        script.drive(operation(cni, "gc")([net], args, None))
     assert info.value.errors == [del_error, gc_error]
 
     runs = [e[1:] for e in script.events if e[0] == "run"]
@@ -260,9 +266,10 @@ def test_gc_collects_every_error_and_still_runs_every_plugin(cni: CNIConfig) -> 
         ("p1", "GC", ""),  # failed: p2's GC runs all the same
         ("p2", "GC", ""),
     ]
-    # The exclusive network lock is taken first and released last.
-    assert script.events[0] == ("lock", "net!")
-    assert script.events[-1] == ("release", "net!")
+    # The exclusive network lock is taken first, the cache listed under it, and released
+    # last; then the run's clean-up.
+    assert script.events[:3] == [("lock", "net!"), ("cache", "survey"), ("cache", "collect")]
+    assert script.events[-2:] == [("release", "net!"), ("cache", "clean_up")]
     assert ("lock", "net+") not in script.events  # the stale DELs run under GC's lock
     gc_requests = [r for r in script.requests if "cni.dev/valid-attachments" in r]
     assert [r["cni.dev/valid-attachments"] for r in gc_requests] == [

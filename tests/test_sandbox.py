@@ -15,8 +15,9 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from libcni import (
     NetworkManager,
     NetworkRequest,
     NotReadyError,
+    PluginTimeoutError,
+    RuntimeConfig,
     SetupError,
     TeardownError,
     ValidationError,
@@ -238,6 +241,56 @@ def test_internal_loopback_in_a_new_namespace_from_the_async_manager(env: Env, d
         assert "UP" in lo_flags(ns.path)
 
 
+def test_internal_loopback_counts_against_the_setup_timeout(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kernel that makes lo wait (its routing lock busy): the setup fails with its
+    # timeout error when its time is up, never later; nothing else ran.
+    monkeypatch.setattr(netns, "_loopback_up", lambda path: time.sleep(3))
+    m, am = env.manager(loopback="internal"), env.amanager(loopback="internal")
+    setups: list[Callable[[], object]] = [
+        lambda: m.setup("c1", "/nowhere", networks=["a"], timeout=0.3),
+        lambda: m.setup("c1", "/nowhere", networks=["a", "b"], parallel=True, timeout=0.3),
+        lambda: asyncio.run(am.setup("c1", "/nowhere", networks=["a"], timeout=0.3)),
+    ]
+    for setup in setups:
+        t0 = time.monotonic()
+        with pytest.raises(SetupError) as info:
+            setup()
+        assert time.monotonic() - t0 < 1.5
+        assert isinstance(info.value.cause, PluginTimeoutError) and info.value.code == 11
+        assert "timed out after 0.3s while bringing lo up in /nowhere" in str(info.value.cause)
+    assert env.netns_calls() == [] and env.cached() == []
+
+
+def test_async_internal_loopback_runs_off_the_loop(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[int] = []
+
+    def slow_lo(path: str) -> None:
+        threads.append(threading.get_ident())
+        time.sleep(0.6)  # the kernel taking its time
+
+    monkeypatch.setattr(netns, "_loopback_up", slow_lo)
+    am = env.amanager(loopback="internal")
+
+    async def main() -> float:
+        loop, worst = asyncio.get_running_loop(), 0.0
+        setups = asyncio.gather(*(am.setup(f"c{i}", "/nowhere", networks=["a"]) for i in range(4)))
+        while not setups.done():
+            t = loop.time()
+            await asyncio.sleep(0.01)
+            worst = max(worst, loop.time() - t - 0.01)
+        await setups
+        return worst
+
+    loop_thread = threading.get_ident()
+    assert asyncio.run(main()) < 0.3  # inline, the loop would wait 0.6 s at a time
+    assert len(threads) == 4 and loop_thread not in threads
+    assert env.cached() == [f"a-c{i}-eth0" for i in range(4)]
+
+
 # -- sandbox ------------------------------------------------------------------------------
 
 
@@ -273,6 +326,68 @@ def test_sandbox_creates_sets_up_tears_down_and_removes(
             ("DEL", "cni-loopback", "lo", path),
         ]
     assert env.netns_calls() == expected
+
+
+def test_sandbox_names_its_namespace(env: Env, d: Path) -> None:
+    caps = RuntimeConfig(aliases=["web"])  # setup's argument types (api.md), checked by mypy
+    m, am = env.manager(loopback="internal"), env.amanager(loopback="internal")
+    with m.sandbox("c1", networks=["a"], name="pod-1", netns_dir=d, capability_args=caps) as view:
+        assert view.netns == str(d / "pod-1") and "UP" in lo_flags(view.netns)
+        assert pinned_under(d) == ["pod-1"]
+    assert pinned_under(d) == []
+
+    async def main() -> None:
+        async with am.sandbox("c2", name="pod-2", netns_dir=d, args={"K": "V"}) as view:
+            assert view.netns == str(d / "pod-2") and pinned_under(d) == ["pod-2"]
+
+    asyncio.run(main())
+    assert pinned_under(d) == [] and env.cached() == []
+    assert [r[3] for r in env.netns_calls()] == [str(d / "pod-1")] * 2 + [str(d / "pod-2")] * 2
+    # A name that is taken is refused before anything runs.
+    with (
+        netns.create("taken", dir=d),
+        pytest.raises(NamespaceError, match="taken"),
+        m.sandbox("c3", name="taken", netns_dir=d),
+    ):
+        pytest.fail("the block ran")
+    assert len(env.netns_calls()) == 4
+
+
+def test_teardown_and_sandbox_take_setups_argument_types(env: Env) -> None:
+    # A network with nothing cached is DELeted with teardown's own arguments: typed ones too.
+    m, am = env.manager(loopback=False), env.amanager(loopback=False)
+    caps = RuntimeConfig(aliases=["web"])
+    m.teardown("c1", "/nowhere", networks=["a"], args={"K": "V"}, capability_args=caps)
+    asyncio.run(am.teardown("c2", networks=["a"], args=[("K", "W")], capability_args=caps))
+    dels = [r for r in env.runs() if r["command"] == "DEL"]
+    assert [r["env"]["CNI_ARGS"] for r in dels] == ["K=V", "K=W"]
+
+
+def test_mypy_strict_accepts_setups_argument_types_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """api.md: setup, teardown and sandbox take the same Args and CapabilityArgs."""
+    mypy_api = pytest.importorskip("mypy.api")
+    code = tmp_path / "use.py"
+    code.write_text(
+        "from __future__ import annotations\n"
+        "from libcni import AsyncNetworkManager, NetworkManager, RuntimeConfig\n"
+        "caps, args = RuntimeConfig(aliases=['web']), {'K': 'V'}\n"
+        "def f(m: NetworkManager) -> None:\n"
+        "    m.setup('c', '/ns', args=args, capability_args=caps)\n"
+        "    m.teardown('c', args=args, capability_args=caps)\n"
+        "    with m.sandbox('c', args=args, capability_args=caps, name='pod'):\n"
+        "        pass\n"
+        "async def g(m: AsyncNetworkManager) -> None:\n"
+        "    await m.teardown('c', args=args, capability_args=caps)\n"
+        "    async with m.sandbox('c', args=args, capability_args=caps, name='pod'):\n"
+        "        pass\n"
+    )
+    import libcni
+
+    monkeypatch.setenv("MYPYPATH", str(Path(libcni.__file__).resolve().parents[1]))
+    out, err, status = mypy_api.run(["--strict", "--cache-dir", str(tmp_path / "cache"), str(code)])
+    assert status == 0, out + err
 
 
 def test_sandbox_removes_the_namespace_when_setup_fails(env: Env, d: Path) -> None:

@@ -162,8 +162,8 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         """
         from ._gc import GCScan  # (it builds on this module)
 
-        scan = GCScan(self)
-        scan.survey((network,), fresh=True)
+        scan = GCScan(self, networks=(network,))
+        scan.survey()
         work = scan.collect(network, tuple(valid), older_than, records=False)
         return work.removed, work.errors
 

@@ -34,6 +34,7 @@ from ._core import (
     Core,
     Effect,
     LockContainer,
+    LoopbackUp,
     NetworkCalls,
     Op,
     Outcome,
@@ -245,6 +246,8 @@ class NetworkManager(_ManagerBase):
         if isinstance(effect, Pause):
             time.sleep(effect.seconds)
             return None
+        if isinstance(effect, LoopbackUp):
+            return effect.wait()
         assert isinstance(effect, Blocking)
         return effect.call(*effect.args)
 
@@ -309,8 +312,8 @@ class NetworkManager(_ManagerBase):
         netns: str = "",
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """DEL every attachment the cache holds for the container, complete or in progress
@@ -364,11 +367,9 @@ class NetworkManager(_ManagerBase):
 
     def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """Collect every attachment of containers not in ``valid_containers``, on every
-        configured or cached network; failures raise together as :class:`~libcni.errors.GCError`.
-
-        The networks whose plugins receive a GC request (1.1.0) are collected a
-        few at a time from worker threads (their plugin runs overlap), the
-        others one after the other."""
+        configured or cached network, one after the other, from one listing of the cache
+        (:meth:`~libcni.CNIConfig.gc_networks`); failures raise together as
+        :class:`~libcni.errors.GCError`."""
         self._operation(self._core.gc(valid_containers, timeout), "gc")
 
     def sandbox(
@@ -376,14 +377,15 @@ class NetworkManager(_ManagerBase):
         container_id: str,
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
+        name: str | None = None,
         netns_dir: str | os.PathLike[str] = "/run/netns",
         parallel: bool = False,
         timeout: float | None = None,
     ) -> contextlib.AbstractContextManager[ContainerNetworks]:
-        """A context manager: a new network namespace in ``netns_dir``
-        (:func:`libcni.netns.create`), the container set up in it, its
+        """A context manager: a new network namespace ``name`` (``cni-<uuid>`` when ``None``)
+        in ``netns_dir`` (:func:`libcni.netns.create`), the container set up in it, its
         :class:`ContainerNetworks` (``.netns`` is the namespace's path) for the
         ``with`` block; then teardown, and the namespace removed.
 
@@ -393,7 +395,7 @@ class NetworkManager(_ManagerBase):
         :class:`~libcni.errors.TeardownError` is raised.
         """
         return sandbox(
-            self, container_id, networks, args, capability_args, netns_dir, parallel, timeout
+            self, container_id, networks, args, capability_args, name, netns_dir, parallel, timeout
         )
 
 

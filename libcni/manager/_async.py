@@ -27,6 +27,7 @@ from ._core import (
     Call,
     Effect,
     LockContainer,
+    LoopbackUp,
     Op,
     Outcome,
     Pause,
@@ -118,6 +119,11 @@ class AsyncNetworkManager(_ManagerBase):
         if isinstance(effect, Pause):
             await asyncio.sleep(effect.seconds)
             return None
+        if isinstance(effect, LoopbackUp):  # in its own thread: the loop never waits for lo
+            try:
+                return await asyncio.wait_for(asyncio.wrap_future(effect.start()), effect.timeout)
+            except asyncio.TimeoutError:
+                raise effect.timed_out() from None
         assert isinstance(effect, Blocking)
         # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
         # cache: a worker thread would queue them behind other operations' fsyncs.
@@ -198,8 +204,8 @@ class AsyncNetworkManager(_ManagerBase):
         netns: str = "",
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
@@ -242,8 +248,9 @@ class AsyncNetworkManager(_ManagerBase):
         container_id: str,
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
-        args: Sequence[tuple[str, str]] = (),
-        capability_args: Mapping[str, Any] = _NO_CAPS,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
+        name: str | None = None,
         netns_dir: str | os.PathLike[str] = "/run/netns",
         parallel: bool = False,
         timeout: float | None = None,
@@ -254,5 +261,5 @@ class AsyncNetworkManager(_ManagerBase):
         rolls back and the namespace is removed before ``CancelledError`` propagates.
         """
         return async_sandbox(
-            self, container_id, networks, args, capability_args, netns_dir, parallel, timeout
+            self, container_id, networks, args, capability_args, name, netns_dir, parallel, timeout
         )

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from .._events import Watch
     from ..aio import AsyncCNIConfig
     from ..api import CNIConfig
-    from ..cache import GCScan
 
 __all__ = ["CNICalls"]
 
@@ -70,17 +69,9 @@ class CNICalls:
         return self._observed(call, self._cni, rq.STATUS, (net,), {"timeout": timeout})
 
     def gc(
-        self, net: NetworkConfigList, keep: frozenset[str], timeout: float | None, scan: GCScan
+        self, nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: float | None
     ) -> Any:
-        if self._observed is None:
-            return self._cni._gc_keeping(net, keep, timeout=timeout, scan=scan)
-        call = self._cni._gc_keeping
-        return self._observed(
-            call, self._cni, rq.GC, (net, keep), {"timeout": timeout, "scan": scan}
+        # Each network's GC is a network event of its own (``gc_networks`` emits them).
+        return self._cni.gc_networks(
+            nets, valid_containers=keep, cached_networks=True, timeout=timeout
         )
-
-    def gc_scan(self, keep: frozenset[str], networks: Sequence[str]) -> Any:
-        return self._cni._gc_scan(keep, networks)
-
-    def gc_finish(self, scan: GCScan) -> Any:
-        return self._cni._gc_finish(scan)

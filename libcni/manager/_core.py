@@ -16,6 +16,8 @@ operation of ``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`).
   operations read the cache.
 - :class:`Pause`: wait a while (the back-off between ADD attempts);
   ``time.sleep`` or ``asyncio.sleep``.
+- :class:`LoopbackUp`: ``lo`` brought up in a thread of its own, waited for
+  within the setup's time left (off the event loop's thread in async).
 
 A :class:`Together` may also hold operations (generators of these effects):
 each driver then runs each of them as it runs an operation, at the same time.
@@ -23,12 +25,14 @@ each driver then runs each of them as it runs an operation, at the same time.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import os
 import random
 import re
+import threading
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -44,7 +48,6 @@ from ..errors import (
     AlreadyAttachedError,
     CNIError,
     ConfigError,
-    GCError,
     LockTimeoutError,
     NamespaceError,
     NotReadyError,
@@ -63,7 +66,6 @@ from ..values import (
     _pairs,
     capability_mapping,
 )
-from ..version import parse_version
 from ._config import ConfigWatcher
 from ._values import (
     LOOPBACK_IFNAME,
@@ -73,9 +75,6 @@ from ._values import (
     LoadedNetworks,
     NetworkRequest,
 )
-
-if TYPE_CHECKING:
-    from ..cache import GCScan
 
 __all__ = ["Blocking", "Call", "Core", "LockContainer", "NetworkCalls", "Pause", "Together"]
 
@@ -102,11 +101,53 @@ def loopback_mode(value: object) -> Loopback:
     raise TypeError(f"loopback must be True, False or 'internal', not {type(value).__name__}")
 
 
-def _loopback_up(netns: str) -> None:
-    """Bring ``lo`` up in ``netns`` (``loopback="internal"``; libcni.netns is imported here)."""
-    from ..netns import _loopback_up as up
+@attrs.frozen
+class LoopbackUp:
+    """Effect: bring ``lo`` up in ``netns`` (``loopback="internal"``) in a thread of its own,
+    waited for at most ``timeout`` seconds (``None``: no end); the outcome is ``None``.
 
-    up(netns)
+    The system calls may wait for the kernel (its routing lock, busy while other
+    containers' interfaces are made): the async driver's loop never waits for them,
+    and a bring-up that outlasts the setup's time left fails it with :meth:`timed_out`
+    (the thread finishes on its own).
+    """
+
+    netns: str
+    timeout: float | None
+    limit: float | None  # the setup's timeout, for the message
+
+    def start(self) -> concurrent.futures.Future[None]:
+        """The bring-up, started in a new thread (that ends right after it)."""
+        from ..netns import _loopback_up
+
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not done.set_running_or_notify_cancel():
+                return  # given up on before it started
+            try:
+                _loopback_up(self.netns)
+            except BaseException as e:  # handed to the waiter
+                done.set_exception(e)
+            else:
+                done.set_result(None)
+
+        threading.Thread(target=run, name="libcni-loopback", daemon=True).start()
+        return done
+
+    def wait(self) -> None:
+        """The bring-up, waited for (blocking) at most ``timeout`` seconds."""
+        try:
+            self.start().result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            raise self.timed_out() from None
+
+    def timed_out(self) -> PluginTimeoutError:
+        """The setup's timeout error: ``lo`` was not up in time."""
+        return PluginTimeoutError(
+            f"setup timed out after {self.limit:.3g}s while bringing lo up in {self.netns} "
+            '(loopback="internal")'
+        )
 
 
 class NetworkCalls(Protocol):
@@ -132,15 +173,10 @@ class NetworkCalls(Protocol):
         """STATUS (``get_status_network_list``)."""
 
     def gc(
-        self, net: NetworkConfigList, keep: frozenset[str], timeout: float | None, scan: GCScan
+        self, nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: float | None
     ) -> Any:
-        """GC of one network keeping the attachments of the containers ``keep``, from ``scan``."""
-
-    def gc_scan(self, keep: frozenset[str], networks: Sequence[str]) -> Any:
-        """The listing of the cache for a GC run of ``networks``; the outcome is a ``GCScan``."""
-
-    def gc_finish(self, scan: GCScan) -> Any:
-        """The clean-up of a GC run (temporary and lock files), once."""
+        """GC of ``nets`` and of the networks known only from the cache, keeping the
+        attachments of the containers ``keep`` (``gc_networks``)."""
 
 
 @attrs.frozen
@@ -177,8 +213,8 @@ def _status(net: NetworkConfigList, timeout: float | None) -> Call:
     return Call(lambda calls: calls.status(net, timeout))
 
 
-def _gc(net: NetworkConfigList, keep: frozenset[str], timeout: float | None, scan: GCScan) -> Call:
-    return Call(lambda calls: calls.gc(net, keep, timeout, scan))
+def _gc(nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: float | None) -> Call:
+    return Call(lambda calls: calls.gc(nets, keep, timeout))
 
 
 @attrs.frozen
@@ -225,7 +261,7 @@ class Pause:
     seconds: float
 
 
-Effect = Call | Together | LockContainer | Blocking | Pause
+Effect = Call | Together | LockContainer | Blocking | Pause | LoopbackUp
 Op = Generator[Effect, Any, Any]
 Outcome = tuple[Any, BaseException | None]
 
@@ -289,20 +325,8 @@ _PARSED_MAX = 256
 RETRY_FIRST = 0.1
 RETRY_MAX = 5.0
 
-#: How many networks a manager's GC collects at once (their plugins' GC requests overlap):
-#: as many as CPUs (more only add hand-offs of the GIL between their threads).
-GC_WIDTH = max(2, os.cpu_count() or 1)
-
 #: How many (network, capability) warnings a manager remembers having logged.
 _WARNED_MAX = 4096
-
-
-def _sends_gc(net: NetworkConfigList) -> bool:
-    """Whether a GC of ``net`` sends its plugins a GC request (1.1.0 and later)."""
-    try:
-        return not net.disable_gc and parse_version(net.cni_version) >= (1, 1, 0)
-    except CNIError:
-        return False
 
 
 def _code_networks(networks: Sequence[NetworkConfigList]) -> tuple[NetworkConfigList, ...]:
@@ -718,7 +742,7 @@ class Core:
         """ADD the networks of ``run`` in order (serially: all of them; in parallel: the
         loopback network first, then the others at the same time); the first failure stops
         the serial ones. What happened is in ``run``."""
-        run.failure = yield from self._internal_loopback(netns)
+        run.failure = yield from self._internal_loopback(netns, deadline)
         if run.failure is not None:
             return None
         items = run.items
@@ -756,12 +780,13 @@ class Core:
         partial = tuple(run.done[i] for i in sorted(run.done))
         raise SetupError(container_id, run.failure, partial, rollback_errors)
 
-    def _internal_loopback(self, netns: str) -> Op:
-        """With ``loopback="internal"``: ``lo`` up in ``netns`` (nothing cached); the error, if any."""
+    def _internal_loopback(self, netns: str, deadline: Deadline) -> Op:
+        """With ``loopback="internal"``: ``lo`` up in ``netns`` within ``deadline`` (nothing
+        cached); the error, if any."""
         if self.loopback != INTERNAL_LOOPBACK:
             return None
         try:
-            yield Blocking(_loopback_up, (netns,))
+            yield LoopbackUp(netns, deadline.left(), deadline.limit)
         except CNIError as e:
             return e
         return None
@@ -1199,82 +1224,16 @@ class Core:
     # -- GC --------------------------------------------------------------
 
     def gc(self, valid_containers: Iterable[str], timeout: float | None) -> Op:
-        """GC of every configured or cached network, keeping the valid containers' attachments.
-
-        The cache is listed once for the whole run (``_gc_scan``): each
-        network's GC reads only what it needs from that listing (the
-        entries of valid containers not at all when their file names settle
-        whose they are), and no file twice.
-        """
+        """GC of every configured or cached network, keeping the valid containers' attachments:
+        one ``gc_networks`` call (one listing of the cache, each entry read at most once)."""
         if isinstance(valid_containers, str):
             valid_containers = [valid_containers]
         keep = frozenset(valid_containers)
         loaded = yield from self.current()
-        timeout = self._timeout(timeout)
-        errors: list[CNIError] = []
-        names = list(loaded.networks)
-        if self._plugin_loopback and LOOPBACK_NETWORK not in names:
+        nets = list(loaded.networks.values())
+        if self._plugin_loopback and LOOPBACK_NETWORK not in loaded.networks:
             # Setups attach it first: a setup killed while writing its first record left
             # an unusable record of it, which only its GC removes.
-            names.append(LOOPBACK_NETWORK)
-        scan: GCScan = yield Call(lambda calls: calls.gc_scan(keep, tuple(names)))
-        cached = [n for n in scan.networks() if n not in names]
-        # The networks are independent (each GC holds its own network's lock and reads its
-        # own part of the scan). Those whose plugins get a GC request (1.1.0) go a few at a
-        # time, so that their plugin runs overlap instead of adding up; the others, cache
-        # work with at most a DEL of what is stale, go one after the other in this thread.
-        one_by_one: list[str] = []
-        overlapping: list[str] = []
-        for name in [*names, *cached]:
-            net = loaded.networks.get(name)
-            (overlapping if net is not None and _sends_gc(net) else one_by_one).append(name)
-        failures: list[BaseException] = []
-        for name in one_by_one if len(overlapping) > 1 else [*one_by_one, *overlapping]:
-            try:
-                yield from self._gc_network(name, loaded, keep, timeout, scan)
-            except CNIError as e:
-                failures.append(e)
-        if len(overlapping) > 1:
-            outcomes: list[Outcome] = yield Together(
-                tuple(self._gc_network(n, loaded, keep, timeout, scan) for n in overlapping),
-                GC_WIDTH,
-            )
-            failures += [error for _, error in outcomes if error is not None]
-        for error in failures:
-            if isinstance(error, GCError):
-                errors.extend(error.errors)
-            elif isinstance(error, CNIError):
-                errors.append(error)
-            else:
-                raise error
-        try:
-            yield Call(lambda calls: calls.gc_finish(scan))
-        except CNIError as e:
-            errors.append(e)
-        if errors:
-            raise GCError(errors)
+            nets.append(self.loopback_net)
+        yield _gc(tuple(nets), keep, self._timeout(timeout))
         return None
-
-    def _gc_network(
-        self,
-        name: str,
-        loaded: LoadedNetworks,
-        keep: frozenset[str],
-        timeout: float | None,
-        scan: GCScan,
-    ) -> Op:
-        """GC of the network ``name`` in a manager's GC run (a network known only from the
-        cache with its cached configuration)."""
-        net = loaded.networks.get(name)
-        if net is None:
-            att = yield Blocking(scan.attachment_of, (name,))
-            if att is None and name != LOOPBACK_NETWORK:
-                return None  # nothing usable of it: nothing to DEL, no configuration
-            net = self._cache_only_net(att, loaded) if att else self.loopback_net
-        # Which attachments belong to the valid containers is decided under the network's
-        # GC lock, so an ADD that finished meanwhile is kept.
-        yield _gc(net, keep, timeout, scan)
-        return None
-
-    def _cache_only_net(self, att: CacheEntry, loaded: LoadedNetworks) -> NetworkConfigList:
-        return self._cached_net(att, att.netns, loaded)[0]

@@ -1,6 +1,6 @@
 """``sandbox()``: a container's network namespace and networks, made and undone together.
 
-Create a namespace (:func:`libcni.netns.create`), set the container up in
+Create a namespace (:func:`libcni.netns.create`, named as asked), set the container up in
 it, hand over the view, then tear down and remove the namespace, in that
 order (as containerd does: the networks are torn down while their namespace
 still exists). When setup fails it has rolled back already; the namespace is
@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from .. import _log as logging
 from ._values import ContainerNetworks, NetworkRequest
 
 if TYPE_CHECKING:
     from ..netns import NetNS
+    from ..values import Args, CapabilityArgs
     from . import NetworkManager
     from ._async import AsyncNetworkManager
 
@@ -44,15 +45,16 @@ def sandbox(
     manager: NetworkManager,
     container_id: str,
     networks: Sequence[str | NetworkRequest] | None,
-    args: Sequence[tuple[str, str]],
-    capability_args: Mapping[str, Any],
+    args: Args,
+    capability_args: CapabilityArgs,
+    name: str | None,
     netns_dir: str | os.PathLike[str],
     parallel: bool,
     timeout: float | None,
 ) -> Iterator[ContainerNetworks]:
     from ..netns import create
 
-    ns = create(dir=netns_dir)
+    ns = create(name, dir=netns_dir)
     try:
         view = manager.setup(
             container_id,
@@ -77,7 +79,7 @@ def sandbox(
         ns.remove()
 
 
-async def _create(netns_dir: str | os.PathLike[str], container_id: str) -> NetNS:
+async def _create(name: str | None, netns_dir: str | os.PathLike[str], container_id: str) -> NetNS:
     """:func:`libcni.netns.create` in a worker thread; it finishes even if the caller is
     cancelled meanwhile (then the namespace is removed and the cancellation re-raised)."""
     import asyncio
@@ -86,7 +88,7 @@ async def _create(netns_dir: str | os.PathLike[str], container_id: str) -> NetNS
     from ..netns import create
 
     loop = asyncio.get_running_loop()
-    made = loop.run_in_executor(None, functools.partial(create, dir=netns_dir))
+    made = loop.run_in_executor(None, functools.partial(create, name, dir=netns_dir))
     cancelled = False
     while not made.done():
         try:
@@ -106,13 +108,14 @@ async def async_sandbox(
     manager: AsyncNetworkManager,
     container_id: str,
     networks: Sequence[str | NetworkRequest] | None,
-    args: Sequence[tuple[str, str]],
-    capability_args: Mapping[str, Any],
+    args: Args,
+    capability_args: CapabilityArgs,
+    name: str | None,
     netns_dir: str | os.PathLike[str],
     parallel: bool,
     timeout: float | None,
 ) -> AsyncIterator[ContainerNetworks]:
-    ns = await _create(netns_dir, container_id)
+    ns = await _create(name, netns_dir, container_id)
     try:
         view = await manager.setup(
             container_id,
