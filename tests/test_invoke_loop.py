@@ -1,7 +1,7 @@
 """Plugin runs on an event loop (issue 29, item 2): what they cost the loop, and the one limit.
 
-The loop reads each plugin's pipes and learns of its exit from its pidfd; no
-scheduler above ``invoke`` is awaited. The plugins are real (``/bin/sh``
+The loop reads each plugin's pipes and learns of its exit from its pidfd; the
+start runs in a ``libcni-spawn`` thread; no scheduler above ``invoke`` is awaited. The plugins are real (``/bin/sh``
 scripts); the starts are counted by wrapping ``_raw._spawn``, never faked.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,67 @@ def test_waiting_starts_go_in_the_order_their_tasks_began(
     # The oldest task first: a's and b's second plugins go before c's first (in the
     # order of arrival, a b c a b c, every operation would end last).
     assert started == ["a", "b", "a", "b", "c", "c"]
+
+
+@pytest.fixture
+def slow_start(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Each start made 0.3 s slower (a child slow to ``exec``: a busy machine, a slow file
+    system), still real; records the thread of each start and the pid it started."""
+    real = _raw._spawn
+    seen: list[tuple[str, int]] = []
+
+    def spawn(*args: Any) -> int:
+        time.sleep(0.3)
+        pid = real(*args)
+        seen.append((threading.current_thread().name, pid))
+        return pid
+
+    monkeypatch.setattr(_raw, "_spawn", spawn)
+    return seen
+
+
+def test_the_loop_keeps_turning_while_a_start_is_slow(
+    tmp_path: Path, slow_start: list[tuple[str, int]]
+) -> None:
+    fast = _script(tmp_path, "fast", FAST)
+
+    async def main() -> int:
+        ticks, stop = 0, False
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while not stop:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        beat = asyncio.ensure_future(heartbeat())
+        outs = await asyncio.gather(
+            *(RawExec().aexec_plugin(fast, b"{}", ENV, 10) for _ in range(4))
+        )
+        stop = True
+        await beat
+        assert outs == [b"{}\n"] * 4
+        return ticks
+
+    ticks = asyncio.run(main())
+    assert all(name.startswith("libcni-spawn") for name, _ in slow_start), slow_start
+    assert ticks >= 30  # 0.6 s of starts (two threads): inline, the loop would not have turned
+
+
+def test_a_task_cancelled_while_its_plugin_starts_gets_it_killed_and_reaped(
+    tmp_path: Path, slow_start: list[tuple[str, int]]
+) -> None:
+    slow = _script(tmp_path, "slow", SLOW.format(30))
+
+    async def main() -> None:
+        task = asyncio.ensure_future(RawExec().aexec_plugin(slow, b"{}", ENV, 60))
+        await asyncio.sleep(0.1)  # the start is under way in its thread
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        deadline = time.monotonic() + 5
+        while not (slow_start and _gone(slow_start[0][1])):
+            assert time.monotonic() < deadline, "the plugin started for a cancelled task lives on"
+            await asyncio.sleep(0.02)
+
+    asyncio.run(main())

@@ -6,10 +6,11 @@ plugin's pipes and its pidfd are the loop's readers (and its stdin a writer
 while the plugin has not read it all), so the loop learns of the plugin's
 output and of its exit without ever blocking.
 
-The start itself (``os.posix_spawn``, until the child has called ``exec``:
-about 0.1 ms) runs on the loop's thread: ``posix_spawn`` holds the GIL
-throughout, so a worker thread would not let the loop run meanwhile, and
-would only add two hand-offs of the GIL per start.
+The start itself (``_raw._spawn``, which waits until the child has called
+``exec``) runs in one of :data:`SPAWN_THREADS` ``libcni-spawn`` threads:
+``subprocess``'s ``vfork`` path releases the GIL meanwhile, so the loop
+goes on while a child is slow to ``exec`` (the machine busy, the binary on
+a slow file system).
 
 One limit, which nothing above this module knows: at most :data:`SLOTS`
 plugins of a loop are *young* at once (started less than :data:`AGE` seconds
@@ -24,6 +25,7 @@ stops counting at :data:`AGE`, so it never holds the others back for long.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import heapq
@@ -134,7 +136,36 @@ def _slots_of(loop: asyncio.AbstractEventLoop) -> _Slots:
     return slots
 
 
+#: Threads that start plugins for the loops of this process (made at the first start,
+#: again in a forked child): the loop never waits for a child's ``exec``.
+SPAWN_THREADS = 2
+_starter: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+
+
+def _starting_threads() -> concurrent.futures.ThreadPoolExecutor:
+    global _starter
+    if _starter is None or _starter[0] != os.getpid():
+        pool = concurrent.futures.ThreadPoolExecutor(
+            SPAWN_THREADS, "libcni-spawn", _unblock_signals
+        )
+        _starter = (os.getpid(), pool)
+    return _starter[1]
+
+
+def _unblock_signals() -> None:
+    """A starting thread blocks nothing (the ``subprocess`` path's condition), whatever
+    the thread that made it blocks."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
+def _close_started(future: asyncio.Future[_Run]) -> None:
+    """A start whose task was cancelled meanwhile: kill and reap what it started."""
+    if not future.cancelled() and future.exception() is None:
+        future.result().close()
+
+
 async def _start(
+    loop: asyncio.AbstractEventLoop,
     path: str,
     env: Mapping[str, str],
     stdin: bytes,
@@ -142,11 +173,17 @@ async def _start(
     deadline: float | None,
     timeout: float | None,
 ) -> _Run:
-    """Start the plugin, retrying a busy binary (:class:`~._raw._Retry`) without blocking."""
+    """Start the plugin in a ``libcni-spawn`` thread, retrying a busy binary
+    (:class:`~._raw._Retry`) without blocking the loop. A task cancelled meanwhile
+    leaves the start to end in its thread; what it started is then killed and reaped."""
     retry = None
     while True:
+        start = loop.run_in_executor(_starting_threads(), _Run, path, env, stdin, pass_fd)
         try:
-            return _Run(path, env, stdin, pass_fd)
+            return await asyncio.shield(start)
+        except asyncio.CancelledError:
+            start.add_done_callback(_close_started)
+            raise
         except (OSError, ValueError) as e:
             retry = retry or _Retry(path, deadline, timeout)
             await asyncio.sleep(retry.after(e))
@@ -207,7 +244,7 @@ async def aexec(
     deadline = _deadline(timeout)
     give = await _slots_of(loop).take(loop, deadline, os.path.basename(path), timeout)
     try:
-        run = await _start(path, env, stdin, pass_fd, deadline, timeout)
+        run = await _start(loop, path, env, stdin, pass_fd, deadline, timeout)
         try:
             _watch(loop, run)
             try:

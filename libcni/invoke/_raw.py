@@ -16,6 +16,7 @@ import fcntl
 import os
 import select
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -90,26 +91,67 @@ def _inherited() -> list[int]:
     return out
 
 
+#: SIGPIPE and SIGXFSZ: Python ignores them, ``restore_signals`` resets them in the child.
+_RESET = (1 << (signal.SIGPIPE - 1)) | (1 << (signal.SIGXFSZ - 1))
+#: A new process group (3.10 has no ``process_group``; a new session is a new group too).
+_NEW_GROUP: dict[str, Any] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+)
+
+
+def _signals_clean() -> bool:
+    """Whether a child ``subprocess`` starts from this thread gets Go's signal state.
+
+    It inherits the thread's signal mask and every ignored disposition but
+    the two ``restore_signals`` resets: so nothing may be blocked or ignored
+    (the kernel's view, ``/proc/thread-self/status``: about 8 µs).
+    """
+    try:
+        with open("/proc/thread-self/status", "rb") as f:
+            text = f.read()
+        i, j = text.index(b"SigBlk:\t") + 8, text.index(b"SigIgn:\t") + 8
+        return not int(text[i : i + 16], 16) and not int(text[j : j + 16], 16) & ~_RESET
+    except (OSError, ValueError):
+        return False
+
+
 def _spawn(path: str, env: Mapping[str, str], stdio: list[int], pass_fd: int | None) -> int:
     """Start ``path`` as the leader of a new process group, as Go starts it.
 
-    ``stdio`` become its descriptors 0 to 2 and ``pass_fd`` (if any) its 3,
-    by ``dup2`` in the child, which clears close-on-exec there only: the
-    runtime's descriptors stay close-on-exec for the other threads' starts.
-    Nothing else of the runtime is inherited; the signal mask is empty and
-    every disposition the default, whatever the calling thread blocks or
-    the process ignores.
+    ``stdio`` become its descriptors 0 to 2; ``pass_fd`` (if any) stays open
+    in it, close-on-exec cleared in the child only (the runtime's descriptor
+    stays close-on-exec for the other threads' starts). Nothing else of the
+    runtime is inherited; the signal mask is empty and every disposition the
+    default. ``subprocess`` when this thread's signal state allows it (its
+    ``vfork`` path releases the GIL until the child's ``exec``, and closes
+    the other descriptors at a constant cost), else ``os.posix_spawn``
+    (which resets the signal state, but holds the GIL throughout).
     """
+    if _signals_clean():
+        import subprocess  # here: about 2 ms to import, and only plugin runs need it
+
+        child = subprocess.Popen(
+            [path], executable=path, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2], env=env,
+            close_fds=True, pass_fds=() if pass_fd is None else (pass_fd,), restore_signals=True,
+            **_NEW_GROUP,
+        )  # fmt: skip
+        child.returncode = 0  # waited for and reaped here (pidfd, waitpid), never by Popen
+        return child.pid
     sources = stdio if pass_fd is None else [*stdio, pass_fd]
     if any(fd <= i for i, fd in enumerate(sources)):
         # A source at or below its target (the runtime's stdio is closed and a pipe took
         # its number, or fd 3 itself): a dup2 would clobber it or keep close-on-exec.
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _PASSED_FD + 1) for fd in sources]
         try:
-            return _spawn(path, env, high[:3], high[3] if pass_fd is not None else None)
+            return _spawn_clean(path, env, high)
         finally:
             for fd in high:
                 os.close(fd)
+    return _spawn_clean(path, env, sources)
+
+
+def _spawn_clean(path: str, env: Mapping[str, str], sources: list[int]) -> int:
+    """``os.posix_spawn`` with ``sources`` as descriptors 0, 1, 2 (and 3), the signal state reset."""
     actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(sources)]
     actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited() if fd >= len(sources)]
     return os.posix_spawn(
