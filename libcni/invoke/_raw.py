@@ -528,9 +528,9 @@ class RawExec:
         (not executable, vanished, still busy being written after ~5 s of
         retries) raises ``PluginError`` code 5. ``timeout`` (seconds, ``None``:
         no limit) bounds the whole call: :class:`~libcni.errors.PluginTimeoutError`.
-        ``pass_fd``: a descriptor the plugin (and its children) inherit as
-        descriptor 3; the operations pass an ADD's attachment lock this way,
-        so that it is held while any process of the ADD lives.
+        ``pass_fd``: a descriptor the plugin (and its children) inherit; the
+        operations pass an ADD's attachment lock this way, so that it is held
+        while any process of the ADD lives.
         """
         deadline = _deadline(timeout)
         retry = None
