@@ -116,6 +116,7 @@ class AsyncCNIConfig(Operations):
             return await _in_thread(functools.partial(effect.call, *effect.args))
         if isinstance(effect, GCNetwork):
             return await self._drive(effect.op, rq.GC, effect.net, network=True)
+        await asyncio.sleep(0)  # the loop turns between the steps of many operations
         return await self._lock(effect)
 
     @staticmethod

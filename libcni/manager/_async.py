@@ -126,7 +126,10 @@ class AsyncNetworkManager(_ManagerBase):
                 raise effect.timed_out() from None
         assert isinstance(effect, Blocking)
         # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
-        # cache: a worker thread would queue them behind other operations' fsyncs.
+        # cache: a worker thread would queue them behind other operations' fsyncs. The
+        # loop turns first: many operations begun at once share the turns instead of
+        # running all their steps up to their first plugin in one (docs/performance.md).
+        await asyncio.sleep(0)
         return effect.call(*effect.args)
 
     async def _together(self, calls: Sequence[Call | Op], width: int = 0) -> list[Outcome]:
