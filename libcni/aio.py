@@ -87,11 +87,11 @@ class AsyncCNIConfig(Operations):
     ) -> _R:
         """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``;
         ``network``: a network's in a manager operation)."""
-        if self._watch is None:
+        watch = self._watch
+        if watch is None:
             return await adrive(op, self._perform)
-        return await self._watch.adrive(
-            op, self._perform, self, operation, net, rt, plugin, network=network
-        )
+        with watch.operation(operation, net, rt, plugin, network=network) as parent:
+            return await adrive(op, watch.aobserved(self._perform, parent))
 
     async def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
         if isinstance(effect, RunPlugin):

@@ -796,6 +796,27 @@ def test_validate_finds_missing_plugins_and_unsupported_versions(
     assert [type(e) for e in cinfo.value.errors] == [VersionError, PluginNotFoundError]
 
 
+def test_validate_checks_the_ipam_plugin_binary_and_versions(env: Env) -> None:
+    p1 = env.plugin("p1")
+    p1["ipam"] = {"type": "nosuch-ipam"}
+    with pytest.raises(PluginNotFoundError) as info:
+        env.cni.validate_network_list(env.conflist(p1))
+    assert info.value.plugin == "nosuch-ipam"
+    with pytest.raises(PluginNotFoundError, match="nosuch-ipam"):
+        env.cni.validate_network(libcni.conf_from_bytes(json.dumps({"cniVersion": "1.0.0", **p1})))
+    # A real binary that answers VERSION with 0.3.1 only.
+    old = env.plugins / "old-ipam"
+    old.write_text('#!/bin/sh\necho \'{"cniVersion":"0.3.1","supportedVersions":["0.3.1"]}\'\n')
+    old.chmod(0o755)
+    p1["ipam"] = {"type": "old-ipam"}
+    with pytest.raises(VersionError) as vinfo:
+        env.cni.validate_network_list(env.conflist(p1))
+    assert 'plugin old-ipam does not support config version "1.0.0"' in str(vinfo.value)
+    assert env.cni.validate_network_list(env.conflist(p1, version="0.3.1")) == []
+    p1["ipam"] = {"type": "p2"}
+    assert env.cni.validate_network_list(env.conflist(p1)) == []
+
+
 def test_validate_probes_each_binary_once(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESTPLUGIN_RECORD", str(env.record))
     net = env.conflist({"type": "p1"}, {"type": "p1"}, {"type": "p2"})

@@ -172,7 +172,7 @@ def test_a_configuration_that_arrives_before_its_binary_is_used_once_it_appears(
     assert "late" in m.networks().skipped[str(env.conf / "10-late.conflist")]
     with pytest.raises(NotReadyError, match="late"):
         m.status()
-    with pytest.raises(ConfigError, match="not configured"):
+    with pytest.raises(NotReadyError, match='failed to find plugin "late"'):
         m.setup("c1", "ns", networks=["late"])
     assert env.calls() == []
     env.install("late", link=True)  # the binary arrives; conf_dir is not touched
@@ -186,6 +186,83 @@ def test_a_network_in_code_waits_for_its_binary_too(env: Env) -> None:
     assert list(m.networks().skipped) == ["networks[0] (late)"]
     env.install("late", link=True)
     assert list(m.networks().networks) == ["late"]
+
+
+def nothing_kept(env: Env) -> bool:
+    """Whether the cache holds no entry and no record."""
+    return env.cached() == [] and not list((env.cache / "records").glob("*/*"))
+
+
+def test_setup_of_a_network_waiting_for_its_binary_is_not_ready_and_names_the_binary(
+    env: Env,
+) -> None:
+    (env.conf / "10-broken.conflist").write_text("{")
+    env.write("20-late.conflist", "late", {"type": "testplugin"}, {"type": "late-bin"})
+    m = env.manager()
+    with pytest.raises(NotReadyError) as info:
+        m.setup("c1", "ns", networks=["late"])
+    assert info.value.code == 50  # try again later
+    assert 'failed to find plugin "late-bin"' in str(info.value) and "'late'" in str(info.value)
+    assert "broken" not in str(info.value)  # an unrelated file is not the setup's business
+    assert env.calls() == [] and nothing_kept(env)
+    why = m.networks().skipped[str(env.conf / "20-late.conflist")]
+    assert m.networks().not_ready == {"late": why}
+
+
+def test_setup_of_a_name_not_configured_is_not_found(env: Env) -> None:
+    (env.conf / "10-broken.conflist").write_text("{")
+    env.write("20-late.conflist", "late", {"type": "late-bin"})
+    m = env.manager()
+    for networks in (["nowhere"], ["late", "nowhere"]):  # a bad request is not "later"
+        with pytest.raises(libcni.NotFoundError) as info:
+            m.setup("c1", "ns", networks=networks)
+        assert (info.value.name, info.value.dir, info.value.code) == ("nowhere", str(env.conf), 7)
+        assert "'nowhere'" in str(info.value)
+        assert "broken" not in str(info.value) and "late" not in str(info.value)
+    assert env.calls() == [] and nothing_kept(env)
+
+
+def test_setup_of_a_network_whose_configuration_cannot_be_used_says_why(env: Env) -> None:
+    (env.conf / "10-broken.conflist").write_text("{")
+    env.write("20-d.conflist", "d")
+    (env.conf / "d").mkdir()
+    (env.conf / "d" / "50-bad.conf").write_text("{")  # a drop-in file that does not parse
+    env.write("30-t.conflist", "t", {"type": "testplugin", "ipam": {"type": "../sh"}})
+    m = env.manager()
+    for name, why in (("d", "50-bad.conf"), ("t", "invalid plugin name; ../sh")):
+        with pytest.raises(ConfigError) as info:
+            m.setup("c1", "ns", networks=[name])
+        assert type(info.value) is ConfigError and info.value.code == 7  # never ready later
+        assert f"'{name}'" in str(info.value) and why in str(info.value)
+        assert "10-broken" not in str(info.value)
+    assert env.calls() == [] and nothing_kept(env)
+    assert set(m.networks().invalid) == {"d", "t"} and m.networks().not_ready == {}
+
+
+def test_a_missing_ipam_binary_makes_the_network_wait_for_it(env: Env) -> None:
+    env.write("10-a.conflist", "a", {"type": "testplugin", "ipam": {"type": "ipam-bin"}})
+    env.write("20-b.conflist", "b")
+    m = env.manager(default_networks=["a"])
+    assert list(m.networks().networks) == ["b"]
+    assert "ipam-bin" in m.networks().not_ready["a"]
+    with pytest.raises(NotReadyError, match='failed to find plugin "ipam-bin"') as info:
+        m.status()
+    assert "'a'" in str(info.value)
+    for networks in (None, ["a"]):  # the defaults, or named
+        with pytest.raises(NotReadyError, match='failed to find plugin "ipam-bin"'):
+            m.setup("c1", "ns", networks=networks)
+    with pytest.raises(NotReadyError, match='failed to find plugin "ipam-bin"'):  # async alike
+        asyncio.run(env.amanager(default_networks=["a"]).setup("c1", "ns"))
+    assert env.calls() == [] and nothing_kept(env)  # nothing ran, no record, no entry
+    with pytest.raises(NotReadyError, match="ipam-bin"):  # the only network of the defaults
+        env.manager(
+            max_networks=1,
+            conf_dir=None,
+            networks=[code_net("x", {"type": "testplugin", "ipam": {"type": "ipam-bin"}})],
+        ).status()
+    env.install("ipam-bin", link=True)
+    m.status()
+    assert [a.network for a in m.setup("c1", "ns").attachments] == ["cni-loopback", "a"]
 
 
 def test_a_binary_appearing_behind_an_old_symlink_is_seen(env: Env, tmp_path: Path) -> None:

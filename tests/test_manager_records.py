@@ -46,7 +46,7 @@ def plant_record(
     env: Env, network: str, cid: str, ifname: str, config: bytes, netns: str = "/run/netns/old"
 ) -> None:
     """The record a runtime killed during the ADD of this attachment left (nothing else)."""
-    ResultCache(env.cache).write_record(
+    ResultCache(env.cache).wal.write(
         CacheEntry(cid, network, ifname, config, netns, ARGS, CAPS, kind=RECORD_V1)
     )
 
@@ -419,7 +419,8 @@ def test_a_container_torn_down_leaves_no_lock_file(env: Env) -> None:
         m.setup("c2", "ns", networks=["a", "bad"])
     assert container_locks(env) == []  # rolled back: nothing left
     m.teardown("never-set-up")
-    m.check("never-set-up", "ns")
+    with pytest.raises(libcni.NotAttachedError):
+        m.check("never-set-up", "ns")
     assert container_locks(env) == []
     plant_record(env, "bad", "c3", "eth0", conf("bad", fail("DEL")))
     with pytest.raises(TeardownError):  # a DEL that fails: the container keeps its lock
@@ -451,7 +452,8 @@ def test_attachments_another_tool_deleted_are_not_in_progress_nor_deleted_again(
         assert dels(env) == [] and records_of(env, "c1") == []
         return  # (its container's lock file goes at the next teardown or GC)
     elif how == "check":
-        m.check("c1", "/var/run/netns/c1")
+        with pytest.raises(libcni.NotAttachedError):  # nothing left of it: an unknown container
+            m.check("c1", "/var/run/netns/c1")
     elif how == "gc":
         m.gc([])
     elif how == "setup":

@@ -10,6 +10,7 @@
     libcni up CONTAINER_ID NETNS [--network NAME[=IFNAME]]... [--parallel]
     libcni down CONTAINER_ID [NETNS]
     libcni show CONTAINER_ID
+    libcni list
     libcni forget CONTAINER_ID [NETWORK]...
     libcni ready
     libcni demo
@@ -367,6 +368,11 @@ def _cmd_show(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO)
     return 0
 
 
+def _cmd_list(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
+    out.writelines(f"{cid}\n" for cid in _manager(args, environ).containers())
+    return 0
+
+
 def _cmd_ready(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
     _manager(args, environ).status()
     out.write("ready\n")
@@ -395,7 +401,7 @@ The container ID is "cnitool-" and the first 20 hex digits of the SHA-512 of
 the absolute NETNS path, as cnitool derives it.
 """
 
-#: The environment of the commands of the network manager (up, down, show, ready):
+#: The environment of the commands of the network manager (up, down, show, list, ready):
 #: they take the container ID as an argument, and name the interfaces themselves.
 _MANAGER_ENVIRONMENT = f"""\
 environment:
@@ -657,7 +663,7 @@ def _add_manager_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> 
 
 
 def _add_view_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> None:
-    """The network manager's commands that change nothing: ``show``, ``ready``."""
+    """The network manager's commands that change nothing: ``show``, ``list``, ``ready``."""
     formatter = _FORMATTER
     p = sub.add_parser(
         "show",
@@ -672,6 +678,18 @@ def _add_view_commands(sub: _Subparsers, common: argparse.ArgumentParser) -> Non
     )
     p.add_argument("container_id", metavar="CONTAINER_ID", help=_CONTAINER_ID_HELP)
     p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser(
+        "list",
+        help="print every container the cache holds attachments of (NetworkManager.containers)",
+        description="Print the ID of every container with an attachment in the cache "
+        "(complete, or whose attach never finished), one a line, sorted; nothing runs. "
+        "What a restarted runtime compares with the containers it knows before 'gc'.",
+        epilog=_MANAGER_ENVIRONMENT,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    p.set_defaults(func=_cmd_list)
 
     p = sub.add_parser(
         "ready",

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._drive import drive
 from ..api import CNIConfig
@@ -27,6 +28,7 @@ from ..conf import NetworkConfigList
 from ..errors import LockTimeoutError
 from ..invoke import DEFAULT_PLUGIN_DIRS, Exec
 from ..values import Args, CapabilityArgs, NetworkAttachment
+from . import _attach
 from ._calls import CNICalls
 from ._core import (
     Blocking,
@@ -75,6 +77,9 @@ _NO_CAPS: Mapping[str, Any] = {}
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
 
 
+_M = TypeVar("_M", bound="_ManagerBase")
+
+
 class _ManagerBase:
     """The constructor and the properties shared by the sync and async managers."""
 
@@ -114,6 +119,14 @@ class _ManagerBase:
         )
         # The seam: what each Call of the rules calls (mypy checks them against it).
         self._calls: NetworkCalls = CNICalls(cni, self._watch, asynchronous=self._ASYNC)
+
+    def _under(self: _M, parent: int) -> _M:
+        """This manager, its calls' network events filed under the event ``parent`` (one
+        operation's): a shallow copy with calls of its own."""
+        assert self._watch is not None
+        view = copy.copy(self)
+        view._calls = CNICalls(self._core.cni, self._watch.under(parent), asynchronous=self._ASYNC)
+        return view
 
     @staticmethod
     def _make_cni(
@@ -231,7 +244,8 @@ class NetworkManager(_ManagerBase):
         """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
         if self._watch is None:
             return self._drive(op)
-        return self._watch.scoped(self._drive, op, self._core.cni, name, container_id)
+        with self._watch.span("operation", name, container_id=container_id) as parent:
+            return self._under(parent)._drive(op)
 
     def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, Call):
@@ -335,12 +349,62 @@ class NetworkManager(_ManagerBase):
 
     def check(self, container_id: str, netns: str = "", *, timeout: float | None = None) -> None:
         """CHECK every cached attachment of the container, with what it cached (and its
-        netns when ``netns`` is empty); the first failure is raised."""
+        netns when ``netns`` is empty); the first failure is raised. A container with
+        nothing cached or recorded is :class:`~libcni.errors.NotAttachedError`."""
         self._operation(self._core.check(container_id, netns, timeout), "check", container_id)
 
     def inspect(self, container_id: str) -> ContainerNetworks:
         """The merged view of the container's attachments, from the cache (runs nothing)."""
         view: ContainerNetworks = self._drive(self._core.inspect(container_id))
+        return view
+
+    def containers(self) -> tuple[str, ...]:
+        """Every container the cache holds an attachment of, complete or in progress, sorted:
+        what a restarted runtime compares with the containers it knows before :meth:`gc`."""
+        return tuple(self._core.cache.containers())
+
+    def attach(
+        self,
+        container_id: str,
+        network: str | NetworkRequest,
+        netns: str = "",
+        *,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
+        timeout: float | None = None,
+    ) -> ContainerNetworks:
+        """Attach a set-up container to one more network (Podman's ``network connect``);
+        the container's whole merged view.
+
+        ``netns`` must be the cached one (``""`` takes it); the interface is
+        the request's, or the first free ``<interface_prefix><n>``. The network
+        already attached is :class:`~libcni.errors.AlreadyAttachedError`,
+        nothing cached :class:`~libcni.errors.NotAttachedError`; the other
+        checks are setup's. A failed ADD is rolled back (that network only):
+        :class:`~libcni.errors.SetupError`.
+        """
+        view: ContainerNetworks = self._operation(
+            _attach.attach(
+                self._core, container_id, network, netns, args, capability_args, timeout
+            ),
+            "attach",
+            container_id,
+        )
+        return view
+
+    def detach(
+        self, container_id: str, network: str, *, timeout: float | None = None
+    ) -> ContainerNetworks:
+        """DEL one network of the container with what it cached (Podman's ``network
+        disconnect``); the other attachments, the loopback one included, stay. The view after.
+
+        A container with nothing cached, or not on ``network``, is
+        :class:`~libcni.errors.NotAttachedError`; a failed DEL is
+        :class:`~libcni.errors.TeardownError` (its entry stays).
+        """
+        view: ContainerNetworks = self._operation(
+            _attach.detach(self._core, container_id, network, timeout), "detach", container_id
+        )
         return view
 
     def forget(

@@ -21,7 +21,7 @@ from .._deadline import Deadline, apoll
 from ..aio import AsyncCNIConfig
 from ..invoke import Exec
 from ..values import Args, CapabilityArgs, NetworkAttachment
-from . import _ManagerBase
+from . import _attach, _ManagerBase
 from ._core import (
     Blocking,
     Call,
@@ -81,7 +81,8 @@ class AsyncNetworkManager(_ManagerBase):
         """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
         if self._watch is None:
             return await self._drive(op)
-        return await self._watch.ascoped(self._drive, op, self._core.cni, name, container_id)
+        with self._watch.span("operation", name, container_id=container_id) as parent:
+            return await self._under(parent)._drive(op)
 
     async def _drive(self, op: Op) -> Any:
         outcome: Any = None
@@ -227,6 +228,39 @@ class AsyncNetworkManager(_ManagerBase):
     async def inspect(self, container_id: str) -> ContainerNetworks:
         """As :meth:`NetworkManager.inspect`."""
         view: ContainerNetworks = await self._drive(self._core.inspect(container_id))
+        return view
+
+    async def containers(self) -> tuple[str, ...]:
+        """As :meth:`NetworkManager.containers`."""
+        return tuple(self._core.cache.containers())
+
+    async def attach(
+        self,
+        container_id: str,
+        network: str | NetworkRequest,
+        netns: str = "",
+        *,
+        args: Args = (),
+        capability_args: CapabilityArgs = _NO_CAPS,
+        timeout: float | None = None,
+    ) -> ContainerNetworks:
+        """As :meth:`NetworkManager.attach`; a cancelled attach rolls back, then re-raises."""
+        view: ContainerNetworks = await self._operation(
+            _attach.attach(
+                self._core, container_id, network, netns, args, capability_args, timeout
+            ),
+            "attach",
+            container_id,
+        )
+        return view
+
+    async def detach(
+        self, container_id: str, network: str, *, timeout: float | None = None
+    ) -> ContainerNetworks:
+        """As :meth:`NetworkManager.detach`."""
+        view: ContainerNetworks = await self._operation(
+            _attach.detach(self._core, container_id, network, timeout), "detach", container_id
+        )
         return view
 
     async def forget(

@@ -45,6 +45,7 @@ from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
 from ..conf import (
     NetworkConfigList,
+    _binaries,
     _complete_list,
     _in_file,
     conf_from_bytes,
@@ -183,22 +184,30 @@ class _File:
 
 class _Load:
     """A reload under way: the usable networks by name, where each is defined, what is
-    skipped and why, where missing plugin binaries would be."""
+    skipped and why (also by network name, when it is known), where missing binaries
+    would be."""
 
-    __slots__ = ("code", "missing", "networks", "skipped", "where")
+    __slots__ = ("code", "missing", "networks", "skipped", "unusable", "where")
 
     def __init__(self) -> None:
         self.networks: dict[str, NetworkConfigList] = {}
         self.where: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
+        # network name -> why its first file is skipped, and whether it waits for a binary
+        self.unusable: dict[str, tuple[str, bool]] = {}
         self.missing: list[tuple[str, _Stat | None]] = []
         self.code: dict[str, str] = {}  # network name -> where it is defined in code
 
-    def add(self, place: str, net: NetworkConfigList, missing: str | None) -> None:
-        """Use ``net`` (defined at ``place``), unless a plugin binary is ``missing`` or an
-        earlier place defines its name."""
+    def skip(self, place: str, name: str, why: str, waiting: bool = False) -> None:
+        """Skip the network ``name`` defined at ``place``."""
+        self.skipped[place] = why
+        self.unusable.setdefault(name, (why, waiting))
+
+    def add(self, place: str, net: NetworkConfigList, missing: tuple[str, bool] | None) -> None:
+        """Use ``net`` (defined at ``place``), unless a binary is ``missing`` (why, and
+        whether it may yet appear) or an earlier place defines its name."""
         if missing is not None:
-            self.skipped[place] = missing
+            self.skip(place, net.name, *missing)
         elif net.name in self.networks:
             defined = self.where[net.name]
             self.skipped[place] = f"network {net.name!r} is already defined by {defined}"
@@ -338,7 +347,7 @@ class ConfigWatcher:
             if path.endswith(".conflist"):
                 net = self._with_drop_ins(path, f, scan, drop_ins, since)
             if isinstance(net, str):
-                load.skipped[path] = net
+                load.skip(path, f.net.name, net)
             elif net.name in load.code:
                 load.skipped[path] = (
                     f"shadowed: network {net.name!r} is defined in code ({load.code[net.name]})"
@@ -350,8 +359,14 @@ class ConfigWatcher:
         for path, why in load.skipped.items():
             if before.skipped.get(path) != why:  # once per reason, not at every reload
                 log.warning("network configuration %s skipped: %s", path, why)
+        unusable = [(n, u) for n, u in load.unusable.items() if n not in load.networks]
         loaded = LoadedNetworks(
-            load.networks, self._defaults(load.networks), load.skipped, load.where
+            load.networks,
+            self._defaults(load.networks),
+            load.skipped,
+            load.where,
+            {n: why for n, (why, waiting) in unusable if waiting},
+            {n: why for n, (why, waiting) in unusable if not waiting},
         )
         if not plugins and loaded == before:  # the same object (cheap: compared by identity)
             loaded = before
@@ -392,18 +407,20 @@ class ConfigWatcher:
 
     def _missing(
         self, net: NetworkConfigList, missing: list[tuple[str, _Stat | None]]
-    ) -> str | None:
-        """Why a plugin binary of ``net`` cannot be used (each type looked up once until a
-        plugin directory changes); the places of a binary not found go to ``missing``."""
+    ) -> tuple[str, bool] | None:
+        """Why a binary of ``net`` (a plugin's or its IPAM plugin's) cannot be used, and
+        whether it may yet appear (each type looked up once until a plugin directory
+        changes); the places of a binary not found go to ``missing``."""
         for plugin in net.plugins:
-            kind = plugin.type
-            found = self._found.get(kind)
-            if found is None:
-                found = self._found[kind] = self._look_up(kind)
-            why, places = found
-            if why is not None:
-                missing.extend(places)
-                return why
+            for kind in _binaries(plugin):
+                found = self._found.get(kind)
+                if found is None:
+                    found = self._found[kind] = self._look_up(kind)
+                why, places = found
+                if why is not None:
+                    missing.extend(places)  # none for a type that can name no file
+                    why = why if kind == plugin.type else f"IPAM of {plugin.type!r}: {why}"
+                    return why, bool(places)
         return None
 
     def _look_up(self, kind: str) -> tuple[str | None, tuple[tuple[str, _Stat | None], ...]]:

@@ -50,6 +50,8 @@ from ..errors import (
     ConfigError,
     LockTimeoutError,
     NamespaceError,
+    NotAttachedError,
+    NotFoundError,
     NotReadyError,
     PluginError,
     PluginTimeoutError,
@@ -358,6 +360,16 @@ def _count(name: str, value: int) -> int:
     return value
 
 
+def _quoted(names: Iterable[str]) -> str:
+    """Network names for a message: ``'a', 'b'``."""
+    return ", ".join(map(repr, names))
+
+
+def _why(loaded: LoadedNetworks, name: str) -> str | None:
+    """Why the network ``name``, skipped, cannot be used (``None``: no file names it)."""
+    return loaded.not_ready.get(name) or loaded.invalid.get(name)
+
+
 @functools.lru_cache(maxsize=256)
 def _natural(ifname: str) -> tuple[Any, ...]:
     """The natural sort key of an interface name (remembered: containers share a few)."""
@@ -524,10 +536,11 @@ class Core:
             )
         missing = [n for n in loaded.defaults if n not in loaded.networks]
         if missing:
+            why = "; ".join(f"{n}: {_why(loaded, n) or 'not configured'}" for n in missing)
             return NotReadyError(
-                f"default network(s) {', '.join(repr(n) for n in missing)} not usable "
-                f"{self._where()}: add or fix their configuration",
-                skipped,
+                f"default network(s) {_quoted(missing)} not usable {self._where()}: install "
+                "their plugins or add their configuration",
+                why,
             )
         if self._plugin_loopback:
             try:
@@ -606,12 +619,9 @@ class Core:
             requests = [NetworkRequest(n) for n in loaded.defaults]
         else:
             requests = _requests(networks)
-        unknown = [r.network for r in requests if r.network not in loaded.networks]
-        if unknown:
-            raise ConfigError(
-                f"network(s) {', '.join(repr(n) for n in unknown)} not configured {self._where()}",
-                "; ".join(f"{p}: {w}" for p, w in loaded.skipped.items()),
-            )
+        unusable = [r.network for r in requests if r.network not in loaded.networks]
+        if unusable:
+            raise self._not_usable(loaded, unusable)
         ifnames = self._ifnames(container_id, requests)
         items: list[_Item] = []
         if self._plugin_loopback:
@@ -630,6 +640,27 @@ class Core:
         _check_arguments(items)
         self._warn_unused(items)
         return items
+
+    def _not_usable(self, loaded: LoadedNetworks, names: Sequence[str]) -> CNIError:
+        """The error of a setup naming networks that cannot be used: ``NotFoundError`` for
+        a name not configured at all, ``ConfigError`` for one whose configuration cannot
+        be used (bad requests), else ``NotReadyError`` naming the binary each waits for
+        (try again later)."""
+        unknown = [n for n in names if _why(loaded, n) is None]
+        if unknown:
+            e = NotFoundError(self.conf_dir or "", unknown[0])
+            e.msg = f"network(s) {_quoted(unknown)} not configured {self._where()}"
+            return e
+        invalid = [n for n in names if n in loaded.invalid]
+        if invalid:
+            return ConfigError(
+                f"network(s) {_quoted(invalid)} cannot be used {self._where()}",
+                "; ".join(f"{n}: {loaded.invalid[n]}" for n in invalid),
+            )
+        return NotReadyError(
+            f"network(s) {_quoted(names)} not ready: a plugin binary is not installed",
+            "; ".join(f"{n}: {loaded.not_ready[n]}" for n in names),
+        )
 
     def _ifnames(self, container_id: str, requests: Sequence[NetworkRequest]) -> list[str]:
         """The interface name of each request, as setup gives them.
@@ -910,12 +941,6 @@ class Core:
 
     # -- teardown, check, inspect ---------------------------------------
 
-    def _cached(self, container_id: str) -> list[CacheEntry]:
-        """The container's cache entries, in order (read under the container lock)."""
-        entries = self.cache.attachments_of(container_id)[0]
-        entries.sort(key=lambda e: attachment_order(e.ifname, e.network_name))
-        return entries
-
     def _held(self, container_id: str) -> list[Held]:
         """Every attachment the cache holds for the container, in order: its complete
         entries and the records of attachments without one (in progress).
@@ -952,19 +977,18 @@ class Core:
 
     def _cached_net(
         self,
-        att: NetworkAttachment | CacheEntry,
+        att: CacheEntry,
         netns: str,
         loaded: LoadedNetworks | None = None,
     ) -> tuple[NetworkConfigList, RuntimeConf]:
         """The list, args and capability args cached at ADD (the current file as a fallback).
 
-        ``att`` is a cache entry (or an attachment ``get_cached_attachments``
-        made of one): the same entry ``get_network_list_cached_config`` reads,
-        without reading it again.
+        ``att`` is a cache entry or record: the same one
+        ``get_network_list_cached_config`` reads, without reading it again.
         """
-        network = att.network if isinstance(att, NetworkAttachment) else att.network_name
+        network = att.network_name
         # As get_network_list_cached_config: the cached args (none given here).
-        rt = RuntimeConf(att.container_id, netns, att.ifname, att.cni_args, att.capability_args)
+        rt = att.runtime_conf(netns=netns)
         try:
             net = self._parse_cached(att.config)
             if net.plugins and net.name == network:
@@ -1116,12 +1140,16 @@ class Core:
         return _Item(request.network, ifname, net, rt)
 
     def check(self, container_id: str, netns: str, timeout: float | None) -> Op:
-        """CHECK every cached attachment of the container in order; the first failure is raised."""
+        """CHECK every cached attachment of the container in order; the first failure is raised.
+
+        Nothing cached or recorded: :class:`NotAttachedError` (code 3)."""
         timeout = self._timeout(timeout)
         release = yield LockContainer(self.cache, container_id, timeout, "check")
         try:
-            entries: list[CacheEntry] = yield Blocking(self._cached, (container_id,))
-            for entry in entries:
+            held: list[Held] = yield Blocking(self._held, (container_id,))
+            if not held:  # a health check must not report an unknown container healthy
+                raise NotAttachedError(f"cannot check container {container_id!r}: nothing cached")
+            for entry in (e for e, complete in held if complete):
                 net, rt = self._cached_net(entry, netns or entry.netns)
                 yield _check(net, rt, timeout)
         finally:
@@ -1207,18 +1235,7 @@ class Core:
                 e.cni_args,
                 e.capability_args,
             )
-            dropped.append(
-                NetworkAttachment(
-                    container_id,
-                    e.network_name,
-                    e.ifname,
-                    e.config,
-                    e.netns,
-                    e.cni_args,
-                    e.capability_args,
-                    complete,
-                )
-            )
+            dropped.append(e.attachment())
         return tuple(dropped)
 
     # -- GC --------------------------------------------------------------

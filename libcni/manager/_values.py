@@ -61,13 +61,19 @@ class LoadedNetworks:
     ``networks``: every usable network by name, in file order; ``defaults``:
     what ``setup`` attaches when given no networks; ``skipped``: each file
     that is not used, with the reason; ``files``: the file of each usable
-    network.
+    network; ``not_ready``: each network skipped because a binary (a
+    plugin's or its IPAM plugin's) is not found yet, with the reason;
+    ``invalid``: each other network skipped whose name is known (a drop-in
+    file that does not parse, a plugin type that can name no file), with the
+    reason.
     """
 
     networks: Mapping[str, NetworkConfigList] = attrs.field(factory=dict)
     defaults: tuple[str, ...] = ()
     skipped: Mapping[str, str] = attrs.field(factory=dict)
     files: Mapping[str, str] = attrs.field(factory=dict)
+    not_ready: Mapping[str, str] = attrs.field(factory=dict)
+    invalid: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen

@@ -121,6 +121,39 @@ def test_a_third_network_that_fails_leaves_nothing_behind(e2e: E2E) -> None:
     assert ctr.link("eth0") is None
 
 
+READINESS = """
+import json, sys
+from libcni import CNIError, NetworkManager
+conf, plugins, cache, cid, ns, net = sys.argv[1:7]
+m = NetworkManager(conf, [plugins], cache_dir=cache)
+out = {}
+for what, call in (("status", m.status), ("setup", lambda: m.setup(cid, ns, networks=[net]))):
+    try:
+        call()
+    except CNIError as e:
+        out[what] = [type(e).__name__, e.code, str(e)]
+print(json.dumps(out))
+"""
+
+
+def test_a_network_whose_ipam_plugin_is_missing_is_not_ready_and_nothing_runs(e2e: E2E) -> None:
+    # ptp would run, fail to find its IPAM plugin, and fail the rollback DEL alike.
+    w = HostRuntime(e2e)
+    ipam = host_local(e2e.subnet(), e2e.data_dir) | {"type": "no-such-ipam"}
+    w.write("10-ptp.conflist", e2e.network, [{"type": "ptp", "ipMasq": False, "ipam": ipam}])
+    ctr, cid = e2e.container(), e2e.container_id("ipam")
+    argv = (str(w.conf), PLUGIN_DIR, str(e2e.cache_dir), cid, ctr.path, e2e.network)
+    out = json.loads(w.python(READINESS, *argv).stdout)
+    assert out["status"][:2] == ["NotReadyError", 50]
+    assert out["setup"][:2] == ["NotReadyError", 50]
+    for what in ("status", "setup"):
+        assert 'failed to find plugin "no-such-ipam"' in out[what][2], out
+    assert ctr.link("eth0") is None
+    assert not e2e.cache_dir.exists() or not any(
+        p.is_file() for d in ("results", "records") for p in (e2e.cache_dir / d).rglob("*")
+    )
+
+
 GC = """
 import sys
 from libcni import NetworkManager
@@ -209,3 +242,42 @@ def test_async_many_containers_at_once(e2e: E2E) -> None:
 
 def test_paths_exist() -> None:
     assert Path(PLUGIN_DIR).is_dir()
+
+
+ATTACH = """
+import json, sys
+from libcni import NetworkManager
+m = NetworkManager(sys.argv[1], [sys.argv[2]], cache_dir=sys.argv[3])
+cid, network, how = sys.argv[4:7]
+view = m.attach(cid, network) if how == "attach" else m.detach(cid, network)
+print(json.dumps(view.to_dict()))
+"""
+
+
+def test_attach_a_second_bridge_network_then_detach_it(e2e: E2E) -> None:
+    w = World(e2e)
+    second = f"{e2e.network}-br2"
+    w.write("40-br2.conflist", second, [bridge(e2e.bridge_name(), e2e.subnet(), e2e.data_dir)])
+    ctr, cid = e2e.container(), e2e.container_id("hot")
+    assert w.cli("up", cid, ctr.path, "-n", w.br).returncode == 0
+    first_ip = ctr.addresses("eth0")
+
+    args = (str(w.conf), PLUGIN_DIR, str(e2e.cache_dir), cid, second)
+    view = json.loads(w.python(ATTACH, *args, "attach").stdout)  # the cached netns
+    assert [(a["network"], a["ifname"]) for a in view["attachments"]] == [
+        ("cni-loopback", "lo"),
+        (w.br, "eth0"),
+        (second, "eth1"),
+    ]
+    (added,) = view["interfaces"]["eth1"]["ips"]
+    assert ctr.addresses("eth1") == [added]
+    assert added.split("/")[0] in allocated(e2e.data_dir, second)
+    assert w.cli("list").stdout.split() == [cid]
+
+    view = json.loads(w.python(ATTACH, *args, "detach").stdout)
+    assert [a["ifname"] for a in view["attachments"]] == ["lo", "eth0"]
+    assert ctr.link("eth1") is None
+    assert allocated(e2e.data_dir, second) == set()
+    assert ctr.addresses("eth0") == first_ip and lo_up_with_127(ctr)  # the others stay
+    assert w.cli("down", cid).returncode == 0
+    assert w.leases() == set() and w.cached() == []
