@@ -48,6 +48,17 @@ test writes ``go`` and, after a random delay, kills it:
   tree dies at the instant the runtime stopped, as when a service's cgroup
   is killed. (libcni starts each plugin in a process group of its own, so
   ``killpg`` of the runtime's group would not reach them.)
+- ``restart`` (issue 28: a supervisor restarts the runtime at once): every
+  reference plugin runs through a wrapper (``_DAWDLE_WRAPPER``, first in the
+  plugin path and so in ``CNI_PATH``) that sleeps on ADD, then ``exec``\ s the
+  real plugin; the runtime alone gets SIGKILL at a random instant of one
+  plugin's run (``restart_trials``: the *target*, which it learns from the
+  runtime's log), and the recovering runtime's gc starts as soon as the
+  runtime is dead, while the orphaned plugins still run (the launcher, their
+  subreaper, tells which still run: ``Trial.orphans_at_restart``,
+  ``orphans_after_gc``). The leaks are counted once every orphan has ended
+  (the launcher has exited); the second gc (``after_second_gc``) tells
+  whether a later gc would find them.
 - ``instant``: the runtime kills itself at an exact instant (fault injection
   in the runtime child: see ``kill_runtime.py``), or a wrapper ``host-local``
   (a shell script placed before the real one in the plugin path) kills the
@@ -58,8 +69,8 @@ test writes ``go`` and, after a random delay, kills it:
   the ``write`` that fills its new reservation file) and ``masq-chain`` (an
   ``iptables`` wrapper kills ``bridge`` as it creates its masquerading chain).
 
-The test waits for every orphaned plugin to end before the restart (a real
-restart takes longer than a plugin).
+In the modes but ``restart``, the test waits for every orphaned plugin to end
+before the restart (a restart that takes longer than a plugin).
 
 **Where the kill landed** (the *phase*) comes from the runtime's own log (it
 logs each plugin's start and end, and logs nothing once dead) and from the
