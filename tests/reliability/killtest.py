@@ -50,7 +50,7 @@ test writes ``go`` and, after a random delay, kills it:
   ``killpg`` of the runtime's group would not reach them.)
 - ``restart`` (issue 28: a supervisor restarts the runtime at once): every
   reference plugin runs through a wrapper (``_DAWDLE_WRAPPER``, first in the
-  plugin path and so in ``CNI_PATH``) that sleeps on ADD, then ``exec``\ s the
+  plugin path and so in ``CNI_PATH``) that sleeps on ADD, then execs the
   real plugin; the runtime alone gets SIGKILL at a random instant of one
   plugin's run (``restart_trials``: the *target*, which it learns from the
   runtime's log), and the recovering runtime's gc starts as soon as the
