@@ -50,7 +50,8 @@ ALLOWED: dict[str, set[str]] = {
     # The I/O at the edge, knowing nothing of the operations.
     "cache": NEUTRAL,
     "invoke": NEUTRAL,
-    "netns": {"_log", "errors"},
+    "_nspath": {"errors"},
+    "netns": {"_log", "_nspath", "errors"},
     # The operations and their drivers.
     # netns: whether a DEL's netns is still a namespace (behaviour §11.3).
     "_ops": NEUTRAL
