@@ -225,7 +225,7 @@ class PluginError(CNIError):
     (the tail of what it wrote to standard error).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  (the public constructor: one keyword per context attribute, api.md)
         self,
         msg: str,
         details: str = "",

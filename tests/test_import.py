@@ -27,6 +27,7 @@ LAZY = (
     "json",  # imported where first used
     "cattrs",  # the converter, built at first use
     "libcni.capabilities",  # the typed capability arguments
+    "libcni._checks",  # and their checks
     "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
     "libcni.netns",  # network namespaces

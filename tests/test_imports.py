@@ -42,7 +42,8 @@ ALLOWED: dict[str, set[str]] = {
     "_deadline": {"errors"},
     "version": {"_codec", "_json", "errors"},
     "types": {"_codec", "_json", "errors", "version"},
-    "capabilities": {"errors"},
+    "_checks": {"errors"},
+    "capabilities": {"_checks", "errors"},
     "values": {"capabilities", "errors"},
     "conf": {"_codec", "_json", "_log", "errors", "types", "version"},
     # Pure: decides what a plugin is sent, runs and stores nothing.
