@@ -353,9 +353,7 @@ def _class_dump(cls: type) -> Callable[[Any], dict[str, Any]]:
             if always or not (value is None or value in _EMPTY):
                 out[key] = value
         if has_extra and instance.extra:
-            for key, value in instance.extra.items():
-                if key not in out and key not in known:
-                    out[key] = value
+            out.update((k, v) for k, v in instance.extra.items() if k not in out and k not in known)
         return out
 
     return unstructure_class
