@@ -335,7 +335,7 @@ class RuntimeConfig:
     cgroup_path: str | None
     pod_annotations: Mapping[str, str] | None = attrs.field(hash=False)
 
-    def __init__(  # noqa: PLR0913  (the public constructor: one keyword per capability, api.md)
+    def __init__(  # noqa: PLR0913  (the public constructor: one keyword per capability, a public name)
         self,
         port_mappings: Sequence[PortMapping] = (),
         bandwidth: Bandwidth | None = None,

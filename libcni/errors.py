@@ -211,7 +211,7 @@ class PluginError(CNIError):
     (the tail of what it wrote to standard error).
     """
 
-    def __init__(  # noqa: PLR0913  (the public constructor: one keyword per context attribute, api.md)
+    def __init__(  # noqa: PLR0913  (the public constructor: one keyword per context attribute, a public name)
         self,
         msg: str,
         details: str = "",
