@@ -12,20 +12,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._codec import short
 from .errors import CODE_INVALID_CONFIG, ValidationError
-
-_EXCERPT = 120
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
-
-
 def _invalid(field: str, value: object, why: str) -> ValidationError:
-    return ValidationError(f"{field}: {_shown(value)} {why}", code=CODE_INVALID_CONFIG)
+    return ValidationError(f"{field}: {short(value)} {why}", code=CODE_INVALID_CONFIG)
 
 
 def _int(field: str, value: object, low: int, high: int, what: str) -> int:

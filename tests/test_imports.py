@@ -42,7 +42,7 @@ ALLOWED: dict[str, set[str]] = {
     "_deadline": {"errors"},
     "version": {"_codec", "_json", "errors"},
     "types": {"_codec", "_json", "errors", "version"},
-    "_checks": {"errors"},
+    "_checks": {"_codec", "errors"},
     "capabilities": {"_checks", "errors"},
     "values": {"capabilities", "errors"},
     "conf": {"_codec", "_json", "_log", "errors", "types", "version"},
