@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import stat
 import threading
@@ -47,29 +48,16 @@ class _Libc:
         self.unshare = lib.unshare
         self.unshare.argtypes = (ctypes.c_int,)
         self.mount = lib.mount
-        self.mount.argtypes = (
-            ctypes.c_char_p,
-            ctypes.c_char_p,
-            ctypes.c_char_p,
-            ctypes.c_ulong,
-            ctypes.c_void_p,
-        )
+        self.mount.argtypes = (*(ctypes.c_char_p,) * 3, ctypes.c_ulong, ctypes.c_void_p)
         self.umount2 = lib.umount2
         self.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
         for fn in (self.setns, self.unshare, self.mount, self.umount2):
             fn.restype = ctypes.c_int
 
 
-_libc_lock = threading.Lock()
-_libc_loaded: _Libc | None = None
-
-
+@functools.cache
 def _libc() -> _Libc:
-    global _libc_loaded
-    with _libc_lock:
-        if _libc_loaded is None:
-            _libc_loaded = _Libc()
-        return _libc_loaded
+    return _Libc()
 
 
 def _check(ret: int) -> None:

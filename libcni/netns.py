@@ -107,6 +107,13 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _where(name: str | None, dir: str | os.PathLike[str]) -> tuple[str, str]:
+    """The absolute directory and the path of the pin ``dir/name`` (``cni-<uuid>`` when no name)."""
+    name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
+    where = _abspath(dir)
+    return where, os.path.join(where, name)
+
+
 def _abspath(path: str | os.PathLike[str]) -> str:
     """``path`` made absolute; a NUL in it (no path has one) is a ``NamespaceError``."""
     where = os.path.abspath(path)
@@ -415,9 +422,7 @@ def create(name: str | None = None, dir: str | os.PathLike[str] = DEFAULT_DIR) -
     failure nothing is left behind and :class:`~libcni.errors.NamespaceError`
     says what failed.
     """
-    name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
-    where = _abspath(dir)
-    path = os.path.join(where, name)
+    where, path = _where(name, dir)
     undo = _prepare(where)
     try:
         try:
@@ -445,9 +450,7 @@ def from_pid(pid: int, name: str | None = None, dir: str | os.PathLike[str] = DE
         raise TypeError(f"pid must be an int, not {type(pid).__name__}")
     if pid <= 0:
         raise ValueError(f"pid must be positive, not {pid}")
-    name = f"cni-{uuid.uuid4()}" if name is None else _check_name(name)
-    where = _abspath(dir)
-    path = os.path.join(where, name)
+    where, path = _where(name, dir)
     try:
         fd = _open(f"/proc/{pid}/ns/net")
     except OSError as e:
