@@ -32,10 +32,10 @@ import attrs
 
 from . import _log as logging  # logging, imported at first use
 from . import request as rq
-from ._deadline import Deadline, check_timeout, lock_timeout, timeout_message
+from ._deadline import Deadline, check_timeout, timeout_message
+from ._effects import CacheIO, Effect, GCNetwork, RunPlugin, TakeLock, in_context
 from .cache import (
     CNI_CACHE_V1,
-    RECORD_V1,
     CacheEntry,
     CorruptEntryError,
     ResultCache,
@@ -45,6 +45,7 @@ from .cache import (
 from .conf import (
     NetworkConfigList,
     PluginConfig,
+    _binaries,
     conf_from_bytes,
     conf_list_from_bytes,
     conf_list_from_conf,
@@ -56,7 +57,6 @@ from .errors import (
     ConfigError,
     GCError,
     InvalidNetworkError,
-    LockTimeoutError,
     PluginError,
     PluginTimeoutError,
     VersionError,
@@ -86,103 +86,6 @@ _V110 = (1, 1, 0)
 VALIDATE = "VALIDATE"
 
 
-@attrs.frozen
-class RunPlugin:
-    """Effect: run the plugin binary ``path``; the outcome is its stdout.
-
-    ``path``, ``stdin``, ``env`` and ``timeout`` (the operation's time left)
-    are the arguments of ``Exec.exec_plugin``; the other fields are the
-    context a ``PluginError`` gets (:func:`_run`) and the DEBUG record shows.
-    """
-
-    path: str
-    stdin: bytes
-    env: Mapping[str, str]
-    timeout: float | None
-    plugin: str
-    command: str
-    network: str = ""
-    container_id: str = ""
-    limit: float | None = None  # the whole operation's timeout, for the error message
-
-
-@attrs.frozen
-class TakeLock:
-    """Effect: hold a cache lock; the outcome is a function that releases it.
-
-    With ``attachment`` (container ID, interface name) it is the lock of that
-    one attachment; without, the lock of the whole ``network``
-    (``exclusive`` for GC, shared for ADD and DEL). The cache refuses empty
-    or hostile names in ``attachment`` with a ``ValidationError``.
-    """
-
-    cache: ResultCache
-    network: str
-    attachment: tuple[str, str] | None = None
-    exclusive: bool = True
-    timeout: float | None = None  # the operation's time left; None: wait as long as it takes
-    command: str = ""  # for the LockTimeoutError message
-    limit: float | None = None  # the whole operation's timeout, for the message
-
-    def take(self, *, wait: bool = True) -> Release | None:
-        """Take the lock; the function that releases it.
-
-        ``wait``: for at most ``timeout`` seconds, then
-        :class:`~libcni.errors.LockTimeoutError`; otherwise one try, ``None``
-        if the lock is busy.
-        """
-        cache = self.cache
-        try:
-            if self.attachment is not None:
-                lock = (
-                    cache.lock(self.network, *self.attachment, timeout=self.timeout)
-                    if wait
-                    else cache.try_lock(self.network, *self.attachment)
-                )
-            elif wait:
-                lock = cache.network_lock(self.network, self.exclusive, timeout=self.timeout)
-            else:
-                lock = cache.try_network_lock(self.network, self.exclusive)
-        except LockTimeoutError as e:
-            raise self.timed_out(e.details) from None
-        return None if lock is None else lock.release
-
-    def timed_out(self, details: str = "") -> LockTimeoutError:
-        """The error of a wait for this lock that outlasted the operation's timeout."""
-        if self.attachment is None:
-            what = f"network {self.network!r}"
-            path = self.cache.network_lock_path(self.network)
-        else:
-            cid, ifname = self.attachment
-            what = f"attachment (network {self.network!r}, container {cid!r}, interface {ifname!r})"
-            path = self.cache.attachment_lock_path(self.network, cid, ifname)
-        limit = self.limit if self.limit is not None else self.timeout
-        return lock_timeout(what, details or path, limit, self.command)
-
-
-@attrs.frozen
-class CacheIO:
-    """Effect: ``call(*args)``, a cache method that may wait for the disk; the outcome is its value.
-
-    The operation holds its locks until the call is over, even when the
-    caller is cancelled meanwhile.
-    """
-
-    call: Callable[..., Any]
-    args: tuple[Any, ...]
-
-
-@attrs.frozen
-class GCNetwork:
-    """Effect: ``op``, the GC of the network ``net`` in a GC run, driven as an operation of
-    its own (observers see one per network); the outcome is its value."""
-
-    net: NetworkConfigList
-    op: Generator[Any, Any, None]
-
-
-Effect = RunPlugin | TakeLock | CacheIO | GCNetwork
-Release = Callable[[], None]
 _R = TypeVar("_R")
 #: An operation: yields effects, is sent their outcomes, returns its value.
 Op = Generator[Effect, Any, _R]
@@ -241,13 +144,6 @@ def as_plugin(net: Any, method: str) -> PluginConfig:
     raise TypeError(
         f"{method}() expects a PluginConfig (one plugin), not {type(net).__name__}{hint}"
     )
-
-
-def binaries(plugin: PluginConfig) -> tuple[str, ...]:
-    """The plugin types whose binaries ``plugin`` needs: its own, then its ``ipam.type`` (an
-    IPAM plugin that is missing fails every ADD and DEL alike)."""
-    ipam = (plugin.ipam or {}).get("type")
-    return (plugin.type, ipam) if ipam and isinstance(ipam, str) else (plugin.type,)
 
 
 def _require_plugins(chain: _Chain) -> None:
@@ -318,22 +214,6 @@ def _run(
     except PluginError as e:
         in_context(effect, e)
         raise
-
-
-def in_context(effect: RunPlugin, e: PluginError) -> None:
-    """Give ``e`` the context of ``effect`` (:func:`_run`'s rule; applying it twice changes nothing).
-
-    The observed drivers (``libcni._events``) apply it as soon as the run
-    fails, so that the plugin's end event carries the error as raised.
-    """
-    e.plugin = effect.plugin
-    e.command = effect.command
-    e.network = e.network or effect.network
-    e.container_id = e.container_id or effect.container_id
-    if isinstance(e, PluginTimeoutError) and effect.limit is not None:
-        e.msg = timeout_message(
-            effect.command, effect.limit, f"plugin {effect.plugin} did not finish"
-        )
 
 
 def _result(version: str, plugin: str) -> Callable[[bytes], Result]:
@@ -426,7 +306,7 @@ class Operations:
         # None when no one is: the drivers' fast path.
         self._watch: Watch | None = None
         if observers:
-            from ._events import Watch  # imports this module
+            from ._events import Watch  # loaded only for observers
 
             self._watch = Watch.of(observers)
         if isinstance(path, (str, os.PathLike)):
@@ -488,7 +368,7 @@ class Operations:
         """DEL's prevResult (``with_prev``), read before any plugin runs, and the entry's identity.
 
         The identity lets the entry be removed after the plugins without
-        being read again (``ResultCache.remove_read``). A missing entry, or
+        being read again (``Entries.remove_read``). A missing entry, or
         another attachment's, gives none. So does one
         whose content is unusable (empty, corrupt, unconvertible): a warning
         is logged and DEL goes on; the entry is removed only once every
@@ -496,7 +376,7 @@ class Operations:
         raises ``CacheError``: nothing runs and the entry stays.
         """
         try:
-            entry, ident = cache.read_ident(chain.name, rt.container_id, rt.ifname)
+            entry, ident = cache.results.read_ident(chain.name, rt.container_id, rt.ifname)
         except CorruptEntryError as e:
             log.warning(
                 "DEL of %s-%s-%s goes on without prevResult: unusable cache entry: %s",
@@ -594,21 +474,12 @@ class Operations:
             )
             try:
                 # Another attachment's entry under the same file name: refuse before running.
-                cache.check_owner(chain.name, rt.container_id, rt.ifname)
-                record = CacheEntry(
-                    container_id=rt.container_id,
-                    network_name=chain.name,
-                    ifname=rt.ifname,
-                    config=chain.config,
-                    netns=rt.netns,
-                    cni_args=rt.args,
-                    capability_args=dict(rt.capability_args),
-                    kind=RECORD_V1,
-                )
+                cache.results.check_owner(chain.name, rt.container_id, rt.ifname)
+                record = CacheEntry.from_runtime(rt, network=chain.name, config=chain.config)
                 # The write-ahead record, before the first plugin runs: whatever
                 # instant the process dies at, a DEL, teardown or GC finds the attachment.
                 # Inline in both drivers: a small write, no fsync; over the size cap, refused.
-                with cache.begin_record(record) as written:
+                with cache.wal.begin(record) as written:
                     prev: dict[str, Any] | None = None
                     result: Result | None = None
                     for plugin, path in zip(chain.plugins, paths, strict=True):
@@ -619,7 +490,7 @@ class Operations:
                         prev = result.to_dict()
                     entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
                     # The entry's JSON is the record's and the result (encoded once).
-                    yield CacheIO(cache.write, (entry, completed_json(written.json, prev)))
+                    yield CacheIO(cache.results.write, (entry, completed_json(written.json, prev)))
                     # The record stays (the container's index) until the attachment is
                     # DELeted, marked complete: never in progress again (one fchmod).
                     written.complete()
@@ -653,7 +524,7 @@ class Operations:
         )
         try:
             prev = self._cached_prev(
-                cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
+                cache.results.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
             )
             for plugin, path in zip(chain.plugins, paths, strict=True):
                 yield from _run(self._call(chain, plugin, path, env, deadline, rt, prev))
@@ -810,7 +681,7 @@ class Operations:
                 log.warning("GC removed unreadable cache entry %s", name)
             for cid, name, ident in work.unusable_records:
                 try:
-                    if (yield CacheIO(cache.drop_record, (cid, name, ident))):
+                    if (yield CacheIO(cache.wal.drop, (cid, name, ident))):
                         log.warning(
                             "GC removed record %s of container %s (unusable, or complete and "
                             "its entry gone: DELeted by another tool)",
@@ -853,9 +724,7 @@ class Operations:
         (the reference ``bridge`` plugin's first DEL fails when its ADD died
         before creating its masquerading chain, the second succeeds).
         """
-        rt = RuntimeConf(
-            att.container_id, att.netns, att.ifname, att.cni_args, att.capability_args, cache.dir
-        )
+        rt = att.runtime_conf(cache_dir=cache.dir)
         what = f"GC of stale {'in-progress ' if att.is_record else ''}attachment"
         for again in (att.is_record, False):
             try:
@@ -930,7 +799,7 @@ class Operations:
         capabilities: set[str] = set()
         for plugin in chain.plugins:
             capabilities.update(k for k, v in plugin.capabilities.items() if v is True)
-            for kind in binaries(plugin):
+            for kind in _binaries(plugin):
                 try:
                     info = yield from self._probe(kind, self._find(kind), timeout)
                     if not info.supports(version):
@@ -974,7 +843,7 @@ class Operations:
         ):
             if not value:
                 raise CacheError(f"cannot look up the cache without a {what}")
-        return self._cache(rt).read(chain.name, rt.container_id, rt.ifname)
+        return self._cache(rt).results.read(chain.name, rt.container_id, rt.ifname)
 
     def _cached_result(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf
@@ -995,55 +864,40 @@ class Operations:
         if entry is None or entry.kind != CNI_CACHE_V1:
             # An attachment in progress: what its ADD recorded before its first plugin ran.
             try:
-                entry = self._cache(rt).read_record(chain.name, rt.container_id, rt.ifname)
+                entry = self._cache(rt).wal.read(chain.name, rt.container_id, rt.ifname)
             except CorruptEntryError as e:
                 # Killed while writing it: no plugin had run. Nothing is cached (GC removes it).
                 log.warning("unusable write-ahead record, taken as absent: %s", e)
                 return None
             if entry is None:
                 return None
-        return entry.config, attrs.evolve(
-            rt,
-            args=entry.cni_args if entry.cni_args else rt.args,
-            capability_args=entry.capability_args,
-        )
+        cached = entry.runtime_conf(netns=rt.netns, cache_dir=rt.cache_dir)
+        return entry.config, cached if cached.args else attrs.evolve(cached, args=rt.args)
 
     def _cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """The entries, and the records of attachments without one (``complete=False``)."""
         cache = self._cache()
-        found = cache.entries(container_id)
+        found = cache.results.entries(container_id)
         complete = {(e.network_name, e.container_id, e.ifname) for e in found}
         found += [
             r
-            for r in cache.records(container_id)
+            for r in cache.wal.records(container_id)
             if (r.network_name, r.container_id, r.ifname) not in complete
         ]
         found.sort(key=lambda e: f"{e.network_name}-{e.container_id}-{e.ifname}")
-        return [
-            NetworkAttachment(
-                container_id=e.container_id,
-                network=e.network_name,
-                ifname=e.ifname,
-                config=e.config,
-                netns=e.netns,
-                cni_args=e.cni_args,
-                capability_args=e.capability_args,
-                complete=not e.is_record,
-            )
-            for e in found
-        ]
+        return [e.attachment() for e in found]
 
 
 __all__ = [
     "VALIDATE",
     "CacheIO",
     "Effect",
+    "GCNetwork",
     "Op",
     "Operations",
     "RunPlugin",
     "TakeLock",
     "as_list",
     "as_plugin",
-    "binaries",
     "in_context",
 ]

@@ -977,19 +977,18 @@ class Core:
 
     def _cached_net(
         self,
-        att: NetworkAttachment | CacheEntry,
+        att: CacheEntry,
         netns: str,
         loaded: LoadedNetworks | None = None,
     ) -> tuple[NetworkConfigList, RuntimeConf]:
         """The list, args and capability args cached at ADD (the current file as a fallback).
 
-        ``att`` is a cache entry (or an attachment ``get_cached_attachments``
-        made of one): the same entry ``get_network_list_cached_config`` reads,
-        without reading it again.
+        ``att`` is a cache entry or record: the same one
+        ``get_network_list_cached_config`` reads, without reading it again.
         """
-        network = att.network if isinstance(att, NetworkAttachment) else att.network_name
+        network = att.network_name
         # As get_network_list_cached_config: the cached args (none given here).
-        rt = RuntimeConf(att.container_id, netns, att.ifname, att.cni_args, att.capability_args)
+        rt = att.runtime_conf(netns=netns)
         try:
             net = self._parse_cached(att.config)
             if net.plugins and net.name == network:
@@ -1236,18 +1235,7 @@ class Core:
                 e.cni_args,
                 e.capability_args,
             )
-            dropped.append(
-                NetworkAttachment(
-                    container_id,
-                    e.network_name,
-                    e.ifname,
-                    e.config,
-                    e.netns,
-                    e.cni_args,
-                    e.capability_args,
-                    complete,
-                )
-            )
+            dropped.append(e.attachment())
         return tuple(dropped)
 
     # -- GC --------------------------------------------------------------
