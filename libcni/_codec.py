@@ -187,19 +187,15 @@ def _seq_hook(t: Any) -> Callable[[Any, Any], Any]:
         if type(value) is not list and not isinstance(value, tuple):
             raise Invalid(f"must be a list, not {short(value)}")
         out = []
-        errors = []
         for i, v in enumerate(value):
             try:
                 out.append(item(v, item_type))
-            except Exception as e:
+            except Exception as e:  # the first failure, with its index
                 e.__notes__ = [  # type: ignore[attr-defined]
                     *getattr(e, "__notes__", []),
                     IterableValidationNote("", i, item_type),
                 ]
-                errors.append(e)
-                break
-        if errors:
-            raise IterableValidationError("", errors, t)
+                raise IterableValidationError("", [e], t) from None
         return make(out)
 
     return hook
