@@ -1,33 +1,16 @@
 """Typed, validated capability arguments: what runtimes pass as ``runtimeConfig``.
 
-CNI's conventions name the capability arguments every runtime may pass to
-the plugins that declare them (``"capabilities": {"portMappings": true}``):
-port mappings, a bandwidth limit, IP ranges, DNS settings, static IPs, a
-MAC, an InfiniBand GUID, a device ID, aliases, the cgroup path and the pod
-annotations. :class:`RuntimeConfig` holds them as checked values (what Go
-runtimes get from go-cni's ``WithCapability*`` options and ocicni's
-``RuntimeConfig``), and gives the JSON object the plugins expect:
-
->>> rc = RuntimeConfig(
-...     port_mappings=[PortMapping(8080, 80)],
-...     bandwidth=Bandwidth(ingress_rate=1_000_000, ingress_burst=100_000),
-... )
->>> rc.capability_args()["portMappings"]
-[{'hostPort': 8080, 'containerPort': 80, 'protocol': 'tcp'}]
-
-Every value is checked when it is built: a bad one raises
-:class:`~libcni.errors.ValidationError` (code 7) naming the field and the
-value, before anything runs:
+:class:`RuntimeConfig` holds the capability arguments CNI's conventions name
+(port mappings, a bandwidth limit, IP ranges, DNS settings, static IPs, a MAC,
+an InfiniBand GUID, a device ID, aliases, the cgroup path, the pod
+annotations) as immutable, checked values, and gives the JSON object the
+plugins expect. A bad value raises :class:`~libcni.errors.ValidationError`
+(code 7) naming the field and the value, when it is built:
 
 >>> PortMapping(8080, 0)
 Traceback (most recent call last):
     ...
 libcni.errors.ValidationError: PortMapping.container_port: 0 is not a port number (1 to 65535)
-
-A :class:`RuntimeConfig` is accepted wherever capability arguments are
-(``RuntimeConf``, ``NetworkManager.setup``, ``NetworkRequest``...). The
-values are immutable; addresses are stored in their canonical text
-(``"FD00::1"`` becomes ``"fd00::1"``), MACs in lower case with colons.
 """
 
 from __future__ import annotations
