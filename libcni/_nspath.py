@@ -171,6 +171,21 @@ def _in_thread(fn: Callable[[], _T], undo: Callable[[_T], Any] | None = None) ->
     return result
 
 
+def _away(go: Callable[[], None], then: Callable[[], _T]) -> _T:
+    """In a helper thread: ``go()`` (into another network namespace), then ``then()``; back
+    home after, so that nothing of the interpreter's thread clean-up runs elsewhere."""
+    own = _open(_OWN)
+    try:
+        go()
+        try:
+            return then()
+        finally:
+            with contextlib.suppress(OSError):
+                _setns(own)
+    finally:
+        os.close(own)
+
+
 def _is_netns(fd: int) -> bool:
     """Whether ``fd`` refers to a network namespace."""
     import fcntl
@@ -259,19 +274,10 @@ def _loopback_up(path: str) -> None:
             raise NamespaceError(f"cannot bring lo up: {path} is not a network namespace")
 
         def open_socket() -> socket.socket:
-            own = _open(_OWN)
-            try:
-                _setns(fd)
-                try:
-                    return socket.socket(socket.AF_INET, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-                finally:
-                    with contextlib.suppress(OSError):
-                        _setns(own)
-            finally:
-                os.close(own)
+            return socket.socket(socket.AF_INET, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
 
         try:
-            sock = _in_thread(open_socket, undo=socket.socket.close)
+            sock = _in_thread(lambda: _away(lambda: _setns(fd), open_socket), socket.socket.close)
         except OSError as e:
             raise _failed(f"cannot enter network namespace {path} to bring lo up", e) from None
     finally:

@@ -44,6 +44,7 @@ from types import TracebackType
 from ._nspath import (
     _DENIED,
     _OWN,
+    _away,
     _failed,
     _identity,
     _in_thread,
@@ -71,22 +72,7 @@ _MS_SHARED = 1 << 20
 
 def _new_namespace() -> int:
     """A descriptor of a new network namespace, made by a helper thread."""
-
-    def make() -> int:
-        own = _open(_OWN)
-        try:
-            _unshare_net()
-            try:
-                return _open(_OWN)
-            finally:
-                # The thread ends now anyway; back home so that nothing of the
-                # interpreter's thread clean-up runs in the new namespace.
-                with contextlib.suppress(OSError):
-                    _setns(own)
-        finally:
-            os.close(own)
-
-    return _in_thread(make, undo=os.close)
+    return _in_thread(lambda: _away(_unshare_net, lambda: _open(_OWN)), undo=os.close)
 
 
 # -- names, directories, identities ------------------------------------------
