@@ -198,15 +198,9 @@ class IPRange:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the convention (unset members left out)."""
-        out: dict[str, Any] = {"subnet": self.subnet}
-        for key, value in (
-            ("rangeStart", self.range_start),
-            ("rangeEnd", self.range_end),
-            ("gateway", self.gateway),
-        ):
-            if value is not None:
-                out[key] = value
-        return out
+        out = {"subnet": self.subnet, "rangeStart": self.range_start, "rangeEnd": self.range_end}
+        out["gateway"] = self.gateway
+        return {key: value for key, value in out.items() if value is not None}
 
 
 def _domain(field: str, value: object) -> str:
@@ -245,15 +239,8 @@ class DNSConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the convention (empty lists left out)."""
-        return {
-            key: list(value)
-            for key, value in (
-                ("servers", self.servers),
-                ("searches", self.searches),
-                ("options", self.options),
-            )
-            if value
-        }
+        out = {"servers": self.servers, "searches": self.searches, "options": self.options}
+        return {key: list(value) for key, value in out.items() if value}
 
 
 def _range_sets(value: object) -> tuple[tuple[IPRange, ...], ...]:
