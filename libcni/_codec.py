@@ -1,26 +1,14 @@
 """The one ``cattrs`` converter: how every value's JSON form is declared and read.
 
-A value class is a frozen ``attrs`` class whose fields say their JSON form
-through :func:`field` metadata:
-
-- ``key``: the JSON name (default: the attribute name), e.g. ``"socketPath"``;
-- ``always``: written even when empty (default: a field whose JSON form is
-  ``None``, ``""``, ``[]`` or ``{}`` is omitted; ``0`` is kept);
-- ``check``: a function run on the structured value (raise :class:`Invalid`);
-- ``dump``: the function that writes the field (default: by its type).
-
-A class with an ``extra`` field keeps the JSON members it does not know
-there, and writes them back. A class may define ``_decoded(self)``, run on
-the structured instance (cross-field rules); it returns the instance to use.
-
-The converter is built at its first use (``import cattrs`` and the hooks
-cost about 10 ms, which ``import libcni`` does not pay).
-
-Primitives are strict (``"5"`` is not an int, ``True`` is not a number, a
-string is not a list); ``null`` is the empty value of a field. Every failure
-leaves :func:`structure` as an :class:`Invalid` whose ``path`` is the JSON
-path (``ips[0].address``) and whose ``reason`` says what is wrong with the
-value: :func:`structure` is the one place that reads cattrs' errors.
+A frozen ``attrs`` class declares each field's JSON form with :func:`field`:
+``key`` (the JSON name), ``always`` (written even when empty; else ``None``,
+``""``, ``[]`` and ``{}`` are omitted, ``0`` kept), ``check`` (run on the read
+value; raises :class:`Invalid`) and ``dump`` (the writer). An ``extra`` field
+keeps the unknown members; ``_decoded(self)`` holds the rules across fields.
+Primitives are strict (``"5"`` is no int, ``True`` no number, a string no
+list); ``null`` is a field's empty value. The converter is built at its first
+use (``import libcni`` spares cattrs); :func:`structure` is the one place that
+reads cattrs' errors: an :class:`Invalid` with the JSON ``path`` and ``reason``.
 """
 
 from __future__ import annotations
