@@ -32,6 +32,15 @@ from ._ops import (
     exec_options,
     logged,
 )
+from ._ops_gc import gc
+from ._ops_info import (
+    cached_attachments,
+    cached_config,
+    cached_result,
+    status,
+    validate,
+    version_info,
+)
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
@@ -187,27 +196,27 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
-        return self._cached_result(as_list(net, "get_network_list_cached_result"), rt)
+        return cached_result(self, as_list(net, "get_network_list_cached_result"), rt)
 
     async def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
         """The cached result of a single-plugin attachment, or ``None``."""
-        return self._cached_result(as_plugin(net, "get_network_cached_result"), rt)
+        return cached_result(self, as_plugin(net, "get_network_cached_result"), rt)
 
     async def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
-        return self._cached_config(as_list(net, "get_network_list_cached_config"), rt)
+        return cached_config(self, as_list(net, "get_network_list_cached_config"), rt)
 
     async def get_network_cached_config(
         self, net: PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """As :meth:`get_network_list_cached_config`, for a single plugin."""
-        return self._cached_config(as_plugin(net, "get_network_cached_config"), rt)
+        return cached_config(self, as_plugin(net, "get_network_cached_config"), rt)
 
     async def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
-        return self._cached_attachments(container_id)
+        return cached_attachments(self, container_id)
 
     # -- validation, version, GC, STATUS ---------------------------------
 
@@ -216,7 +225,7 @@ class AsyncCNIConfig(Operations):
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
         caps: list[str] = await self._drive(
-            self._validate(as_list(net, "validate_network_list"), timeout), VALIDATE, net
+            validate(self, as_list(net, "validate_network_list"), timeout), VALIDATE, net
         )
         return caps
 
@@ -225,7 +234,7 @@ class AsyncCNIConfig(Operations):
     ) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
         caps: list[str] = await self._drive(
-            self._validate(as_plugin(net, "validate_network"), timeout), VALIDATE, net
+            validate(self, as_plugin(net, "validate_network"), timeout), VALIDATE, net
         )
         return caps
 
@@ -234,7 +243,7 @@ class AsyncCNIConfig(Operations):
     ) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
         info: PluginInfo = await self._drive(
-            self._version_info(plugin_type, timeout), rq.VERSION, plugin=plugin_type
+            version_info(self, plugin_type, timeout), rq.VERSION, plugin=plugin_type
         )
         return info
 
@@ -254,7 +263,7 @@ class AsyncCNIConfig(Operations):
         timeout: float | None = None,
     ) -> None:
         """As :meth:`libcni.CNIConfig.gc_networks` (the cache's work in worker threads)."""
-        op = self._gc(nets, args, timeout, keep=valid_containers, cached=cached_networks)
+        op = gc(self, nets, args, timeout, keep=valid_containers, cached=cached_networks)
         await adrive(op, self._perform)
 
     async def get_status_network_list(
@@ -262,5 +271,5 @@ class AsyncCNIConfig(Operations):
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
         await self._drive(
-            self._status(as_list(net, "get_status_network_list"), timeout), rq.STATUS, net
+            status(self, as_list(net, "get_status_network_list"), timeout), rq.STATUS, net
         )

@@ -24,6 +24,15 @@ from ._ops import (
     exec_options,
     logged,
 )
+from ._ops_gc import gc
+from ._ops_info import (
+    cached_attachments,
+    cached_config,
+    cached_result,
+    status,
+    validate,
+    version_info,
+)
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
@@ -137,11 +146,11 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
-        return self._cached_result(as_list(net, "get_network_list_cached_result"), rt)
+        return cached_result(self, as_list(net, "get_network_list_cached_result"), rt)
 
     def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
         """The cached result of a single-plugin attachment, or ``None``."""
-        return self._cached_result(as_plugin(net, "get_network_cached_result"), rt)
+        return cached_result(self, as_plugin(net, "get_network_cached_result"), rt)
 
     def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
@@ -151,17 +160,17 @@ class CNIConfig(Operations):
         For an attachment in progress they come from its write-ahead record; a
         record torn by a kill before any plugin ran counts as nothing cached.
         """
-        return self._cached_config(as_list(net, "get_network_list_cached_config"), rt)
+        return cached_config(self, as_list(net, "get_network_list_cached_config"), rt)
 
     def get_network_cached_config(
         self, net: PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """As :meth:`get_network_list_cached_config`, for a single plugin."""
-        return self._cached_config(as_plugin(net, "get_network_cached_config"), rt)
+        return cached_config(self, as_plugin(net, "get_network_cached_config"), rt)
 
     def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
-        return self._cached_attachments(container_id)
+        return cached_attachments(self, container_id)
 
     # -- validation, version, GC, STATUS ---------------------------------
 
@@ -170,21 +179,21 @@ class CNIConfig(Operations):
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
         caps: list[str] = self._drive(
-            self._validate(as_list(net, "validate_network_list"), timeout), VALIDATE, net
+            validate(self, as_list(net, "validate_network_list"), timeout), VALIDATE, net
         )
         return caps
 
     def validate_network(self, net: PluginConfig, *, timeout: float | None = None) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
         caps: list[str] = self._drive(
-            self._validate(as_plugin(net, "validate_network"), timeout), VALIDATE, net
+            validate(self, as_plugin(net, "validate_network"), timeout), VALIDATE, net
         )
         return caps
 
     def get_version_info(self, plugin_type: str, *, timeout: float | None = None) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
         info: PluginInfo = self._drive(
-            self._version_info(plugin_type, timeout), rq.VERSION, plugin=plugin_type
+            version_info(self, plugin_type, timeout), rq.VERSION, plugin=plugin_type
         )
         return info
 
@@ -211,11 +220,11 @@ class CNIConfig(Operations):
         the cache, each with a configuration cached for it. ``timeout``: each
         network's. Every failure is raised at the end, together (``GCError``).
         """
-        op = self._gc(nets, args, timeout, keep=valid_containers, cached=cached_networks)
+        op = gc(self, nets, args, timeout, keep=valid_containers, cached=cached_networks)
         drive(op, self._perform)
 
     def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
-        self._drive(self._status(as_list(net, "get_status_network_list"), timeout), rq.STATUS, net)
+        self._drive(status(self, as_list(net, "get_status_network_list"), timeout), rq.STATUS, net)
