@@ -1,15 +1,10 @@
 """The rules of every operation, written once for the sync and the async API.
 
-Each operation is a generator that decides what to do and *yields effects*:
-:class:`RunPlugin` (run this binary with this stdin and environment),
-:class:`TakeLock` (hold this cache lock) and :class:`CacheIO` (a cache call
-that waits for the disk: the durable write of ADD, the removal of DEL). A
-driver performs each effect and sends back its outcome (the plugin's stdout, a
-function that releases the lock, the call's return value), or throws the
-exception it raised. ``CNIConfig`` drives the generators with blocking calls;
-``AsyncCNIConfig`` awaits the same effects, running :class:`CacheIO` in a
-worker thread so that an ``fsync`` does not stall the event loop. Cache reads
-are short and done inline.
+Each operation is a generator that *yields effects* (``libcni._effects``) and is sent
+their outcomes or thrown their exceptions by a driver: ``CNIConfig`` performs them with
+blocking calls, ``AsyncCNIConfig`` awaits them. Here: the shared state
+(:class:`Operations`), its helpers, ADD, CHECK and DEL; GC is in ``_ops_gc``, STATUS,
+VERSION, validation and the cache getters in ``_ops_info``.
 """
 
 from __future__ import annotations
@@ -17,13 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import (
-    Callable,
-    Generator,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,10 +30,7 @@ from .cache import (
     completed_json,
     default_cache_dir,
 )
-from .conf import (
-    NetworkConfigList,
-    PluginConfig,
-)
+from .conf import NetworkConfigList, PluginConfig
 from .errors import (
     CacheError,
     CheckNotSupportedError,
@@ -57,10 +43,7 @@ from .errors import (
 from .invoke import Exec, RawExec
 from .types import Result, result_from_bytes, result_from_dict
 from .values import RuntimeConf
-from .version import (
-    PluginInfo,
-    parse_version,
-)
+from .version import PluginInfo, parse_version
 
 if TYPE_CHECKING:
     from ._events import Observer, Watch

@@ -70,12 +70,8 @@ def gc(
     errors: list[CNIError] = []
     todo = [net for net in nets if not net.disable_gc]
     alone = len(todo) == 1 and not cached  # gc_network_list: its errors as they are
-    if cached:  # listed before any lock: each network lists results/ again if it changed
-        yield CacheIO(scan.survey, (True,))
-        for name in scan.networks():
-            net = None if name in names else (yield from _cached_list(scan, name, errors))
-            if net is not None and not net.disable_gc:
-                todo.append(net)
+    if cached:
+        todo += yield from _cached_networks(scan, names, errors)
     for net in todo:
         try:
             yield GCNetwork(net, _network(ops, net, scan, valid, timeout))
@@ -92,6 +88,20 @@ def gc(
     if errors:
         raise GCError(errors)
     return None
+
+
+def _cached_networks(
+    scan: GCScan, names: list[str], errors: list[CNIError]
+) -> Op[list[NetworkConfigList]]:
+    """The networks known only from the cache, to collect; listed before any lock (each
+    network lists results/ again if it changed)."""
+    yield CacheIO(scan.survey, (True,))
+    found = []
+    for name in scan.networks():
+        net = None if name in names else (yield from _cached_list(scan, name, errors))
+        if net is not None and not net.disable_gc:
+            found.append(net)
+    return found
 
 
 def _cached_list(

@@ -16,31 +16,13 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import _ops_info as info
 from . import request as rq
 from ._deadline import Deadline, apoll
 from ._drive import adrive
-from ._ops import (
-    VALIDATE,
-    CacheIO,
-    GCNetwork,
-    Op,
-    Operations,
-    RunPlugin,
-    TakeLock,
-    as_list,
-    as_plugin,
-    exec_options,
-    logged,
-)
+from ._effects import CacheIO, Effect, GCNetwork, RunPlugin, TakeLock
+from ._ops import VALIDATE, Op, Operations, as_list, as_plugin, exec_options, logged
 from ._ops_gc import gc
-from ._ops_info import (
-    cached_attachments,
-    cached_config,
-    cached_result,
-    status,
-    validate,
-    version_info,
-)
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
@@ -102,7 +84,7 @@ class AsyncCNIConfig(Operations):
         with watch.operation(operation, net, rt, plugin, network=network) as parent:
             return await adrive(op, watch.aobserved(self._perform, parent))
 
-    async def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
+    async def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
                 run = getattr(self.exec, "aexec_plugin", None)
@@ -144,10 +126,9 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD the container to every network of the list; return the final result (cached)."""
-        result: Result = await self._drive(
+        return await self._drive(
             self._add(as_list(net, "add_network_list"), rt, timeout), rq.ADD, net, rt
         )
-        return result
 
     async def check_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
@@ -171,10 +152,9 @@ class AsyncCNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD with a single plugin configuration."""
-        result: Result = await self._drive(
+        return await self._drive(
             self._add(as_plugin(net, "add_network"), rt, timeout), rq.ADD, net, rt
         )
-        return result
 
     async def check_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
@@ -196,27 +176,27 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
-        return cached_result(self, as_list(net, "get_network_list_cached_result"), rt)
+        return info.cached_result(self, as_list(net, "get_network_list_cached_result"), rt)
 
     async def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
         """The cached result of a single-plugin attachment, or ``None``."""
-        return cached_result(self, as_plugin(net, "get_network_cached_result"), rt)
+        return info.cached_result(self, as_plugin(net, "get_network_cached_result"), rt)
 
     async def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
-        return cached_config(self, as_list(net, "get_network_list_cached_config"), rt)
+        return info.cached_config(self, as_list(net, "get_network_list_cached_config"), rt)
 
     async def get_network_cached_config(
         self, net: PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """As :meth:`get_network_list_cached_config`, for a single plugin."""
-        return cached_config(self, as_plugin(net, "get_network_cached_config"), rt)
+        return info.cached_config(self, as_plugin(net, "get_network_cached_config"), rt)
 
     async def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
-        return cached_attachments(self, container_id)
+        return info.cached_attachments(self, container_id)
 
     # -- validation, version, GC, STATUS ---------------------------------
 
@@ -224,28 +204,25 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
-        caps: list[str] = await self._drive(
-            validate(self, as_list(net, "validate_network_list"), timeout), VALIDATE, net
+        return await self._drive(
+            info.validate(self, as_list(net, "validate_network_list"), timeout), VALIDATE, net
         )
-        return caps
 
     async def validate_network(
         self, net: PluginConfig, *, timeout: float | None = None
     ) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
-        caps: list[str] = await self._drive(
-            validate(self, as_plugin(net, "validate_network"), timeout), VALIDATE, net
+        return await self._drive(
+            info.validate(self, as_plugin(net, "validate_network"), timeout), VALIDATE, net
         )
-        return caps
 
     async def get_version_info(
         self, plugin_type: str, *, timeout: float | None = None
     ) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
-        info: PluginInfo = await self._drive(
-            version_info(self, plugin_type, timeout), rq.VERSION, plugin=plugin_type
+        return await self._drive(
+            info.version_info(self, plugin_type, timeout), rq.VERSION, plugin=plugin_type
         )
-        return info
 
     async def gc_network_list(
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
@@ -271,5 +248,5 @@ class AsyncCNIConfig(Operations):
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
         await self._drive(
-            status(self, as_list(net, "get_status_network_list"), timeout), rq.STATUS, net
+            info.status(self, as_list(net, "get_status_network_list"), timeout), rq.STATUS, net
         )

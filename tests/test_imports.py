@@ -77,8 +77,8 @@ ALLOWED: dict[str, set[str]] = {
     **dict.fromkeys(
         ("api", "aio"),
         NEUTRAL
-        | {"_events", "_ops", "_ops_gc", "_ops_info", "cache", "conf", "invoke", "request"}
-        | {"types", "values", "version"},
+        | {"_effects", "_events", "_ops", "_ops_gc", "_ops_info", "cache", "conf", "invoke"}
+        | {"request", "types", "values", "version"},
     ),
     # The observers wrap the performer of effects: they know the effects, not the operations.
     "_events": NEUTRAL | {"_effects", "values"},
