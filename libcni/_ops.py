@@ -162,10 +162,9 @@ _T = TypeVar("_T")
 
 
 def _del_netns(rt: RuntimeConf) -> RuntimeConf:
-    """``rt`` for a DEL: a netns path that exists but is no longer a network namespace (a pin
-    left empty) is passed as an empty ``CNI_NETNS``, as the spec allows for DEL, so that the
-    plugins clean up what they can (they fail on such a path). A path that does not exist
-    is passed as given."""
+    """``rt`` for a DEL: a netns path that is no longer a network namespace (a pin left empty)
+    becomes an empty ``CNI_NETNS``, as the spec allows, so the plugins clean up what they can;
+    a path that does not exist is passed as given."""
     if not rt.netns:
         return rt
     from .netns import _not_netns
@@ -218,13 +217,8 @@ def _run(
     effect: RunPlugin,
     decode: Callable[[bytes], _T] = _stdout,  # type: ignore[assignment]
 ) -> Generator[Effect, Any, _T]:
-    """Run one plugin and ``decode`` its stdout: the one place a plugin error gets its context.
-
-    Whatever went wrong (no time left, the run failed or timed out, the
-    output does not decode), the ``PluginError`` is given the plugin, the
-    command, the network and the container of ``effect``; a timeout is
-    worded against the operation's limit.
-    """
+    """Run one plugin and ``decode`` its stdout: the one place a ``PluginError`` (no time
+    left, a failed run, a timeout, an undecodable output) gets the context of ``effect``."""
     try:
         if effect.timeout is not None and effect.timeout <= 0:
             raise PluginTimeoutError(
@@ -254,13 +248,9 @@ def _result(version: str, plugin: str) -> Callable[[bytes], Result]:
 
 @contextmanager
 def logged(effect: RunPlugin) -> Iterator[None]:
-    """Around one plugin run, for both drivers: its DEBUG record.
-
-    The record (on the ``libcni`` logger) carries, as attributes, ``plugin``,
-    ``command``, ``network``, ``container_id``, ``duration`` (seconds),
-    ``exit_code`` and ``signal`` (``None`` when not known: a timeout gives
-    the signal that killed the plugin, a cancellation neither).
-    """
+    """Around one plugin run, for both drivers: its DEBUG record on the ``libcni`` logger, with
+    the attributes ``plugin``, ``command``, ``network``, ``container_id``, ``duration``
+    (seconds), ``exit_code`` and ``signal`` (``None`` when not known)."""
     if not log.isEnabledFor(logging.DEBUG):
         yield
         return
@@ -293,6 +283,8 @@ def _log_run(effect: RunPlugin, duration: float, outcome: BaseException | None) 
     else:
         exit_code = None
         how = f"interrupted ({type(outcome).__name__})"
+    extra = {k: getattr(effect, k) for k in ("plugin", "command", "network", "container_id")}
+    extra.update(duration=duration, exit_code=exit_code, signal=sig)
     log.debug(
         "plugin %s %s network=%s container=%s: %s after %.3fs",
         effect.plugin,
@@ -301,15 +293,7 @@ def _log_run(effect: RunPlugin, duration: float, outcome: BaseException | None) 
         effect.container_id or "-",
         how,
         duration,
-        extra={
-            "plugin": effect.plugin,
-            "command": effect.command,
-            "network": effect.network,
-            "container_id": effect.container_id,
-            "duration": duration,
-            "exit_code": exit_code,
-            "signal": sig,
-        },
+        extra=extra,
     )
 
 
@@ -324,8 +308,7 @@ class Operations:
         timeout: float | None = None,
         observers: Sequence[Observer] = (),
     ) -> None:
-        # Who is told of every operation and plugin run (libcni._events);
-        # None when no one is: the drivers' fast path.
+        # Who is told of every operation and plugin run; None: the drivers' fast path.
         self._watch: Watch | None = None
         if observers:
             from ._events import Watch  # loaded only for observers
@@ -381,45 +364,25 @@ class Operations:
         return result.as_version(version).to_dict()
 
     def _read_for_del(
-        self,
-        cache: ResultCache,
-        chain: _Chain,
-        rt: RuntimeConf,
-        with_prev: bool,
+        self, cache: ResultCache, chain: _Chain, rt: RuntimeConf, with_prev: bool
     ) -> tuple[dict[str, Any] | None, FileIdent | None]:
-        """DEL's prevResult (``with_prev``), read before any plugin runs, and the entry's identity.
+        """DEL's prevResult (``with_prev``), read before any plugin runs, and the entry's identity
+        (to remove it after the plugins without reading it again: ``Entries.remove_read``).
 
-        The identity lets the entry be removed after the plugins without
-        being read again (``Entries.remove_read``). A missing entry, or
-        another attachment's, gives none. So does one
-        whose content is unusable (empty, corrupt, unconvertible): a warning
-        is logged and DEL goes on; the entry is removed only once every
-        plugin has succeeded. An entry that cannot be *read* (an I/O error)
-        raises ``CacheError``: nothing runs and the entry stays.
+        A missing entry, or another attachment's, gives none. An unusable one (empty, corrupt,
+        unconvertible) too: a warning, and DEL goes on; the entry is removed only once every
+        plugin succeeded. An entry that cannot be *read* (I/O) raises ``CacheError``.
         """
+        what = f"DEL of {chain.name}-{rt.container_id}-{rt.ifname} goes on without prevResult"
         try:
             entry, ident = cache.results.read_ident(chain.name, rt.container_id, rt.ifname)
         except CorruptEntryError as e:
-            log.warning(
-                "DEL of %s-%s-%s goes on without prevResult: unusable cache entry: %s",
-                chain.name,
-                rt.container_id,
-                rt.ifname,
-                e,
-            )
+            log.warning("%s: unusable cache entry: %s", what, e)
             return None, None
-        if not with_prev:
-            return None, ident
         try:
-            return self._cached_prev(entry, chain.cni_version), ident
+            return (self._cached_prev(entry, chain.cni_version) if with_prev else None), ident
         except (CacheError, VersionError) as e:
-            log.warning(
-                "DEL of %s-%s-%s goes on without prevResult: the cached result is unusable: %s",
-                chain.name,
-                rt.container_id,
-                rt.ifname,
-                e,
-            )
+            log.warning("%s: the cached result is unusable: %s", what, e)
             return None, ident
 
     def _env(self, command: str, rt: RuntimeConf | None = None) -> dict[str, str]:
@@ -552,17 +515,8 @@ class Operations:
             try:
                 prev, ident = self._read_for_del(cache, chain, rt, with_prev)
                 for plugin in reversed(chain.plugins):
-                    yield from _run(
-                        _call(
-                            chain,
-                            plugin,
-                            self._find(plugin.type),
-                            env,
-                            deadline,
-                            rt,
-                            prev_result=prev,
-                        )
-                    )
+                    path = self._find(plugin.type)
+                    yield from _run(_call(chain, plugin, path, env, deadline, rt, prev_result=prev))
                 # The entry, then the record: a DEL that failed above kept both.
                 yield CacheIO(cache.forget, (chain.name, rt.container_id, rt.ifname, ident))
             finally:
