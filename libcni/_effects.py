@@ -40,6 +40,11 @@ class RunPlugin:
     #: held while any process of the ADD lives, even after the runtime died (behaviour §4.3).
     lock_fd: int | None = None
 
+    @property
+    def args(self) -> tuple[str, bytes, Mapping[str, str], float | None]:
+        """The arguments of ``Exec.exec_plugin``."""
+        return self.path, self.stdin, self.env, self.timeout
+
 
 @attrs.frozen
 class TakeLock:

@@ -54,13 +54,9 @@ def gc(
     keep: Iterable[str] | None = None,
     cached: bool = False,
 ) -> Op[None]:
-    """GC of ``nets``: one listing of the cache, then for each network (a :class:`GCNetwork`
-    effect) its lock, the DELs of what is stale, its plugins' GC.
-
-    ``keep``: the valid containers (``valid_containers``); ``cached``: also the
-    networks known only from the cache (``cached_networks``). Each network's
-    ``timeout``; every error is raised at the end (``GCError``).
-    """
+    """GC of ``nets`` (``keep``: ``valid_containers``; ``cached``: ``cached_networks``): one
+    listing of the cache, then each network as a :class:`GCNetwork` effect; every error is
+    raised at the end (``GCError``)."""
     check_timeout(timeout)
     names = [c.name for c in _chains(nets)]
     from .cache import GCScan
@@ -152,9 +148,7 @@ def _network(
         errors.extend(work.errors)
         yield from _remove_unusable(work, scan, errors)
         for att in (*work.stale, *work.in_progress):
-            error = yield from _del(ops, net, att, cache, deadline)
-            if error is not None:
-                errors.append(error)
+            yield from _del(ops, net, att, cache, deadline, errors)
         if parse_version(chain.cni_version) >= _V110:
             given = set(valid)
             valid = [*valid, *(p for p in work.valid if p not in given)]
@@ -204,32 +198,28 @@ def _plugins_gc(
 
 
 def _del(
-    ops: Operations, net: NetworkConfigList, att: CacheEntry, cache: ResultCache, deadline: Deadline
-) -> Op[CNIError | None]:
-    """GC's DEL of one stale attachment (a complete entry, or the record of one in
-    progress); the error, if it failed.
-
-    The DEL of an attachment in progress that fails is tried once more: a
-    plugin killed half-way through its ADD can trip over what it left
-    (the reference ``bridge`` plugin's first DEL fails when its ADD died
-    before creating its masquerading chain, the second succeeds).
-    """
+    ops: Operations,
+    net: NetworkConfigList,
+    att: CacheEntry,
+    cache: ResultCache,
+    deadline: Deadline,
+    errors: list[CNIError],
+) -> Op[None]:
+    """GC's DEL of one stale attachment (a complete entry, or a record: one in progress);
+    its error in ``errors``. A record's DEL that fails is tried once more: a plugin killed
+    half-way through its ADD can trip over what it left (the reference ``bridge`` plugin's
+    first DEL fails when its ADD died before making its masquerading chain)."""
     rt = att.runtime_conf(cache_dir=cache.dir)
-    what = f"GC of stale {'in-progress ' if att.is_record else ''}attachment"
+    what = f"{'in-progress ' if att.is_record else ''}attachment {att.container_id}/{att.ifname}"
     for again in (att.is_record, False):
         try:
             yield from ops._delete(net, rt, None, network_locked=True, deadline=deadline)
             return None
         except CNIError as e:
             if again and isinstance(e, PluginError) and not isinstance(e, PluginTimeoutError):
-                log.warning(
-                    "%s %s/%s failed, trying its DEL once more: %s",
-                    what,
-                    att.container_id,
-                    att.ifname,
-                    e,
-                )
+                log.warning("GC of stale %s failed, trying its DEL once more: %s", what, e)
                 continue
-            log.warning("%s %s/%s failed: %s", what, att.container_id, att.ifname, e)
-            return e
+            log.warning("GC of stale %s failed: %s", what, e)
+            errors.append(e)
+            return None
     return None

@@ -1,13 +1,10 @@
 """``AsyncCNIConfig``: every operation of ``CNIConfig`` as a coroutine.
 
-The rules are the same generators as the blocking API's (``libcni._ops``);
-only the effects are performed differently: a plugin runs without blocking
-the event loop (``RawExec.aexec_plugin``, or a worker thread for an ``Exec``
-that has no coroutine form), and a cache lock is awaited rather than waited
-for. Every cache call the rules yield as ``CacheIO`` (ADD's durable write,
-DEL's removal, GC's scans) runs in a worker thread, on any file system, so
-that it stalls neither the event loop nor the other operations. Cancelling the task kills the running
-plugin's whole process group and re-raises :class:`asyncio.CancelledError`.
+The same rules (``libcni._ops``), the effects performed without blocking the event loop: a
+plugin by ``RawExec.aexec_plugin`` (or a worker thread for an ``Exec`` without it), a cache
+lock awaited, every ``CacheIO`` (ADD's durable write, DEL's removal, GC's scans) in a worker
+thread. Cancelling the task kills the running plugin's whole process group and re-raises
+:class:`asyncio.CancelledError`.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from . import _ops_info as info
 from . import request as rq
 from ._deadline import Deadline, apoll
 from ._drive import adrive
-from ._effects import CacheIO, Effect, GCNetwork, RunPlugin, TakeLock
+from ._effects import CacheIO, Effect, GCNetwork, RunPlugin
 from ._ops import VALIDATE, Op, Operations, as_list, as_plugin, exec_options, logged
 from ._ops_gc import gc
 from .conf import NetworkConfigList, PluginConfig
@@ -37,12 +34,9 @@ __all__ = ["AsyncCNIConfig"]
 
 
 async def _in_thread(call: functools.partial[Any]) -> Any:
-    """``call()`` in a worker thread of the loop's default executor.
-
-    A cache call, or a plugin run by an ``Exec`` without ``aexec_plugin``,
-    cannot be stopped half-way, and the operation must hold its locks until
-    it is over: a cancellation waits for the call to finish, then propagates.
-    """
+    """``call()`` in a worker thread of the loop's default executor. It cannot be stopped
+    half-way and the operation holds its locks until it is over: a cancellation waits for
+    the call to finish, then propagates."""
     loop = asyncio.get_running_loop()
     done = loop.run_in_executor(None, call)
     try:
@@ -90,31 +84,17 @@ class AsyncCNIConfig(Operations):
                 run = getattr(self.exec, "aexec_plugin", None)
                 if run is not None:
                     return await run(
-                        effect.path,
-                        effect.stdin,
-                        effect.env,
-                        effect.timeout,
-                        **exec_options(effect, self.exec, "aexec_plugin"),
+                        *effect.args, **exec_options(effect, self.exec, "aexec_plugin")
                     )
                 # In a worker thread that cannot be stopped: a cancelled
                 # operation keeps its locks until the plugin call returned.
-                return await _in_thread(
-                    functools.partial(
-                        self.exec.exec_plugin, effect.path, effect.stdin, effect.env, effect.timeout
-                    )
-                )
+                return await _in_thread(functools.partial(self.exec.exec_plugin, *effect.args))
         if isinstance(effect, CacheIO):
             return await _in_thread(functools.partial(effect.call, *effect.args))
         if isinstance(effect, GCNetwork):
             return await self._drive(effect.op, rq.GC, effect.net, network=True)
         await asyncio.sleep(0)  # the loop turns between the steps of many operations
-        return await self._lock(effect)
-
-    @staticmethod
-    async def _lock(effect: TakeLock) -> Any:
-        """Take a cache lock without blocking the loop: one try, then again after the pauses
-        of ``libcni._deadline.backoff`` (the blocking wait's), until the time left runs out;
-        then the ``LockTimeoutError`` the blocking wait raises."""
+        # The lock without blocking the loop: the blocking wait's tries, pauses and error.
         release = await apoll(lambda: effect.take(wait=False), Deadline(effect.timeout))
         if release is None:
             raise effect.timed_out()
