@@ -386,11 +386,8 @@ class Operations:
             return None, ident
 
     def _env(self, command: str, rt: RuntimeConf | None = None) -> dict[str, str]:
-        """The environment of every plugin of one operation (``rq.operation_env``), taken once.
-
-        Unrepresentable ``CNI_ARGS`` or capability arguments are refused here,
-        before any plugin runs.
-        """
+        """The environment of every plugin of one operation (``rq.operation_env``), taken once:
+        unrepresentable ``CNI_ARGS`` or capability arguments are refused before any plugin runs."""
         if rt is None:
             return rq.operation_env(command, path=self.path)
         return rq.operation_env(
