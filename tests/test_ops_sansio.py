@@ -45,7 +45,7 @@ def operation(cni: CNIConfig, name: str) -> Callable[..., Generator[Any, Any, An
     method (``_add``) or a function of ``libcni._ops_gc`` given the state (``gc``)."""
     found = getattr(cni, f"_{name}", None) or functools.partial(getattr(_ops_gc, name), cni)
     assert callable(found)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 class Script:
