@@ -21,7 +21,7 @@ import attrs
 from . import _log as logging  # logging, imported at first use
 from . import request as rq
 from ._deadline import Deadline, check_timeout, timeout_message
-from ._effects import CacheIO, Effect, GCNetwork, Release, RunPlugin, TakeLock, in_context
+from ._effects import CacheIO, Effect, Release, RunPlugin, TakeLock, in_context
 from .cache import (
     CNI_CACHE_V1,
     CacheEntry,
@@ -522,19 +522,3 @@ class Operations:
             if release_net is not None:
                 release_net()
         return None
-
-
-__all__ = [
-    "VALIDATE",
-    "CacheIO",
-    "Effect",
-    "GCNetwork",
-    "Op",
-    "Operations",
-    "RunPlugin",
-    "TakeLock",
-    "as_list",
-    "as_plugin",
-    "exec_options",
-    "in_context",
-]

@@ -29,8 +29,6 @@ from .version import parse_version
 if TYPE_CHECKING:
     from .cache import CacheEntry, GCScan, GCWork, ResultCache
 
-__all__ = ["gc"]
-
 
 def _chains(nets: Sequence[NetworkConfigList]) -> list[_Chain]:
     """The chains of ``nets``, each named once and with plugins."""

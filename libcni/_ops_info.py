@@ -32,15 +32,6 @@ from .version import (
     plugin_info_from_bytes,
 )
 
-__all__ = [
-    "cached_attachments",
-    "cached_config",
-    "cached_result",
-    "status",
-    "validate",
-    "version_info",
-]
-
 
 def status(ops: Operations, net: NetworkConfigList, timeout: float | None) -> Op[None]:
     """STATUS: every plugin in order (spec 1.1.0 and later); the first error is raised as is."""

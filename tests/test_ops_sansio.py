@@ -24,7 +24,7 @@ import pytest
 
 import libcni
 from libcni import CNIConfig, GCArgs, GCAttachment, GCError, PluginError, RuntimeConf, _ops_gc
-from libcni._ops import CacheIO, GCNetwork, RunPlugin, TakeLock
+from libcni._effects import CacheIO, GCNetwork, RunPlugin, TakeLock
 from libcni.testing import MockExec
 
 RT = RuntimeConf("ctr1", "/var/run/netns/ctr1", "eth0")
