@@ -88,8 +88,6 @@ class _Chain:
     cni_version: str
     plugins: tuple[PluginConfig, ...]
     config: bytes
-    disable_check: bool = False
-    disable_gc: bool = False
 
     @classmethod
     def of(cls, net: NetworkConfigList | PluginConfig) -> _Chain:
@@ -99,14 +97,8 @@ class _Chain:
             raise TypeError(
                 f"expected a NetworkConfigList or PluginConfig, not {type(net).__name__}"
             )
-        return cls(
-            net.name,
-            net.cni_version,
-            tuple(net.plugins),
-            net.effective_bytes,  # the list as it runs, drop-in plugins included
-            net.disable_check,
-            net.disable_gc,
-        )
+        # The list as it runs, drop-in plugins included.
+        return cls(net.name, net.cni_version, tuple(net.plugins), net.effective_bytes)
 
 
 def as_list(net: Any, method: str) -> NetworkConfigList:
@@ -463,7 +455,7 @@ class Operations:
                 f'configuration version "{chain.cni_version}" does not support the CHECK command',
                 chain.name,
             )
-        if isinstance(net, NetworkConfigList) and chain.disable_check:
+        if isinstance(net, NetworkConfigList) and net.disable_check:
             return None
         _require_plugins(chain)
         deadline = self._deadline(timeout)
