@@ -88,14 +88,8 @@ def backoff(deadline: Deadline) -> Iterator[float]:
     """The pauses between the tries of something busy: :data:`POLL_FIRST`, doubling up
     to :data:`POLL_MAX`, each cut to the time left; it ends when ``deadline`` has passed."""
     pause = POLL_FIRST
-    while True:
-        left = deadline.left()
-        if left is None:
-            yield pause
-        elif left <= 0:
-            return
-        else:
-            yield min(pause, left)
+    while (left := deadline.left()) is None or left > 0:
+        yield pause if left is None else min(pause, left)
         pause = min(pause * 2, POLL_MAX)
 
 
