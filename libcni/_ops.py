@@ -49,6 +49,9 @@ from .conf import (
     conf_list_from_bytes,
     conf_list_from_conf,
 )
+from .conf import (
+    _binaries as binaries,
+)
 from .errors import (
     CacheError,
     CheckNotSupportedError,
@@ -241,13 +244,6 @@ def as_plugin(net: Any, method: str) -> PluginConfig:
     raise TypeError(
         f"{method}() expects a PluginConfig (one plugin), not {type(net).__name__}{hint}"
     )
-
-
-def binaries(plugin: PluginConfig) -> tuple[str, ...]:
-    """The plugin types whose binaries ``plugin`` needs: its own, then its ``ipam.type`` (an
-    IPAM plugin that is missing fails every ADD and DEL alike)."""
-    ipam = (plugin.ipam or {}).get("type")
-    return (plugin.type, ipam) if ipam and isinstance(ipam, str) else (plugin.type,)
 
 
 def _require_plugins(chain: _Chain) -> None:
@@ -455,6 +451,12 @@ class Operations:
         if cache is None:
             cache = self._caches.setdefault(directory, ResultCache(directory))
         return cache
+
+    @property
+    def cache(self) -> ResultCache:
+        """The cache of ``cache_dir`` (the default directory when none was given), the one
+        the operations use: a network manager takes its container locks there."""
+        return self._cache()
 
     def _find(self, plugin_type: str) -> str:
         return self.exec.find_in_path(plugin_type, self.path)

@@ -335,6 +335,13 @@ def _check_ipam(ipam: Any, what: str) -> None:
         )
 
 
+def _binaries(plugin: PluginConfig) -> tuple[str, ...]:
+    """The plugin types whose binaries ``plugin`` needs: its own, then its ``ipam.type`` (an
+    IPAM plugin that is missing fails every ADD and DEL alike)."""
+    ipam = (plugin.ipam or {}).get("type")
+    return (plugin.type, ipam) if ipam and isinstance(ipam, str) else (plugin.type,)
+
+
 def conf_from_bytes(data: JSONInput) -> PluginConfig:
     """Parse one plugin configuration.
 

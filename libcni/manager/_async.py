@@ -1,6 +1,6 @@
 """``AsyncNetworkManager``: every operation of ``NetworkManager`` as a coroutine.
 
-The rules are the same generators (:mod:`libcni.manager._core`); the effects
+The rules are the same generators (``_setup``, ``_teardown``...); the effects
 are awaited: operations of an :class:`~libcni.aio.AsyncCNIConfig`, parallel
 ADDs as tasks, the container lock polled without blocking the loop; the
 configuration check and cache reads (stats and small files) inline, as
@@ -18,11 +18,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline, apoll
+from .._drive import finish
 from ..aio import AsyncCNIConfig
 from ..invoke import Exec, operation_ended, operation_started, step
 from ..values import Args, CapabilityArgs, NetworkAttachment
-from . import _attach, _ManagerBase
-from ._core import (
+from . import _attach, _gc, _ManagerBase, _ready, _setup, _teardown
+from ._effects import (
     Blocking,
     Call,
     Effect,
@@ -34,6 +35,7 @@ from ._core import (
     Together,
 )
 from ._sandbox import async_sandbox
+from ._state import ContainerRequest
 from ._values import ContainerNetworks, LoadedNetworks, NetworkRequest
 
 if TYPE_CHECKING:
@@ -44,15 +46,12 @@ __all__ = ["AsyncNetworkManager"]
 _NO_CAPS: Mapping[str, Any] = {}
 
 
-async def _finish(task: asyncio.Future[Any]) -> bool:
-    """Wait for ``task`` to finish whatever happens; return whether we were cancelled meanwhile."""
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait((task,))
-        except asyncio.CancelledError:
-            cancelled = True
-    return cancelled
+def _outcome(task: asyncio.Future[Any]) -> Outcome:
+    """A finished task's ``(value, error)``."""
+    if task.cancelled():
+        return None, asyncio.CancelledError()
+    error = task.exception()
+    return (None, error) if error is not None else (task.result(), None)
 
 
 class AsyncNetworkManager(_ManagerBase):
@@ -72,7 +71,7 @@ class AsyncNetworkManager(_ManagerBase):
         exec: Exec | None,
         timeout: float | None,
         observers: Sequence[Observer] = (),
-    ) -> Any:
+    ) -> AsyncCNIConfig:
         return AsyncCNIConfig(
             plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
         )
@@ -86,7 +85,7 @@ class AsyncNetworkManager(_ManagerBase):
         try:
             if self._watch is None:
                 return await self._drive(op)
-            return await self._watch.ascoped(self._drive, op, self._core.cni, name, container_id)
+            return await self._watch.ascoped(self._drive, op, self._cni, name, container_id)
         finally:
             operation_ended(order)
 
@@ -109,7 +108,8 @@ class AsyncNetworkManager(_ManagerBase):
             try:
                 if isinstance(effect, Call) and effect.protected:
                     task = asyncio.ensure_future(self._perform(effect))
-                    cancelled_meanwhile = await _finish(task) or cancelled_meanwhile
+                    cancelled = await finish(task)
+                    cancelled_meanwhile = cancelled_meanwhile or cancelled is not None
                     outcome = task.result()
                 else:
                     outcome = await self._perform(effect)
@@ -144,9 +144,7 @@ class AsyncNetworkManager(_ManagerBase):
         room = asyncio.Semaphore(width) if width and width < len(calls) else None
 
         async def one(c: Call | Op) -> Any:
-            if room is None:
-                return await (self._perform(c) if isinstance(c, Call) else self._drive(c))
-            async with room:
+            async with room or contextlib.nullcontext():
                 return await (self._perform(c) if isinstance(c, Call) else self._drive(c))
 
         tasks = [asyncio.ensure_future(one(c)) for c in calls]
@@ -156,20 +154,12 @@ class AsyncNetworkManager(_ManagerBase):
             for t in tasks:
                 t.cancel()
             for t in tasks:
-                await _finish(t)
+                await finish(t)
             for t in tasks:  # retrieved: asyncio would log them as never retrieved
                 if not t.cancelled():
                     t.exception()
             raise
-        out: list[Outcome] = []
-        for t in tasks:
-            if t.cancelled():
-                out.append((None, asyncio.CancelledError()))
-            elif t.exception() is not None:
-                out.append((None, t.exception()))
-            else:
-                out.append((t.result(), None))
-        return out
+        return [_outcome(t) for t in tasks]
 
     @staticmethod
     async def _lock(effect: LockContainer) -> Any:
@@ -185,7 +175,7 @@ class AsyncNetworkManager(_ManagerBase):
 
     async def networks(self) -> LoadedNetworks:
         """The configuration as of now (re-read if anything changed on disk)."""
-        loaded: LoadedNetworks = await self._drive(self._core.current())
+        loaded: LoadedNetworks = await self._drive(self._state.current())
         return loaded
 
     async def setup(
@@ -201,8 +191,17 @@ class AsyncNetworkManager(_ManagerBase):
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.setup`; a cancelled setup rolls back, then re-raises."""
         view: ContainerNetworks = await self._operation(
-            self._core.setup(
-                container_id, netns, networks, args, capability_args, parallel, timeout
+            _setup.setup(
+                self._state,
+                ContainerRequest(
+                    container_id=container_id,
+                    netns=netns,
+                    networks=networks,
+                    args=args,
+                    capability_args=capability_args,
+                ),
+                parallel,
+                timeout,
             ),
             "setup",
             container_id,
@@ -221,7 +220,17 @@ class AsyncNetworkManager(_ManagerBase):
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
         await self._operation(
-            self._core.teardown(container_id, netns, networks, args, capability_args, timeout),
+            _teardown.teardown(
+                self._state,
+                ContainerRequest(
+                    container_id=container_id,
+                    netns=netns,
+                    networks=networks,
+                    args=args,
+                    capability_args=capability_args,
+                ),
+                timeout,
+            ),
             "teardown",
             container_id,
         )
@@ -230,16 +239,18 @@ class AsyncNetworkManager(_ManagerBase):
         self, container_id: str, netns: str = "", *, timeout: float | None = None
     ) -> None:
         """As :meth:`NetworkManager.check`."""
-        await self._operation(self._core.check(container_id, netns, timeout), "check", container_id)
+        await self._operation(
+            _teardown.check(self._state, container_id, netns, timeout), "check", container_id
+        )
 
     async def inspect(self, container_id: str) -> ContainerNetworks:
         """As :meth:`NetworkManager.inspect`."""
-        view: ContainerNetworks = await self._drive(self._core.inspect(container_id))
+        view: ContainerNetworks = await self._drive(_teardown.inspect(self._state, container_id))
         return view
 
     async def containers(self) -> tuple[str, ...]:
         """As :meth:`NetworkManager.containers`."""
-        return tuple(self._core.cache.containers())
+        return tuple(self._state.cache.containers())
 
     async def attach(
         self,
@@ -254,7 +265,15 @@ class AsyncNetworkManager(_ManagerBase):
         """As :meth:`NetworkManager.attach`; a cancelled attach rolls back, then re-raises."""
         view: ContainerNetworks = await self._operation(
             _attach.attach(
-                self._core, container_id, network, netns, args, capability_args, timeout
+                self._state,
+                ContainerRequest(
+                    container_id=container_id,
+                    netns=netns,
+                    networks=[network],
+                    args=args,
+                    capability_args=capability_args,
+                ),
+                timeout,
             ),
             "attach",
             container_id,
@@ -266,7 +285,7 @@ class AsyncNetworkManager(_ManagerBase):
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.detach`."""
         view: ContainerNetworks = await self._operation(
-            _attach.detach(self._core, container_id, network, timeout), "detach", container_id
+            _attach.detach(self._state, container_id, network, timeout), "detach", container_id
         )
         return view
 
@@ -275,17 +294,17 @@ class AsyncNetworkManager(_ManagerBase):
     ) -> tuple[NetworkAttachment, ...]:
         """As :meth:`NetworkManager.forget`."""
         dropped: tuple[NetworkAttachment, ...] = await self._drive(
-            self._core.forget(container_id, networks)
+            _teardown.forget(self._state, container_id, networks)
         )
         return dropped
 
     async def status(self, *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.status`."""
-        await self._operation(self._core.status(timeout), "status")
+        await self._operation(_ready.status(self._state, timeout), "status")
 
     async def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.gc`."""
-        await self._operation(self._core.gc(valid_containers, timeout), "gc")
+        await self._operation(_gc.gc(self._state, valid_containers, timeout), "gc")
 
     def sandbox(
         self,
@@ -304,6 +323,10 @@ class AsyncNetworkManager(_ManagerBase):
         The namespace is created in a worker thread; a setup cancelled meanwhile
         rolls back and the namespace is removed before ``CancelledError`` propagates.
         """
-        return async_sandbox(
-            self, container_id, networks, args, capability_args, name, netns_dir, parallel, timeout
+        request = ContainerRequest(
+            container_id=container_id,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
         )
+        return async_sandbox(self, request, name, netns_dir, parallel, timeout)

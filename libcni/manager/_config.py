@@ -43,9 +43,9 @@ import attrs
 
 from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
-from .._ops import binaries
 from ..conf import (
     NetworkConfigList,
+    _binaries,
     _complete_list,
     _in_file,
     conf_from_bytes,
@@ -412,7 +412,7 @@ class ConfigWatcher:
         whether it may yet appear (each type looked up once until a plugin directory
         changes); the places of a binary not found go to ``missing``."""
         for plugin in net.plugins:
-            for kind in binaries(plugin):
+            for kind in _binaries(plugin):
                 found = self._found.get(kind)
                 if found is None:
                     found = self._found[kind] = self._look_up(kind)
