@@ -14,7 +14,7 @@ are merged into the environment the core built for the operation
 (``request.operation_env``), for that one run; ``CNI_*`` variables are
 libcni's and never replaced.
 
-The drivers call observers, never the rules (``_ops``, ``manager._core``):
+The drivers call observers, never the rules (``_ops``, the manager's ``_setup``...):
 
 - ``CNIConfig``/``AsyncCNIConfig``: ``Watch.drive`` / ``Watch.adrive`` around
   one operation (its operation events, and a plugin event around each

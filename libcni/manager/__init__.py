@@ -102,7 +102,7 @@ class _ManagerBase:
         observers: Sequence[Observer] = (),
     ) -> None:
         cni = self._make_cni(plugin_dirs, cache_dir, exec, timeout, observers)
-        self._cni = cni
+        self._cni: CNIConfig | AsyncCNIConfig = cni
         # The CNIConfig's observers are the manager's (libcni._events).
         self._watch: Watch | None = cni._watch
         settings = Settings(
@@ -226,6 +226,8 @@ class NetworkManager(_ManagerBase):
     (``manager.plugin_dirs``...). Safe to share between threads; nothing runs
     in the background.
     """
+
+    _cni: CNIConfig
 
     # -- the driver ------------------------------------------------------
 

@@ -63,6 +63,7 @@ class AsyncNetworkManager(_ManagerBase):
     """
 
     _ASYNC = True
+    _cni: AsyncCNIConfig
 
     @staticmethod
     def _make_cni(
