@@ -10,47 +10,45 @@ An observer may also contribute environment variables to each plugin run (the
 W3C trace context of :class:`libcni.tracing.OpenTelemetryObserver`): a method
 ``plugin_env(event)``, called with the start event of the run, returning a
 mapping (a value of ``None`` removes the variable) or ``None``. The entries
-are merged into the environment the core built for the operation
-(``request.operation_env``), for that one run; ``CNI_*`` variables are
+are merged into the environment the core built for the operation (the
+``env`` of its ``RunPlugin``), for that one run; ``CNI_*`` variables are
 libcni's and never replaced.
 
-The drivers call observers, never the rules (``_ops``, the manager's ``_setup``...):
-
-- ``CNIConfig``/``AsyncCNIConfig``: ``Watch.drive`` / ``Watch.adrive`` around
-  one operation (its operation events, and a plugin event around each
-  ``RunPlugin`` it performs);
-- the network managers: ``Watch.scoped`` / ``Watch.ascoped`` around one
-  operation, ``Watch.network`` / ``Watch.anetwork`` around each call of the
-  manager's own ``CNIConfig`` that is a network's ADD, DEL, CHECK, GC or
-  STATUS. That call emits no operation event of its own: the manager's scope
-  (a context variable naming the ``CNIConfig`` and the id of the network
-  event) tells it to emit plugin events only, under the network's id. A
-  context variable follows the call into asyncio tasks; the blocking
-  manager's parallel setup runs each call in a copy of its context.
+Observers wrap the performer of effects, never the rules nor the driver loop
+(``_drive.drive``/``adrive`` stay the only loops): a driver with a
+:class:`Watch` runs the operation in a :class:`Span` (its events) with the
+performer :meth:`Watch.observed` (or :meth:`Watch.aobserved`) gives, which
+puts each ``RunPlugin`` between the events of a plugin run. The parent of an
+event is passed explicitly: a :class:`Watch` made :meth:`~Watch.under` an
+event files its events under it. The network manager runs each operation in a
+span and hands its calls a watch under it; each network's call
+(:meth:`Watch.network`) runs in a span of its own, with a view of the
+manager's ``CNIConfig`` watched under that network, whose operation then emits
+plugin events only.
 
 With no observer, a driver keeps ``Watch`` out of the way (``_watch is None``).
 """
 
 from __future__ import annotations
 
-import functools
+import copy
 import itertools
 import os
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from contextvars import ContextVar
-from typing import Any, Literal, NamedTuple, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from types import TracebackType
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 import attrs
 
 from . import _log as logging
-from ._drive import adrive
+from ._effects import RunPlugin, in_context
 from ._env import Environment
-from ._ops import RunPlugin, in_context
 from .errors import CNIError, PluginError, PluginTimeoutError
 from .values import RuntimeConf
 
-__all__ = ["Event", "Observer", "Watch"]
+__all__ = ["Event", "Observer", "Span", "Watch"]
 
 log = logging.getLogger("libcni")
 
@@ -108,14 +106,8 @@ class Event(NamedTuple):
 
     def ended(self, duration: float, exception: BaseException | None) -> Event:
         """The end event of this start event."""
-        if exception is None:
-            return _new(Event, (*self[:1], "end", *self[2:9], duration, None, None))
         error = exception if isinstance(exception, CNIError) else None
-        return _new(Event, (*self[:1], "end", *self[2:9], duration, error, exception))
-
-
-#: ``_new(Event, fields)``: an event made from all its fields in order, at C speed.
-_new = tuple.__new__
+        return self._replace(phase="end", duration=duration, error=error, exception=exception)
 
 
 #: Anything that takes an :class:`Event`: told of every operation, network and plugin run.
@@ -125,11 +117,7 @@ PluginEnv = Callable[[Event], "Mapping[str, str | None] | None"]
 
 _ids = itertools.count(1)  # next() is atomic: ids unique across threads
 
-#: Inside a manager operation or network: (the manager's CNIConfig, the id of that run).
-_SCOPE: ContextVar[tuple[object, int] | None] = ContextVar("libcni_observed_scope", default=None)
-
 _clock = time.perf_counter
-
 
 #: The longest ``KEY=VALUE`` exec takes, its NUL included (Linux's MAX_ARG_STRLEN: 32 pages).
 _ENTRY_MAX = 32 * os.sysconf("SC_PAGE_SIZE")
@@ -154,47 +142,75 @@ def _valid_entry(key: object, value: object) -> bool:
         return False
 
 
-def _in_time(effect: RunPlugin, spent: float) -> RunPlugin:
-    """``effect`` with the ``spent`` seconds its observers took off its time left.
+class _Watched(Protocol):
+    """What :meth:`Watch.network` views: a ``CNIConfig`` or ``AsyncCNIConfig``."""
 
-    None left: :class:`~libcni.errors.PluginTimeoutError`, the plugin is not
-    started (worded as ``_ops`` words it, by ``in_context``).
+    _watch: Watch | None
+
+
+_W = TypeVar("_W", bound=_Watched)
+
+
+class Span:
+    """One run between its start and end events: ``with span as id:`` (sync and async code).
+
+    Entering tells the observers the start event and gives its ``id``;
+    leaving tells them the end event, with the duration (from after the start
+    event) and what ended the run.
     """
-    left = (effect.timeout or 0.0) - spent  # called with a timeout
-    if left <= 0:
-        raise PluginTimeoutError(f"plugin {effect.plugin} could not start: no time left")
-    return attrs.evolve(effect, timeout=left) if spent > _SLOW else effect
 
+    __slots__ = ("began", "start", "started", "watch")
 
-def _less_time(kwargs: dict[str, Any], spent: float) -> dict[str, Any]:
-    """``kwargs`` of a network's call with the ``spent`` seconds its observers took off its timeout."""
-    timeout = kwargs.get("timeout")
-    if timeout is None or spent <= _SLOW:
-        return kwargs
-    return {**kwargs, "timeout": max(0.0, timeout - spent)}
+    def __init__(self, watch: Watch, start: Event) -> None:
+        self.watch = watch
+        self.start = start
+        self.began = self.started = 0.0  # before, and after, the start event was told
 
+    def __enter__(self) -> int:
+        start = self.start
+        self.began = _clock()
+        self.watch.emit(start)
+        self.started = _clock()
+        return start.id
 
-def _failed(observer: Observer, event: Event) -> None:
-    """Log what an observer raised (called in its ``except`` clause)."""
-    log.exception(
-        "observer %r failed on the %s event of %s %s (id %d); ignored",
-        observer,
-        event.phase,
-        event.kind,
-        event.operation,
-        event.id,
-    )
+    def __exit__(
+        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        duration = _clock() - self.started
+        if e is None:
+            self.watch.emit(self.start._replace(phase="end", duration=duration))
+        else:
+            self.watch.emit(self.start.ended(duration, e))
+
+    def less(self, timeout: float | None) -> float | None:
+        """``timeout`` less the time the observers took with the start event (§13)."""
+        spent = self.started - self.began
+        if timeout is None or spent <= _SLOW:
+            return timeout
+        return max(0.0, timeout - spent)
 
 
 class Watch:
-    """The observers of one ``CNIConfig`` or manager, and the drivers' side of the events."""
+    """The observers of one ``CNIConfig`` or manager, and the drivers' side of the events.
 
-    __slots__ = ("contributors", "observers")
+    ``parent``: the id of the event its events belong to (``None``: they are
+    operations); :meth:`under` gives the watch of another.
+    """
 
-    def __init__(self, observers: Sequence[Observer]) -> None:
+    __slots__ = ("contributors", "observers", "parent")
+
+    def __init__(
+        self,
+        observers: Sequence[Observer],
+        contributors: Sequence[PluginEnv] | None = None,
+        parent: int | None = None,
+    ) -> None:
         self.observers = tuple(observers)
-        hooks = (getattr(o, "plugin_env", None) for o in self.observers)
-        self.contributors: tuple[PluginEnv, ...] = tuple(h for h in hooks if callable(h))
+        if contributors is None:
+            hooks = (getattr(o, "plugin_env", None) for o in self.observers)
+            contributors = [h for h in hooks if callable(h)]
+        self.contributors: tuple[PluginEnv, ...] = tuple(contributors)
+        self.parent = parent
 
     @classmethod
     def of(cls, observers: Sequence[Observer] | Observer) -> Watch | None:
@@ -212,7 +228,9 @@ class Watch:
                 raise TypeError(f"an observer must be callable (it is given each Event), not {o!r}")
         return cls(listed) if listed else None
 
-    # -- emitting --------------------------------------------------------
+    def under(self, parent: int) -> Watch:
+        """The same observers, the events filed under the event ``parent``."""
+        return Watch(self.observers, self.contributors, parent)
 
     def emit(self, event: Event) -> None:
         """Tell every observer; one that raises is logged and the others are told all the same."""
@@ -220,42 +238,145 @@ class Watch:
             try:
                 observer(event)
             except Exception:
-                _failed(observer, event)
+                log.exception(
+                    "observer %r failed on the %s event of %s %s (id %d); ignored",
+                    observer,
+                    event.phase,
+                    event.kind,
+                    event.operation,
+                    event.id,
+                )
 
-    def _timed(self, start: Event, call: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
-        """``call(*args, **kwargs)`` between ``start`` and its end event (less its ``timeout``)."""
-        began = _clock()
+    def span(
+        self,
+        kind: Literal["operation", "network"],
+        operation: str,
+        net: Any = None,
+        rt: RuntimeConf | None = None,
+        *,
+        container_id: str = "",
+        plugin: str = "",
+    ) -> Span:
+        """The span of an operation or a network (on ``net``, ``rt``), under this watch's parent."""
+        start = Event(
+            kind=kind,
+            phase="start",
+            id=next(_ids),
+            operation=operation,
+            network="" if net is None else net.name,
+            container_id=container_id if rt is None else rt.container_id,
+            ifname="" if rt is None else rt.ifname,
+            plugin=plugin,
+            parent=self.parent,
+        )
+        return Span(self, start)
+
+    def operation(
+        self,
+        operation: str,
+        net: Any = None,
+        rt: RuntimeConf | None = None,
+        plugin: str = "",
+        *,
+        network: bool = False,
+    ) -> AbstractContextManager[int]:
+        """Around an operation of a ``CNIConfig``: its span, entered as the id of its plugin
+        runs' parent. Under a manager operation's network, no event of its own: the plugin
+        runs belong to that network; ``network`` (one network of ``gc_networks``): under a
+        manager operation, the span of a network."""
+        if self.parent is None:
+            return self.span("operation", operation, net, rt, plugin=plugin)
+        if network:
+            return self.span("network", operation, net, rt)
+        return nullcontext(self.parent)
+
+    # -- the performers of effects ----------------------------------------
+
+    def observed(self, perform: Callable[[Any], _R], parent: int) -> Callable[[Any], _R]:
+        """``perform``, each ``RunPlugin`` between the events of a plugin run under ``parent``."""
+
+        def perform_observed(effect: Any) -> _R:
+            if type(effect) is not RunPlugin:
+                return perform(effect)
+            began = _clock()
+            start = self._started(effect, parent)
+            t0 = _clock()
+            try:
+                if self.contributors or effect.timeout is not None:
+                    effect = self._prepared(effect, start, began)
+                out = perform(effect)
+            except BaseException as e:
+                self._failed(effect, start, _clock() - t0, e)
+                raise
+            self.emit(start._replace(phase="end", duration=_clock() - t0))
+            return out
+
+        return perform_observed
+
+    def aobserved(
+        self, perform: Callable[[Any], Awaitable[_R]], parent: int
+    ) -> Callable[[Any], Awaitable[_R]]:
+        """:meth:`observed` for an async performer."""
+
+        async def perform_observed(effect: Any) -> _R:
+            if type(effect) is not RunPlugin:
+                return await perform(effect)
+            began = _clock()
+            start = self._started(effect, parent)
+            t0 = _clock()
+            try:
+                if self.contributors or effect.timeout is not None:
+                    effect = self._prepared(effect, start, began)
+                out = await perform(effect)
+            except BaseException as e:
+                self._failed(effect, start, _clock() - t0, e)
+                raise
+            self.emit(start._replace(phase="end", duration=_clock() - t0))
+            return out
+
+        return perform_observed
+
+    def _started(self, effect: RunPlugin, parent: int) -> Event:
+        """The start event of a plugin run under ``parent``, told."""
+        start = Event(
+            kind="plugin",
+            phase="start",
+            id=next(_ids),
+            operation=effect.command,
+            network=effect.network,
+            container_id=effect.container_id,
+            ifname=effect.env.get("CNI_IFNAME", ""),
+            plugin=effect.plugin,
+            parent=parent,
+        )
         self.emit(start)
-        t0 = _clock()
-        kwargs = _less_time(kwargs, t0 - began)
-        try:
-            value = call(*args, **kwargs)
-        except BaseException as e:
-            self.emit(start.ended(_clock() - t0, e))
-            raise
-        self.emit(start.ended(_clock() - t0, None))
-        return value
+        return start
 
-    async def _atimed(
-        self, start: Event, call: Callable[..., Awaitable[_R]], *args: Any, **kwargs: Any
-    ) -> _R:
-        """``await call(*args, **kwargs)`` between ``start`` and its end event (less its ``timeout``)."""
-        began = _clock()
-        self.emit(start)
-        t0 = _clock()
-        kwargs = _less_time(kwargs, t0 - began)
-        try:
-            value = await call(*args, **kwargs)
-        except BaseException as e:
-            self.emit(start.ended(_clock() - t0, e))
-            raise
-        self.emit(start.ended(_clock() - t0, None))
-        return value
+    def _prepared(self, effect: RunPlugin, start: Event, began: float) -> RunPlugin:
+        """``effect`` with what the observers add to its environment, and the time they took
+        since ``began`` (its start event, its environment) off its time left.
 
-    # -- plugin runs -----------------------------------------------------
-    # The paths below run at every plugin run: written out, without helpers.
+        None left: :class:`~libcni.errors.PluginTimeoutError`, the plugin is
+        not started (worded as ``_ops`` words it, by ``in_context``).
+        """
+        if self.contributors:
+            effect = self.with_env(effect, start)
+        if effect.timeout is None:
+            return effect
+        spent = _clock() - began
+        left = effect.timeout - spent
+        if left <= 0:
+            raise PluginTimeoutError(f"plugin {effect.plugin} could not start: no time left")
+        return attrs.evolve(effect, timeout=left) if spent > _SLOW else effect
 
-    def _with_env(self, effect: RunPlugin, start: Event) -> RunPlugin:
+    def _failed(self, effect: RunPlugin, start: Event, duration: float, e: BaseException) -> None:
+        """Tell the end event of a run that ``e`` ended (a ``PluginError`` in context first,
+        as the operation will raise it)."""
+        if isinstance(e, PluginError):
+            in_context(effect, e)
+        self.emit(start.ended(duration, e))
+
+    def with_env(self, effect: RunPlugin, start: Event) -> RunPlugin:
         """``effect`` with what the observers add to its environment (itself if nothing)."""
         extra: dict[str, str | None] = {}
         for contribute in self.contributors:
@@ -288,297 +409,44 @@ class Watch:
                 env[key] = value
         return attrs.evolve(effect, env=Environment(env))
 
-    def _plugin(self, perform: Callable[[Any], Any], parent: int, effect: RunPlugin) -> Any:
-        """``perform(effect)`` between the plugin events of the run.
-
-        At every plugin run: written out (the events made here, the loops of
-        :meth:`emit` inline; the end event is the start's fields and the
-        duration), as each call costs.
-        """
-        start = _new(
-            Event,
-            (
-                "plugin",
-                "start",
-                next(_ids),
-                effect.command,
-                effect.network,
-                effect.container_id,
-                effect.env.get("CNI_IFNAME", ""),
-                effect.plugin,
-                parent,
-                None,
-                None,
-                None,
-            ),
-        )
-        began = _clock()
-        for observer in self.observers:
-            try:
-                observer(start)
-            except Exception:
-                _failed(observer, start)
-        t0 = _clock()
-        try:
-            if self.contributors:
-                effect = self._with_env(effect, start)
-            if effect.timeout is not None:  # the deadline, checked after the observers
-                effect = _in_time(effect, _clock() - began)
-            out = perform(effect)
-        except BaseException as e:
-            if isinstance(e, PluginError):
-                in_context(effect, e)  # as the operation will raise it
-            self.emit(start.ended(_clock() - t0, e))
-            raise
-        end = _new(Event, ("plugin", "end", *start[2:9], _clock() - t0, None, None))
-        for observer in self.observers:
-            try:
-                observer(end)
-            except Exception:
-                _failed(observer, end)
-        return out
-
-    async def _aplugin(
-        self, perform: Callable[[Any], Awaitable[Any]], parent: int, effect: Any
-    ) -> Any:
-        """:meth:`_plugin` for the async driver (the plugin's run is much longer than its events)."""
-        if type(effect) is not RunPlugin:
-            return await perform(effect)
-        start = _new(
-            Event,
-            (
-                "plugin",
-                "start",
-                next(_ids),
-                effect.command,
-                effect.network,
-                effect.container_id,
-                effect.env.get("CNI_IFNAME", ""),
-                effect.plugin,
-                parent,
-                None,
-                None,
-                None,
-            ),
-        )
-        began = _clock()
-        self.emit(start)
-        t0 = _clock()
-        try:
-            if self.contributors:
-                effect = self._with_env(effect, start)
-            if effect.timeout is not None:
-                effect = _in_time(effect, _clock() - began)
-            out = await perform(effect)
-        except BaseException as e:
-            if isinstance(e, PluginError):
-                in_context(effect, e)
-            self.emit(start.ended(_clock() - t0, e))
-            raise
-        self.emit(start.ended(_clock() - t0, None))
-        return out
-
-    # -- CNIConfig operations --------------------------------------------
-
-    @staticmethod
-    def _operation_start(operation: str, net: Any, rt: RuntimeConf | None, plugin: str) -> Event:
-        return _new(
-            Event,
-            (
-                "operation",
-                "start",
-                next(_ids),
-                operation,
-                "" if net is None else net.name,
-                "" if rt is None else rt.container_id,
-                "" if rt is None else rt.ifname,
-                plugin,
-                None,
-                None,
-                None,
-                None,
-            ),
-        )
-
-    def drive(
-        self,
-        op: Generator[Any, Any, _R],
-        perform: Callable[[Any], Any],
-        owner: object,
-        operation: str,
-        net: Any = None,
-        rt: RuntimeConf | None = None,
-        plugin: str = "",
-        *,
-        network: bool = False,
-    ) -> _R:
-        """Drive one operation of ``owner`` (a ``CNIConfig``) between its events.
-
-        Inside a network of the manager that owns it: the plugin events only,
-        under that network. ``network``: one network of a call that covers
-        several (``gc_networks``): inside a manager operation, a network event.
-        """
-        scope = _SCOPE.get()
-        if scope is not None and scope[0] is owner:
-            if network:
-                start = self._network_start(owner, operation, (net,))
-                value: _R = self._timed(start, self._loop, op, perform, start[2])
-                return value
-            return self._loop(op, perform, scope[1])
-        start = self._operation_start(operation, net, rt, plugin)
-        observers = self.observers
-        for observer in observers:
-            try:
-                observer(start)
-            except Exception:
-                _failed(observer, start)
-        t0 = _clock()
-        try:
-            value = self._loop(op, perform, start[2])
-        except BaseException as e:
-            self.emit(start.ended(_clock() - t0, e))
-            raise
-        end = _new(Event, (*start[:1], "end", *start[2:9], _clock() - t0, None, None))
-        for observer in observers:
-            try:
-                observer(end)
-            except Exception:
-                _failed(observer, end)
-        return value
-
-    def _loop(self, op: Generator[Any, Any, _R], perform: Callable[[Any], Any], parent: int) -> _R:
-        """``_drive.drive(op, perform)``, each ``RunPlugin`` performed by :meth:`_plugin`.
-
-        The loop of ``drive`` written again rather than wrapping ``perform``:
-        the other effects then cost nothing more than without observers.
-        """
-        outcome: Any = None
-        error: BaseException | None = None
-        plugin = self._plugin
-        while True:
-            try:
-                effect = op.send(outcome) if error is None else op.throw(error)
-            except StopIteration as stop:
-                value: _R = stop.value
-                return value
-            outcome, error = None, None
-            try:
-                if type(effect) is RunPlugin:
-                    outcome = plugin(perform, parent, effect)
-                else:
-                    outcome = perform(effect)
-            except BaseException as e:  # handed to the operation, which may handle it
-                error = e
-
-    async def adrive(
-        self,
-        op: Generator[Any, Any, _R],
-        perform: Callable[[Any], Awaitable[Any]],
-        owner: object,
-        operation: str,
-        net: Any = None,
-        rt: RuntimeConf | None = None,
-        plugin: str = "",
-        *,
-        network: bool = False,
-    ) -> _R:
-        """:meth:`drive` for ``AsyncCNIConfig``."""
-        scope = _SCOPE.get()
-        if scope is not None and scope[0] is owner:
-            if network:
-                start = self._network_start(owner, operation, (net,))
-                each = functools.partial(self._aplugin, perform, start[2])
-                return await self._atimed(start, adrive, op, each)
-            return await adrive(op, functools.partial(self._aplugin, perform, scope[1]))
-        start = self._operation_start(operation, net, rt, plugin)
-        self.emit(start)
-        t0 = _clock()
-        try:
-            value = await adrive(op, functools.partial(self._aplugin, perform, start[2]))
-        except BaseException as e:
-            self.emit(start.ended(_clock() - t0, e))
-            raise
-        self.emit(start.ended(_clock() - t0, None))
-        return value
-
-    # -- the managers ----------------------------------------------------
-
-    def scoped(
-        self, call: Callable[[Any], _R], op: Any, owner: object, operation: str, container_id: str
-    ) -> _R:
-        """``call(op)``, one manager operation, between its events; ``owner``: the manager's ``CNIConfig``."""
-        start = Event("operation", "start", next(_ids), operation, "", container_id)
-        token = _SCOPE.set((owner, start.id))
-        try:
-            return self._timed(start, call, op)
-        finally:
-            _SCOPE.reset(token)
-
-    async def ascoped(
-        self,
-        call: Callable[[Any], Awaitable[_R]],
-        op: Any,
-        owner: object,
-        operation: str,
-        container_id: str,
-    ) -> _R:
-        """:meth:`scoped` for ``AsyncNetworkManager``."""
-        start = Event("operation", "start", next(_ids), operation, "", container_id)
-        token = _SCOPE.set((owner, start.id))
-        try:
-            return await self._atimed(start, call, op)
-        finally:
-            _SCOPE.reset(token)
-
-    @staticmethod
-    def _network_start(owner: object, operation: str, args: Sequence[Any]) -> Event:
-        scope = _SCOPE.get()
-        net = args[0] if args else None
-        rt = args[1] if len(args) > 1 and isinstance(args[1], RuntimeConf) else None
-        return Event(
-            "network",
-            "start",
-            next(_ids),
-            operation,
-            getattr(net, "name", ""),
-            "" if rt is None else rt.container_id,
-            "" if rt is None else rt.ifname,
-            "",
-            scope[1] if scope is not None and scope[0] is owner else None,
-        )
+    # -- the network manager ------------------------------------------------
 
     def network(
         self,
-        call: Callable[..., _R],
-        owner: object,
+        cni: _W,
         operation: str,
-        args: Sequence[Any],
-        kwargs: Mapping[str, Any],
+        net: Any,
+        rt: RuntimeConf | None,
+        timeout: float | None,
+        call: Callable[[_W, float | None], _R],
     ) -> _R:
-        """``call(*args, **kwargs)``, a network's ``operation`` in a manager operation, between its events.
+        """``call(view, timeout)``, a network's ``operation`` in a manager operation, between
+        the events of the network: ``view`` is ``cni`` watched under the network (its
+        operation emits plugin events only), ``timeout`` less the observers' time (§13).
 
-        ``args`` are those of the ``CNIConfig`` method: the network list,
-        then the ``RuntimeConf`` if there is one.
+        ``call`` may return an awaitable (``AsyncCNIConfig``): :meth:`anetwork`.
         """
-        start = self._network_start(owner, operation, args)
-        token = _SCOPE.set((owner, start.id))
-        try:
-            return self._timed(start, call, *args, **kwargs)
-        finally:
-            _SCOPE.reset(token)
+        span = self.span("network", operation, net, rt)
+        with span as parent:
+            return call(self.under(parent).view(cni), span.less(timeout))
 
     async def anetwork(
         self,
-        call: Callable[..., Awaitable[_R]],
-        owner: object,
+        cni: _W,
         operation: str,
-        args: Sequence[Any],
-        kwargs: Mapping[str, Any],
+        net: Any,
+        rt: RuntimeConf | None,
+        timeout: float | None,
+        call: Callable[[_W, float | None], Awaitable[_R]],
     ) -> _R:
-        """:meth:`network` for ``AsyncNetworkManager``."""
-        start = self._network_start(owner, operation, args)
-        token = _SCOPE.set((owner, start.id))
-        try:
-            return await self._atimed(start, call, *args, **kwargs)
-        finally:
-            _SCOPE.reset(token)
+        """:meth:`network` for ``AsyncCNIConfig``: the events around the awaited call."""
+        span = self.span("network", operation, net, rt)
+        with span as parent:
+            return await call(self.under(parent).view(cni), span.less(timeout))
+
+    def view(self, cni: _W) -> _W:
+        """``cni`` watched by this watch, its events under this watch's parent (shared state
+        and all: a shallow copy)."""
+        view = copy.copy(cni)
+        view._watch = self
+        return view

@@ -32,7 +32,8 @@ import attrs
 
 from . import _log as logging  # logging, imported at first use
 from . import request as rq
-from ._deadline import Deadline, check_timeout, lock_timeout, timeout_message
+from ._deadline import Deadline, check_timeout, timeout_message
+from ._effects import CacheIO, Effect, GCNetwork, RunPlugin, TakeLock, in_context
 from .cache import (
     CNI_CACHE_V1,
     RECORD_V1,
@@ -45,12 +46,10 @@ from .cache import (
 from .conf import (
     NetworkConfigList,
     PluginConfig,
+    _binaries,
     conf_from_bytes,
     conf_list_from_bytes,
     conf_list_from_conf,
-)
-from .conf import (
-    _binaries as binaries,
 )
 from .errors import (
     CacheError,
@@ -59,7 +58,6 @@ from .errors import (
     ConfigError,
     GCError,
     InvalidNetworkError,
-    LockTimeoutError,
     PluginError,
     PluginTimeoutError,
     VersionError,
@@ -89,103 +87,6 @@ _V110 = (1, 1, 0)
 VALIDATE = "VALIDATE"
 
 
-@attrs.frozen
-class RunPlugin:
-    """Effect: run the plugin binary ``path``; the outcome is its stdout.
-
-    ``path``, ``stdin``, ``env`` and ``timeout`` (the operation's time left)
-    are the arguments of ``Exec.exec_plugin``; the other fields are the
-    context a ``PluginError`` gets (:func:`_run`) and the DEBUG record shows.
-    """
-
-    path: str
-    stdin: bytes
-    env: Mapping[str, str]
-    timeout: float | None
-    plugin: str
-    command: str
-    network: str = ""
-    container_id: str = ""
-    limit: float | None = None  # the whole operation's timeout, for the error message
-
-
-@attrs.frozen
-class TakeLock:
-    """Effect: hold a cache lock; the outcome is a function that releases it.
-
-    With ``attachment`` (container ID, interface name) it is the lock of that
-    one attachment; without, the lock of the whole ``network``
-    (``exclusive`` for GC, shared for ADD and DEL). The cache refuses empty
-    or hostile names in ``attachment`` with a ``ValidationError``.
-    """
-
-    cache: ResultCache
-    network: str
-    attachment: tuple[str, str] | None = None
-    exclusive: bool = True
-    timeout: float | None = None  # the operation's time left; None: wait as long as it takes
-    command: str = ""  # for the LockTimeoutError message
-    limit: float | None = None  # the whole operation's timeout, for the message
-
-    def take(self, *, wait: bool = True) -> Release | None:
-        """Take the lock; the function that releases it.
-
-        ``wait``: for at most ``timeout`` seconds, then
-        :class:`~libcni.errors.LockTimeoutError`; otherwise one try, ``None``
-        if the lock is busy.
-        """
-        cache = self.cache
-        try:
-            if self.attachment is not None:
-                lock = (
-                    cache.lock(self.network, *self.attachment, timeout=self.timeout)
-                    if wait
-                    else cache.try_lock(self.network, *self.attachment)
-                )
-            elif wait:
-                lock = cache.network_lock(self.network, self.exclusive, timeout=self.timeout)
-            else:
-                lock = cache.try_network_lock(self.network, self.exclusive)
-        except LockTimeoutError as e:
-            raise self.timed_out(e.details) from None
-        return None if lock is None else lock.release
-
-    def timed_out(self, details: str = "") -> LockTimeoutError:
-        """The error of a wait for this lock that outlasted the operation's timeout."""
-        if self.attachment is None:
-            what = f"network {self.network!r}"
-            path = self.cache.network_lock_path(self.network)
-        else:
-            cid, ifname = self.attachment
-            what = f"attachment (network {self.network!r}, container {cid!r}, interface {ifname!r})"
-            path = self.cache.attachment_lock_path(self.network, cid, ifname)
-        limit = self.limit if self.limit is not None else self.timeout
-        return lock_timeout(what, details or path, limit, self.command)
-
-
-@attrs.frozen
-class CacheIO:
-    """Effect: ``call(*args)``, a cache method that may wait for the disk; the outcome is its value.
-
-    The operation holds its locks until the call is over, even when the
-    caller is cancelled meanwhile.
-    """
-
-    call: Callable[..., Any]
-    args: tuple[Any, ...]
-
-
-@attrs.frozen
-class GCNetwork:
-    """Effect: ``op``, the GC of the network ``net`` in a GC run, driven as an operation of
-    its own (observers see one per network); the outcome is its value."""
-
-    net: NetworkConfigList
-    op: Generator[Any, Any, None]
-
-
-Effect = RunPlugin | TakeLock | CacheIO | GCNetwork
-Release = Callable[[], None]
 _R = TypeVar("_R")
 #: An operation: yields effects, is sent their outcomes, returns its value.
 Op = Generator[Effect, Any, _R]
@@ -316,22 +217,6 @@ def _run(
         raise
 
 
-def in_context(effect: RunPlugin, e: PluginError) -> None:
-    """Give ``e`` the context of ``effect`` (:func:`_run`'s rule; applying it twice changes nothing).
-
-    The observed drivers (``libcni._events``) apply it as soon as the run
-    fails, so that the plugin's end event carries the error as raised.
-    """
-    e.plugin = effect.plugin
-    e.command = effect.command
-    e.network = e.network or effect.network
-    e.container_id = e.container_id or effect.container_id
-    if isinstance(e, PluginTimeoutError) and effect.limit is not None:
-        e.msg = timeout_message(
-            effect.command, effect.limit, f"plugin {effect.plugin} did not finish"
-        )
-
-
 def _result(version: str, plugin: str) -> Callable[[bytes], Result]:
     """The decoder of a plugin's result (an invalid one is the plugin's ``PluginError``)."""
 
@@ -422,7 +307,7 @@ class Operations:
         # None when no one is: the drivers' fast path.
         self._watch: Watch | None = None
         if observers:
-            from ._events import Watch  # imports this module
+            from ._events import Watch  # loaded only for observers
 
             self._watch = Watch.of(observers)
         if isinstance(path, (str, os.PathLike)):
@@ -932,7 +817,7 @@ class Operations:
         capabilities: set[str] = set()
         for plugin in chain.plugins:
             capabilities.update(k for k, v in plugin.capabilities.items() if v is True)
-            for kind in binaries(plugin):
+            for kind in _binaries(plugin):
                 try:
                     info = yield from self._probe(kind, self._find(kind), timeout)
                     if not info.supports(version):
@@ -1040,12 +925,12 @@ __all__ = [
     "VALIDATE",
     "CacheIO",
     "Effect",
+    "GCNetwork",
     "Op",
     "Operations",
     "RunPlugin",
     "TakeLock",
     "as_list",
     "as_plugin",
-    "binaries",
     "in_context",
 ]

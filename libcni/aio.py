@@ -87,11 +87,11 @@ class AsyncCNIConfig(Operations):
         """
         order = operation_started()
         try:
-            if self._watch is None:
+            watch = self._watch
+            if watch is None:
                 return await adrive(op, self._perform)
-            return await self._watch.adrive(
-                op, self._perform, self, operation, net, rt, plugin, network=network
-            )
+            with watch.operation(operation, net, rt, plugin, network=network) as parent:
+                return await adrive(op, watch.aobserved(self._perform, parent))
         finally:
             operation_ended(order)
 

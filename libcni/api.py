@@ -62,11 +62,11 @@ class CNIConfig(Operations):
     ) -> _R:
         """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``;
         ``network``: a network's in a manager operation)."""
-        if self._watch is None:
+        watch = self._watch
+        if watch is None:
             return drive(op, self._perform)
-        return self._watch.drive(
-            op, self._perform, self, operation, net, rt, plugin, network=network
-        )
+        with watch.operation(operation, net, rt, plugin, network=network) as parent:
+            return drive(op, watch.observed(self._perform, parent))
 
     def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
         if isinstance(effect, RunPlugin):

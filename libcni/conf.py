@@ -97,6 +97,13 @@ class PluginConfig:
 NetworkConfig = PluginConfig
 
 
+def _binaries(plugin: PluginConfig) -> tuple[str, ...]:
+    """The plugin types whose binaries ``plugin`` needs: its own, then its ``ipam.type`` (an
+    IPAM plugin that is missing fails every ADD and DEL alike)."""
+    ipam = (plugin.ipam or {}).get("type")
+    return (plugin.type, ipam) if ipam and isinstance(ipam, str) else (plugin.type,)
+
+
 def _plugins_tuple(value: Sequence[PluginConfig]) -> tuple[PluginConfig, ...]:
     return tuple(value)
 
@@ -333,13 +340,6 @@ def _check_ipam(ipam: Any, what: str) -> None:
             f"error parsing {what}: 'ipam.type' must be a string, not {_type_name(ipam_type)}",
             _excerpt(ipam_type),
         )
-
-
-def _binaries(plugin: PluginConfig) -> tuple[str, ...]:
-    """The plugin types whose binaries ``plugin`` needs: its own, then its ``ipam.type`` (an
-    IPAM plugin that is missing fails every ADD and DEL alike)."""
-    ipam = (plugin.ipam or {}).get("type")
-    return (plugin.type, ipam) if ipam and isinstance(ipam, str) else (plugin.type,)
 
 
 def conf_from_bytes(data: JSONInput) -> PluginConfig:

@@ -51,15 +51,28 @@ ALLOWED: dict[str, set[str]] = {
     "cache": NEUTRAL,
     "invoke": NEUTRAL,
     "netns": {"_log", "errors"},
-    # The operations and their drivers.
+    # The operations and their drivers; the effects the operations yield, a leaf.
+    "_effects": {"_deadline", "cache", "conf", "errors"},
     # netns: whether a DEL's netns is still a namespace (behaviour §11.3).
     "_ops": NEUTRAL
-    | {"_events", "cache", "conf", "invoke", "netns", "request", "types", "values", "version"},
+    | {
+        "_effects",
+        "_events",
+        "cache",
+        "conf",
+        "invoke",
+        "netns",
+        "request",
+        "types",
+        "values",
+        "version",
+    },
     "api": NEUTRAL
     | {"_events", "_ops", "cache", "conf", "invoke", "request", "types", "values", "version"},
     "aio": NEUTRAL
     | {"_events", "_ops", "cache", "conf", "invoke", "request", "types", "values", "version"},
-    "_events": NEUTRAL | {"_ops", "values"},
+    # The observers wrap the performer of effects: they know the effects, not the operations.
+    "_events": NEUTRAL | {"_effects", "values"},
     "metrics": {"_events"},
     "tracing": {"_events", "libcni"},
     "testing": {"errors", "types", "version"},
@@ -170,6 +183,42 @@ def _privates(dotted: list[str]) -> Iterator[tuple[str, str]]:
             yield dotted[k], holder if _is_package(holder) else holder.rpartition(".")[0]
 
 
+def _graph(planted: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """The parts each part imports (every import, as :func:`_violations` reads them)."""
+    graph: dict[str, set[str]] = {}
+    for module, _, _, _, target, names in _imports(_sources(planted)):
+        theirs = [_part(target)]
+        if target == "libcni":
+            theirs = [
+                n if (ROOT / f"{n}.py").exists() or n in SUBPACKAGES else "libcni" for n in names
+            ]
+        graph.setdefault(_part(module), set()).update(theirs)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """A cycle of ``graph`` (its parts, the first repeated at the end), or ``[]``."""
+    done: set[str] = set()
+
+    def visit(part: str, path: list[str]) -> list[str]:
+        if part in path:
+            return [*path[path.index(part) :], part]
+        if part in done:
+            return []
+        for other in sorted(graph.get(part, set()) - {part}):
+            found = visit(other, [*path, part])
+            if found:
+                return found
+        done.add(part)
+        return []
+
+    for part in sorted(graph):
+        found = visit(part, [])
+        if found:
+            return found
+    return []
+
+
 def _violations(planted: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
     """The imports against each rule, as ``path:line: what``."""
     directions: list[str] = []
@@ -215,6 +264,16 @@ def test_every_import_goes_in_an_allowed_direction() -> None:
 def test_no_module_imports_a_private_name_of_another_package() -> None:
     _, private = _violations()
     assert private == []
+
+
+def test_no_two_parts_import_each_other_even_through_others() -> None:
+    # Each top-level module and each subpackage is one part (the types/ package too).
+    assert _cycle(_graph()) == []
+
+
+def test_the_cycle_check_finds_a_planted_cycle() -> None:
+    planted = {"_effects.py": "from ._events import Event\n"}
+    assert _cycle(_graph(planted)) == ["_effects", "_events", "_effects"]
 
 
 @pytest.mark.parametrize(

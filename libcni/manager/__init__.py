@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._drive import drive
 from ..api import CNIConfig
@@ -79,6 +80,9 @@ _NO_CAPS: Mapping[str, Any] = {}
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
 
 
+_M = TypeVar("_M", bound="_ManagerBase")
+
+
 class _ManagerBase:
     """The constructor and the properties shared by the sync and async managers."""
 
@@ -120,6 +124,14 @@ class _ManagerBase:
         self._state = State(settings, cni.cache, cni.exec.find_in_path)
         # The seam: what each Call of the rules calls (mypy checks them against it).
         self._calls: NetworkCalls = CNICalls(cni, self._watch, asynchronous=self._ASYNC)
+
+    def _under(self: _M, parent: int) -> _M:
+        """This manager, its calls' network events filed under the event ``parent`` (one
+        operation's): a shallow copy with calls of its own."""
+        assert self._watch is not None
+        view = copy.copy(self)
+        view._calls = CNICalls(self._cni, self._watch.under(parent), asynchronous=self._ASYNC)
+        return view
 
     @staticmethod
     def _make_cni(
@@ -238,7 +250,8 @@ class NetworkManager(_ManagerBase):
         """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
         if self._watch is None:
             return self._drive(op)
-        return self._watch.scoped(self._drive, op, self._cni, name, container_id)
+        with self._watch.span("operation", name, container_id=container_id) as parent:
+            return self._under(parent)._drive(op)
 
     def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, Call):

@@ -86,7 +86,8 @@ class AsyncNetworkManager(_ManagerBase):
         try:
             if self._watch is None:
                 return await self._drive(op)
-            return await self._watch.ascoped(self._drive, op, self._cni, name, container_id)
+            with self._watch.span("operation", name, container_id=container_id) as parent:
+                return await self._under(parent)._drive(op)
         finally:
             operation_ended(order)
 

@@ -6,12 +6,14 @@ protocol the rules call through (each :class:`~libcni.manager._effects.Call`).
 coroutines: the async driver awaits what a call returns, the blocking one
 takes it as it is. With observers, each network's operation (ADD, DEL,
 CHECK, STATUS, GC of one network) runs between the events of a network
-(``Watch.network`` / ``Watch.anetwork``).
+(``Watch.network`` / ``Watch.anetwork``), under the manager operation the
+calls were made for (``_ManagerBase._under``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import request as rq
@@ -25,53 +27,63 @@ if TYPE_CHECKING:
 
 __all__ = ["CNICalls"]
 
-#: ``Watch.network`` or ``Watch.anetwork``: a call between the events of a network.
-_Observed = Callable[[Callable[..., Any], object, str, Sequence[Any], Mapping[str, Any]], Any]
+#: ``Watch.network`` or ``Watch.anetwork`` of the ``CNIConfig``: a call between the events
+#: of a network.
+_Observed = Callable[
+    [str, NetworkConfigList, "RuntimeConf | None", "float | None", Callable[[Any, Any], Any]], Any
+]
 
 
 class CNICalls:
     """:class:`~libcni.manager._effects.NetworkCalls` over ``cni`` (a ``CNIConfig`` or an
     ``AsyncCNIConfig``, ``asynchronous``, whose calls the async driver awaits); ``watch``:
-    its observers."""
+    its observers, under the operation the calls are made for."""
 
-    __slots__ = ("_cni", "_observed")
+    __slots__ = ("_cni", "_observed", "_watch")
 
     def __init__(
         self, cni: CNIConfig | AsyncCNIConfig, watch: Watch | None, *, asynchronous: bool
     ) -> None:
         self._cni = cni
+        self._watch = watch
         self._observed: _Observed | None = None
         if watch is not None:
-            self._observed = watch.anetwork if asynchronous else watch.network
+            self._observed = functools.partial(
+                watch.anetwork if asynchronous else watch.network, cni
+            )
 
     def add(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
         if self._observed is None:
             return self._cni.add_network_list(net, rt, timeout=timeout)
-        call = self._cni.add_network_list
-        return self._observed(call, self._cni, rq.ADD, (net, rt), {"timeout": timeout})
+        return self._observed(
+            rq.ADD, net, rt, timeout, lambda c, t: c.add_network_list(net, rt, timeout=t)
+        )
 
     def delete(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
         if self._observed is None:
             return self._cni.del_network_list(net, rt, timeout=timeout)
-        call = self._cni.del_network_list
-        return self._observed(call, self._cni, rq.DEL, (net, rt), {"timeout": timeout})
+        return self._observed(
+            rq.DEL, net, rt, timeout, lambda c, t: c.del_network_list(net, rt, timeout=t)
+        )
 
     def check(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
         if self._observed is None:
             return self._cni.check_network_list(net, rt, timeout=timeout)
-        call = self._cni.check_network_list
-        return self._observed(call, self._cni, rq.CHECK, (net, rt), {"timeout": timeout})
+        return self._observed(
+            rq.CHECK, net, rt, timeout, lambda c, t: c.check_network_list(net, rt, timeout=t)
+        )
 
     def status(self, net: NetworkConfigList, timeout: float | None) -> Any:
         if self._observed is None:
             return self._cni.get_status_network_list(net, timeout=timeout)
-        call = self._cni.get_status_network_list
-        return self._observed(call, self._cni, rq.STATUS, (net,), {"timeout": timeout})
+        return self._observed(
+            rq.STATUS, net, None, timeout, lambda c, t: c.get_status_network_list(net, timeout=t)
+        )
 
     def gc(
         self, nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: float | None
     ) -> Any:
-        # Each network's GC is a network event of its own (``gc_networks`` emits them).
-        return self._cni.gc_networks(
-            nets, valid_containers=keep, cached_networks=True, timeout=timeout
-        )
+        # Each network's GC is a network event of its own (``gc_networks`` emits them), under
+        # the operation of this watch.
+        cni = self._cni if self._watch is None else self._watch.view(self._cni)
+        return cni.gc_networks(nets, valid_containers=keep, cached_networks=True, timeout=timeout)
