@@ -20,7 +20,7 @@ import contextvars
 import copy
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -46,7 +46,7 @@ from ._effects import (
 )
 from ._held import attachment_order as attachment_order  # the CLI's order of attachments
 from ._sandbox import sandbox
-from ._state import ContainerRequest, Settings, State
+from ._state import NO_CAPS, ContainerRequest, Settings, State
 from ._values import (
     LOOPBACK_NETWORK,
     AttachmentResult,
@@ -73,8 +73,6 @@ __all__ = [
     "NetworkManager",
     "NetworkRequest",
 ]
-
-_NO_CAPS: Mapping[str, Any] = {}
 
 #: Where the network configuration files are, by default.
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
@@ -303,7 +301,7 @@ class NetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         parallel: bool = False,
         timeout: float | None = None,
     ) -> ContainerNetworks:
@@ -342,7 +340,7 @@ class NetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """DEL every attachment the cache holds for the container, complete or in progress
@@ -397,7 +395,7 @@ class NetworkManager(_ManagerBase):
         netns: str = "",
         *,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """Attach a set-up container to one more network (Podman's ``network connect``);
@@ -477,7 +475,7 @@ class NetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         name: str | None = None,
         netns_dir: str | os.PathLike[str] = "/run/netns",
         parallel: bool = False,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline, apoll
@@ -35,15 +35,13 @@ from ._effects import (
     Together,
 )
 from ._sandbox import async_sandbox
-from ._state import ContainerRequest
+from ._state import NO_CAPS, ContainerRequest
 from ._values import ContainerNetworks, LoadedNetworks, NetworkRequest
 
 if TYPE_CHECKING:
     from .._events import Observer
 
 __all__ = ["AsyncNetworkManager"]
-
-_NO_CAPS: Mapping[str, Any] = {}
 
 
 def _outcome(task: asyncio.Future[Any]) -> Outcome:
@@ -187,7 +185,7 @@ class AsyncNetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         parallel: bool = False,
         timeout: float | None = None,
     ) -> ContainerNetworks:
@@ -217,7 +215,7 @@ class AsyncNetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
@@ -261,7 +259,7 @@ class AsyncNetworkManager(_ManagerBase):
         netns: str = "",
         *,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.attach`; a cancelled attach rolls back, then re-raises."""
@@ -314,7 +312,7 @@ class AsyncNetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         name: str | None = None,
         netns_dir: str | os.PathLike[str] = "/run/netns",
         parallel: bool = False,

@@ -1,25 +1,11 @@
-"""The effects the manager's rules yield, and the seam its plugin runs go through.
+"""The effects the manager's rules yield (each class says what its outcome is), and the seam
+every plugin run goes through (:class:`NetworkCalls`).
 
-As in :mod:`libcni._ops`, every operation of the manager is a generator that
-decides what to do and yields effects; :class:`~libcni.manager.NetworkManager`
-performs them with blocking calls and
-:class:`~libcni.manager.AsyncNetworkManager` with ``await``. The manager never
-runs a plugin itself: every plugin run is an operation of
-``CNIConfig``/``AsyncCNIConfig`` (:class:`Call`, through :class:`NetworkCalls`).
-
-- :class:`Call`: call one method of the seam (awaited in async);
-  ``protected`` calls (rollback DELs) finish even if the caller is cancelled.
-- :class:`Together`: run several calls at the same time; the outcome is one
-  ``(value, error)`` pair per call, in order. A failure cancels nothing. It
-  may also hold operations (generators of these effects), each run to its end.
-- :class:`LockContainer`: hold the per-container lock; the outcome releases it.
-- :class:`Blocking`: a short local call that reads the disk (the
-  configuration check, cache reads); inline in both drivers, as the
-  operations read the cache.
-- :class:`Pause`: wait a while (the back-off between ADD attempts);
-  ``time.sleep`` or ``asyncio.sleep``.
-- :class:`LoopbackUp`: ``lo`` brought up in a thread of its own, waited for
-  within the setup's time left (off the event loop's thread in async).
+As in :mod:`libcni._ops`, every operation of the manager is a generator of
+effects; :class:`~libcni.manager.NetworkManager` performs them with blocking
+calls, :class:`~libcni.manager.AsyncNetworkManager` with ``await``. The
+manager never runs a plugin itself: each is an operation of the
+``CNIConfig``/``AsyncCNIConfig``, made by a :class:`Call`.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from ._values import LOOPBACK_IFNAME, LoadedNetworks, NetworkRequest
 __all__ = [
     "INTERNAL_LOOPBACK",
     "LOOPBACK_CONFIG",
+    "NO_CAPS",
     "ContainerRequest",
     "Item",
     "Loopback",
@@ -52,7 +53,8 @@ Loopback = bool | Literal["internal"]
 #: How a plugin type is found: ``Exec.find_in_path(type, plugin_dirs)``.
 Find = Callable[[str, Sequence[str]], str]
 
-_NO_CAPS: Mapping[str, Any] = {}
+#: The default of ``capability_args``: none.
+NO_CAPS: Mapping[str, Any] = {}
 
 
 def loopback_mode(value: object) -> Loopback:
@@ -200,7 +202,7 @@ class ContainerRequest:
     netns: str = ""
     networks: Sequence[str | NetworkRequest] | None = None
     args: Args = ()
-    capability_args: CapabilityArgs = _NO_CAPS
+    capability_args: CapabilityArgs = NO_CAPS
 
 
 @attrs.frozen
