@@ -1186,8 +1186,8 @@ def bench_record(table: Table, n: int, warmup: int) -> None:
 
     ``add_network_list`` and ``del_network_list`` of a three-plugin chain whose
     plugins run in no time (an in-process ``Exec``), with the cache on tmpfs;
-    the variant without the record has ``begin_record`` (and the mark
-    complete)/``remove_record`` do no file operation. Twice: each container's first (and only) network,
+    the variant without the record has ``Records.begin`` (and the mark
+    complete)/``Records.remove`` do no file operation. Twice: each container's first (and only) network,
     whose record makes (and whose DEL removes) the container's directory; and
     a container's further network (its directory there already, as for the
     networks after loopback in a setup). Interleaved, shuffled; medians.
@@ -1212,10 +1212,10 @@ def bench_record(table: Table, n: int, warmup: int) -> None:
                 if name == "without":
                     cache = cni._cache()
                     # Encoded all the same (the entry reuses it): only the file operations go.
-                    cache.begin_record = lambda entry: OpenRecord(  # type: ignore[method-assign]
+                    cache.wal.begin = lambda entry: OpenRecord(  # type: ignore[method-assign]
                         entry.as_record().to_json(), -1
                     )
-                    cache.remove_record = lambda *a: False  # type: ignore[method-assign]
+                    cache.wal.remove = lambda *a: False  # type: ignore[method-assign]
                 clients[name] = cni
             times: dict[str, list[int]] = {
                 f"{op}_{v}": [] for op in ("add", "del") for v in clients

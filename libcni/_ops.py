@@ -36,7 +36,6 @@ from ._deadline import Deadline, check_timeout, timeout_message
 from ._effects import CacheIO, Effect, GCNetwork, RunPlugin, TakeLock, in_context
 from .cache import (
     CNI_CACHE_V1,
-    RECORD_V1,
     CacheEntry,
     CorruptEntryError,
     ResultCache,
@@ -375,7 +374,7 @@ class Operations:
         """DEL's prevResult (``with_prev``), read before any plugin runs, and the entry's identity.
 
         The identity lets the entry be removed after the plugins without
-        being read again (``ResultCache.remove_read``). A missing entry, or
+        being read again (``Entries.remove_read``). A missing entry, or
         another attachment's, gives none. So does one
         whose content is unusable (empty, corrupt, unconvertible): a warning
         is logged and DEL goes on; the entry is removed only once every
@@ -383,7 +382,7 @@ class Operations:
         raises ``CacheError``: nothing runs and the entry stays.
         """
         try:
-            entry, ident = cache.read_ident(chain.name, rt.container_id, rt.ifname)
+            entry, ident = cache.results.read_ident(chain.name, rt.container_id, rt.ifname)
         except CorruptEntryError as e:
             log.warning(
                 "DEL of %s-%s-%s goes on without prevResult: unusable cache entry: %s",
@@ -481,21 +480,12 @@ class Operations:
             )
             try:
                 # Another attachment's entry under the same file name: refuse before running.
-                cache.check_owner(chain.name, rt.container_id, rt.ifname)
-                record = CacheEntry(
-                    container_id=rt.container_id,
-                    network_name=chain.name,
-                    ifname=rt.ifname,
-                    config=chain.config,
-                    netns=rt.netns,
-                    cni_args=rt.args,
-                    capability_args=dict(rt.capability_args),
-                    kind=RECORD_V1,
-                )
+                cache.results.check_owner(chain.name, rt.container_id, rt.ifname)
+                record = CacheEntry.from_runtime(rt, network=chain.name, config=chain.config)
                 # The write-ahead record, before the first plugin runs: whatever
                 # instant the process dies at, a DEL, teardown or GC finds the attachment.
                 # Inline in both drivers: a small write, no fsync; over the size cap, refused.
-                with cache.begin_record(record) as written:
+                with cache.wal.begin(record) as written:
                     prev: dict[str, Any] | None = None
                     result: Result | None = None
                     for plugin, path in zip(chain.plugins, paths, strict=True):
@@ -506,7 +496,7 @@ class Operations:
                         prev = result.to_dict()
                     entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
                     # The entry's JSON is the record's and the result (encoded once).
-                    yield CacheIO(cache.write, (entry, completed_json(written.json, prev)))
+                    yield CacheIO(cache.results.write, (entry, completed_json(written.json, prev)))
                     # The record stays (the container's index) until the attachment is
                     # DELeted, marked complete: never in progress again (one fchmod).
                     written.complete()
@@ -540,7 +530,7 @@ class Operations:
         )
         try:
             prev = self._cached_prev(
-                cache.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
+                cache.results.read(chain.name, rt.container_id, rt.ifname), chain.cni_version
             )
             for plugin, path in zip(chain.plugins, paths, strict=True):
                 yield from _run(self._call(chain, plugin, path, env, deadline, rt, prev))
@@ -697,7 +687,7 @@ class Operations:
                 log.warning("GC removed unreadable cache entry %s", name)
             for cid, name, ident in work.unusable_records:
                 try:
-                    if (yield CacheIO(cache.drop_record, (cid, name, ident))):
+                    if (yield CacheIO(cache.wal.drop, (cid, name, ident))):
                         log.warning(
                             "GC removed record %s of container %s (unusable, or complete and "
                             "its entry gone: DELeted by another tool)",
@@ -740,9 +730,7 @@ class Operations:
         (the reference ``bridge`` plugin's first DEL fails when its ADD died
         before creating its masquerading chain, the second succeeds).
         """
-        rt = RuntimeConf(
-            att.container_id, att.netns, att.ifname, att.cni_args, att.capability_args, cache.dir
-        )
+        rt = att.runtime_conf(cache_dir=cache.dir)
         what = f"GC of stale {'in-progress ' if att.is_record else ''}attachment"
         for again in (att.is_record, False):
             try:
@@ -861,7 +849,7 @@ class Operations:
         ):
             if not value:
                 raise CacheError(f"cannot look up the cache without a {what}")
-        return self._cache(rt).read(chain.name, rt.container_id, rt.ifname)
+        return self._cache(rt).results.read(chain.name, rt.container_id, rt.ifname)
 
     def _cached_result(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf
@@ -882,43 +870,28 @@ class Operations:
         if entry is None or entry.kind != CNI_CACHE_V1:
             # An attachment in progress: what its ADD recorded before its first plugin ran.
             try:
-                entry = self._cache(rt).read_record(chain.name, rt.container_id, rt.ifname)
+                entry = self._cache(rt).wal.read(chain.name, rt.container_id, rt.ifname)
             except CorruptEntryError as e:
                 # Killed while writing it: no plugin had run. Nothing is cached (GC removes it).
                 log.warning("unusable write-ahead record, taken as absent: %s", e)
                 return None
             if entry is None:
                 return None
-        return entry.config, attrs.evolve(
-            rt,
-            args=entry.cni_args if entry.cni_args else rt.args,
-            capability_args=entry.capability_args,
-        )
+        cached = entry.runtime_conf(netns=rt.netns, cache_dir=rt.cache_dir)
+        return entry.config, cached if cached.args else attrs.evolve(cached, args=rt.args)
 
     def _cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """The entries, and the records of attachments without one (``complete=False``)."""
         cache = self._cache()
-        found = cache.entries(container_id)
+        found = cache.results.entries(container_id)
         complete = {(e.network_name, e.container_id, e.ifname) for e in found}
         found += [
             r
-            for r in cache.records(container_id)
+            for r in cache.wal.records(container_id)
             if (r.network_name, r.container_id, r.ifname) not in complete
         ]
         found.sort(key=lambda e: f"{e.network_name}-{e.container_id}-{e.ifname}")
-        return [
-            NetworkAttachment(
-                container_id=e.container_id,
-                network=e.network_name,
-                ifname=e.ifname,
-                config=e.config,
-                netns=e.netns,
-                cni_args=e.cni_args,
-                capability_args=e.capability_args,
-                complete=not e.is_record,
-            )
-            for e in found
-        ]
+        return [e.attachment() for e in found]
 
 
 __all__ = [

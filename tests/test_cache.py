@@ -992,7 +992,7 @@ def test_kept_directories_are_checked_at_every_use(tmp_path: Path) -> None:
     # them): a directory replaced, planted or removed at the path is seen at the next use.
     cache = ResultCache(tmp_path)
     cache.write(CacheEntry("c1", "net", "eth0", b"{}"))
-    cache.write_record(CacheEntry("c1", "net", "eth0", b"{}", kind=libcni.cache.RECORD_V1))
+    cache.wal.write(CacheEntry("c1", "net", "eth0", b"{}", kind=libcni.cache.RECORD_V1))
     results = tmp_path / "results"
     results.rename(tmp_path / "results.old")  # moved away, and a new one made by another
     ResultCache(tmp_path).write(CacheEntry("c2", "net", "eth0", b"{}"))
@@ -1018,7 +1018,7 @@ def test_kept_directories_are_checked_at_every_use(tmp_path: Path) -> None:
     # records/ alike: removed, then written anew through a new descriptor.
     shutil.rmtree(tmp_path / "records")
     assert cache.read_record("net", "c1", "eth0") is None
-    cache.write_record(CacheEntry("c1", "net", "eth1", b"{}", kind=libcni.cache.RECORD_V1))
+    cache.wal.write(CacheEntry("c1", "net", "eth1", b"{}", kind=libcni.cache.RECORD_V1))
     assert os.listdir(tmp_path / "records" / "c1") == ["net-c1-eth1"]
 
 
@@ -1044,3 +1044,62 @@ def test_a_forked_child_opens_the_kept_directories_anew(tmp_path: Path) -> None:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- the entry's conversions and the facade (issue 30 item 4) ---------------------------
+
+
+def test_an_entry_is_made_from_a_runtime_conf_and_gives_it_back() -> None:
+    rt = libcni.RuntimeConf(
+        "c1",
+        "/var/run/netns/c1",
+        "eth0",
+        args=[("K8S_POD_NAME", "web")],
+        capability_args={"portMappings": [{"hostPort": 80, "containerPort": 8080}]},
+        cache_dir="/somewhere",
+    )
+    record = CacheEntry.from_runtime(rt, network="net", config=b"{}")
+    assert record.is_record and record.result is None
+    assert (record.network_name, record.config) == ("net", b"{}")
+    back = record.runtime_conf(cache_dir="/somewhere")
+    assert back == rt
+    assert back.capability_args is not rt.capability_args  # the entry's own copy
+    assert record.runtime_conf(netns="/other").netns == "/other"
+    assert record.runtime_conf().cache_dir is None
+    entry = CacheEntry.from_runtime(rt, network="net", config=b"{}", kind=libcni.cache.CNI_CACHE_V1)
+    assert not entry.is_record
+
+
+def test_every_entry_field_reaches_the_attachment_or_is_named_as_not_exposed() -> None:
+    # A new CacheEntry field fails here until CacheEntry.attachment (the one place an
+    # entry becomes a NetworkAttachment) says what becomes of it.
+    import attrs
+
+    not_exposed = {"result", "kind"}  # complete is told by the kind
+    renamed = {"network_name": "network"}
+    entry = full_entry()
+    att = entry.attachment()
+    for f in attrs.fields(CacheEntry):
+        if f.name in not_exposed:
+            continue
+        assert getattr(att, renamed.get(f.name, f.name)) == getattr(entry, f.name), f.name
+    assert att.complete and not entry.as_record().attachment().complete
+    legacy = CacheEntry("c1", "net", "eth0", b"", result=RESULT, kind="")
+    assert legacy.attachment().complete
+
+
+def test_the_result_is_the_last_field_written_as_completed_json_requires() -> None:
+    entry = full_entry()
+    assert list(entry.to_dict())[-1] == "result"
+    made = libcni.cache.completed_json(entry.as_record().to_json(), RESULT)
+    assert made == entry.to_json()
+
+
+def test_the_facade_is_small_and_its_parts_share_one_layout(cache: ResultCache) -> None:
+    public = [n for n in dir(ResultCache) if not n.startswith("_")]
+    assert len(public) <= 25, public
+    parts = (cache.results, cache.wal, cache.locks, cache.cleanup)
+    assert all(part.dirs is cache.dirs for part in parts)
+    # A record written through the part is the one the facade lists.
+    cache.wal.write(CacheEntry("c1", "net", "eth0", b"{}", kind=libcni.cache.RECORD_V1))
+    assert [(r.network_name, r.ifname) for r in cache.records("c1")] == [("net", "eth0")]

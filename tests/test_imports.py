@@ -48,7 +48,8 @@ ALLOWED: dict[str, set[str]] = {
     # Pure: decides what a plugin is sent, runs and stores nothing.
     "request": {"_env", "capabilities", "errors", "values", "version"},
     # The I/O at the edge, knowing nothing of the operations.
-    "cache": NEUTRAL,
+    # values: a cache entry becomes a RuntimeConf / NetworkAttachment in one place.
+    "cache": NEUTRAL | {"values"},
     "invoke": NEUTRAL,
     "netns": {"_log", "errors"},
     # The operations and their drivers; the effects the operations yield, a leaf.

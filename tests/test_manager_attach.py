@@ -24,6 +24,7 @@ from libcni import (
     ValidationError,
 )
 from libcni.cache import CacheEntry, ResultCache
+from libcni.cache._results import Entries
 
 pytestmark = pytest.mark.env(cls=Env)
 
@@ -99,13 +100,13 @@ def test_containers_reads_no_entry_that_has_a_record(
         m.setup(f"c{i:02d}", NS)
     ResultCache(env.cache).write(CacheEntry("go", "a", "eth0", conf("a"), NS, (), {}, result={}))
     opened: list[str] = []
-    load = ResultCache._load_listed
+    load = Entries.load_listed
 
-    def counting(self: ResultCache, dfd: int, name: str) -> Any:
+    def counting(self: Entries, dfd: int, name: str) -> Any:
         opened.append(name)
         return load(self, dfd, name)
 
-    monkeypatch.setattr(ResultCache, "_load_listed", counting)
+    monkeypatch.setattr(Entries, "load_listed", counting)
     assert len(m.containers()) == 21
     assert opened == ["a-go-eth0"]  # only the entry without a record
 

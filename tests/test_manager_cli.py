@@ -74,7 +74,7 @@ def test_up_show_down(env: Env) -> None:
         "nothing to detach: no cached attachment of c1\n",
     )
     # A setup whose runtime died: its network in progress is detached too, and named so.
-    ResultCache(env.cache).write_record(
+    ResultCache(env.cache).wal.write(
         CacheEntry(
             "c2",
             "a",

@@ -46,7 +46,7 @@ def plant_record(
     env: Env, network: str, cid: str, ifname: str, config: bytes, netns: str = "/run/netns/old"
 ) -> None:
     """The record a runtime killed during the ADD of this attachment left (nothing else)."""
-    ResultCache(env.cache).write_record(
+    ResultCache(env.cache).wal.write(
         CacheEntry(cid, network, ifname, config, netns, ARGS, CAPS, kind=RECORD_V1)
     )
 

@@ -60,7 +60,7 @@ def leave(
     library's (the entry alone); ``entry=False``: an ADD that died (the record alone)."""
     e = CacheEntry(cid, network, ifname, conf(network, version), f"/run/netns/{cid}", (), {})
     if record:
-        cache.write_record(attrs.evolve(e, kind=RECORD_V1))
+        cache.wal.write(attrs.evolve(e, kind=RECORD_V1))
     if entry:
         cache.write(attrs.evolve(e, result=RESULT))
 
@@ -360,7 +360,7 @@ def test_gc_tries_the_del_of_an_attachment_in_progress_once_more(
 ) -> None:
     config = _del_fails_once(env, "a")
     (env.conf / "10-a.conflist").write_bytes(config)
-    ResultCache(env.cache).write_record(
+    ResultCache(env.cache).wal.write(
         CacheEntry("dead", "a", "eth0", config, "/run/netns/dead", (), {}, kind=RECORD_V1)
     )
     with caplog.at_level(logging.WARNING, logger="libcni"):
@@ -377,7 +377,7 @@ def test_gc_does_not_try_a_failed_del_of_a_complete_entry_again(env: Env) -> Non
     (env.conf / "10-a.conflist").write_bytes(config)
     cache = ResultCache(env.cache)
     e = CacheEntry("dead", "a", "eth0", config, "/run/netns/dead", (), {})
-    cache.write_record(attrs.evolve(e, kind=RECORD_V1))
+    cache.wal.write(attrs.evolve(e, kind=RECORD_V1))
     cache.write(attrs.evolve(e, result=RESULT))
     with pytest.raises(GCError) as info:
         env.manager(loopback=False).gc([])
@@ -392,7 +392,7 @@ def test_gc_of_a_record_whose_del_fails_twice_reports_it_and_keeps_it(env: Env) 
     plugin = {"type": "testplugin", "test": {"DEL": {"error": {"code": 999, "msg": "no"}}}}
     config = json.dumps({"cniVersion": "1.0.0", "name": "a", "plugins": [plugin]}).encode()
     (env.conf / "10-a.conflist").write_bytes(config)
-    ResultCache(env.cache).write_record(
+    ResultCache(env.cache).wal.write(
         CacheEntry("dead", "a", "eth0", config, "/run/netns/dead", (), {}, kind=RECORD_V1)
     )
     with pytest.raises(GCError) as info:
@@ -411,7 +411,7 @@ def test_a_cached_configuration_that_cannot_be_used_names_where_networks_come_fr
     # conf_dir=None: the message names the networks given to the manager, not "in None".
     cache = ResultCache(env.cache)
     bad = CacheEntry("c1", "gone", "eth0", b"{not json", "/run/netns/c1", (), {})
-    cache.write_record(attrs.evolve(bad, kind=RECORD_V1))
+    cache.wal.write(attrs.evolve(bad, kind=RECORD_V1))
     cache.write(attrs.evolve(bad, result=RESULT))
     net = libcni.conf_list_from_bytes(conf("a"))
     m = NetworkManager(None, [env.bin], networks=[net], cache_dir=env.cache, loopback=False)

@@ -344,9 +344,9 @@ def test_planted_records_are_refused_never_deleted_on_their_word(env: Env) -> No
             cache.read_record("net", cid, "eth0")
         # ADD writes no record there (nor runs anything), DEL removes none.
         with pytest.raises(CacheError, match=why):
-            cache.write_record(entry(container_id=cid, ifname="eth9"))
+            cache.wal.write(entry(container_id=cid, ifname="eth9"))
         with pytest.raises(CacheError, match=why):
-            cache.remove_record("net", cid, "eth0")
+            cache.wal.remove("net", cid, "eth0")
         with pytest.raises(CacheError, match=why):
             env.cni.add_network_list(net, rt(cid))
     assert runs(env, "ADD") == []
@@ -371,16 +371,16 @@ def test_no_clean_up_of_lock_or_temporary_files_removes_a_record(env: Env) -> No
     os.utime(rec, (old, old))
     os.utime(rec.parent, (old, old))
     cache = ResultCache(env.cache)
-    assert cache.remove_orphan_locks() is not None
-    assert cache.remove_stale_temporaries() == []
-    assert cache.sweep_records() == []
+    assert cache.cleanup.remove_orphan_locks() is not None
+    assert cache.cleanup.remove_stale_temporaries() == []
+    assert cache.cleanup.sweep_records() == []
     assert rec.is_file()
     assert [a.complete for a in env.cni.get_cached_attachments()] == [False]
 
 
 def test_sweep_removes_temporaries_of_killed_writers_only(env: Env) -> None:
     cache = ResultCache(env.cache)
-    cache.write_record(entry(container_id="c1"))
+    cache.wal.write(entry(container_id="c1"))
     d = env.cache / "records" / "c1"
     (d / ".net-c1-eth1").write_text('{"kind": "libcniRecordV1"')  # a killed writer's
     (d / ".net-c1-eth2").write_text("{")  # a writer that still holds its lock
@@ -388,13 +388,13 @@ def test_sweep_removes_temporaries_of_killed_writers_only(env: Env) -> None:
     empty = env.cache / "records" / "c2"
     empty.mkdir(mode=0o700)
     with cache.lock("net", "c1", "eth2"):
-        removed = cache.sweep_records()
+        removed = cache.cleanup.sweep_records()
     assert sorted(os.path.basename(p) for p in removed) == [".net-c1-eth1"]
     assert sorted(os.listdir(d)) == ["..0123456789abcdef", ".net-c1-eth2", "net-c1-eth0"]
     assert not empty.exists()
     old = time.time() - 3600
     os.utime(d / "..0123456789abcdef", (old, old))
-    assert sorted(os.path.basename(p) for p in cache.sweep_records()) == [
+    assert sorted(os.path.basename(p) for p in cache.cleanup.sweep_records()) == [
         "..0123456789abcdef",
         ".net-c1-eth2",
     ]
@@ -405,16 +405,16 @@ def test_records_sharing_a_file_name_are_told_apart(env: Env) -> None:
     cache = ResultCache(env.cache)
     one = entry(container_id="x", network_name="a-x-b", ifname="c")
     two = entry(container_id="x", network_name="a", ifname="b-x-c")
-    cache.write_record(one)
+    cache.wal.write(one)
     with pytest.raises(CacheError, match="another attachment"):
-        cache.write_record(two)
+        cache.wal.write(two)
     assert cache.read_record("a", "x", "b-x-c") is None
-    assert cache.remove_record("a", "x", "b-x-c") is False
+    assert cache.wal.remove("a", "x", "b-x-c") is False
     assert cache.read_record("a-x-b", "x", "c") == one.as_record()
-    cache.write_record(attrs.evolve(one, netns="/run/netns/new"))  # its own: replaced
+    cache.wal.write(attrs.evolve(one, netns="/run/netns/new"))  # its own: replaced
     assert cache.records("x")[0].netns == "/run/netns/new"
-    assert cache.remove_record("a-x-b", "x", "c") is True
-    cache.write_record(two)
+    assert cache.wal.remove("a-x-b", "x", "c") is True
+    cache.wal.write(two)
     assert [r.network_name for r in cache.records()] == ["a"]
 
 
@@ -463,8 +463,8 @@ def test_writers_and_removers_of_one_container_never_fail_each_other() -> None:
         def churn(network: str) -> None:
             try:
                 for _ in range(300):
-                    cache.write_record(entry(container_id="c", network_name=network))
-                    assert cache.remove_record(network, "c", "eth0") is True
+                    cache.wal.write(entry(container_id="c", network_name=network))
+                    assert cache.wal.remove(network, "c", "eth0") is True
             except BaseException as e:
                 errors.append(e)
 
@@ -593,7 +593,7 @@ def test_a_completed_add_marks_its_record_and_an_unfinished_one_does_not(env: En
     assert _mode(record_path(env)) == 0o1600  # the mark: the sticky bit, one fchmod
     _failed_add(env, cni=env.sync())  # the same attachment again, failing: a new record
     assert _mode(record_path(env)) == 0o600
-    ResultCache(env.cache).write_record(entry(container_id="ctr2"))
+    ResultCache(env.cache).wal.write(entry(container_id="ctr2"))
     assert _mode(record_path(env, cid="ctr2")) == 0o600
 
     async def main() -> None:
@@ -728,7 +728,7 @@ def test_no_entry_or_record_over_the_size_cap_is_ever_written(env: Env) -> None:
         cache.write(entry(result=result))
     assert "size cap of 16 MiB" in str(info.value) and "results/net-c1-eth0" in str(info.value)
     with pytest.raises(CacheError, match="size cap of 16 MiB"):
-        cache.write_record(entry(capability_args={"a": "x" * MAX_ENTRY_SIZE}))
+        cache.wal.write(entry(capability_args={"a": "x" * MAX_ENTRY_SIZE}))
     assert env.cached() == [] and not (env.cache / "records" / "c1").exists()
     # Just under the cap: written, and read back.
     fits = entry(capability_args={"a": "x" * (MAX_ENTRY_SIZE - 400)})

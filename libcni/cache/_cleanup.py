@@ -1,7 +1,7 @@
 """GC's clean-up: the removals of what is stale or corrupt, never of anything readable and valid.
 
 Temporary entries and records that killed writers left, lock files that no
-one holds (records whose content is unusable go by ``Records.drop_record``). Best effort where it
+one holds (records whose content is unusable go by ``Records.drop``). Best effort where it
 says so; nothing here DELs anything. :class:`CleanUp` is the part of
 :class:`~._store.ResultCache` that does it (:mod:`._gc` decides *what* a GC
 run removes, and uses it).
@@ -29,8 +29,14 @@ from ._lock import acquire
 __all__ = ["CleanUp"]
 
 
-class CleanUp(CacheDirs):
+class CleanUp:
     """Remove what is stale or corrupt in the cache; GC's (part of ``ResultCache``)."""
+
+    def __init__(self, dirs: CacheDirs) -> None:
+        self.dirs = dirs
+        self.results_dir = dirs.results_dir
+        self.records_dir = dirs.records_dir
+        self.locks_dir = dirs.locks_dir
 
     def remove_stale_temporaries(self, names: Iterable[str] | None = None) -> list[str]:
         """Remove the temporary files that writers killed mid-write left; return their names.

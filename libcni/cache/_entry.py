@@ -17,6 +17,7 @@ of the wrong type is an error (here a :class:`CorruptEntryError`, a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,6 +26,7 @@ import attrs
 from .._codec import Invalid, field, short, structure, unstructure
 from .._json import strict_loads
 from ..errors import CacheError
+from ..values import NetworkAttachment, RuntimeConf
 
 __all__ = ["CNI_CACHE_V1", "RECORD_V1", "CacheEntry", "CorruptEntryError"]
 
@@ -56,7 +58,8 @@ def completed_json(record_json: bytes, result: dict[str, Any] | None) -> bytes:
     ``record_json`` is the record's :meth:`CacheEntry.to_json`; the bytes are
     those of ``to_json()`` of the entry with that result (``result`` is the
     last member in Go's order), without encoding the rest again: ADD encodes
-    its attachment once, for its record, and reuses it for its entry.
+    its attachment once, for its record, and reuses it for its entry. It relies on
+    ``result`` being the last field of :class:`CacheEntry` (asserted below the class).
     """
     if not record_json.startswith(_RECORD_HEAD) or not record_json.endswith(b"}"):
         raise ValueError("not the JSON of a record")
@@ -148,6 +151,51 @@ class CacheEntry:
         "kind", "container_id", "config", "ifname", "network_name",
         "netns", "cni_args", "capability_args", "result",
     )  # fmt: skip
+
+    @classmethod
+    def from_runtime(
+        cls, rt: RuntimeConf, *, network: str, config: bytes, kind: str = RECORD_V1
+    ) -> CacheEntry:
+        """The entry (a record by default, as ADD writes first) of the attachment ``rt``
+        describes to ``network``, whose configuration's bytes are ``config``: the one place
+        a runtime configuration becomes cache fields."""
+        return cls(
+            container_id=rt.container_id,
+            network_name=network,
+            ifname=rt.ifname,
+            config=config,
+            netns=rt.netns,
+            cni_args=rt.args,
+            capability_args=dict(rt.capability_args),
+            kind=kind,
+        )
+
+    def runtime_conf(
+        self, *, netns: str | None = None, cache_dir: str | os.PathLike[str] | None = None
+    ) -> RuntimeConf:
+        """The runtime configuration cached (its ``netns``, unless one is given): what a DEL,
+        CHECK or teardown of this attachment passes; the one place cache fields become one."""
+        return RuntimeConf(
+            container_id=self.container_id,
+            netns=self.netns if netns is None else netns,
+            ifname=self.ifname,
+            args=self.cni_args,
+            capability_args=self.capability_args,
+            cache_dir=cache_dir,
+        )
+
+    def attachment(self) -> NetworkAttachment:
+        """The public view of this entry (``complete=False`` for a record)."""
+        return NetworkAttachment(
+            container_id=self.container_id,
+            network=self.network_name,
+            ifname=self.ifname,
+            config=self.config,
+            netns=self.netns,
+            cni_args=self.cni_args,
+            capability_args=self.capability_args,
+            complete=not self.is_record,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The ``cniCacheV1`` JSON object, in the Go field order, empty fields omitted.
@@ -276,3 +324,7 @@ class CacheEntry:
                 ifname=entry.ifname or ifname,
             )
         return entry
+
+
+# completed_json appends the result to the record's JSON: it must be the last field.
+assert CacheEntry._json_order[-1] == "result", "completed_json needs result last"

@@ -151,11 +151,11 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _fill(
     fd: int,
+    data: bytes,
+    *,
     dfd: int,
     name: str,
-    data: bytes,
     error: str,
-    *,
     fsync: bool = False,
     keep: bool = False,
 ) -> None:
@@ -181,11 +181,11 @@ def _fill(
         raise
 
 
-def _rename_or_remove(dfd: int, tmp: str, name: str, error: str) -> None:
-    """Rename ``tmp`` to ``name`` in ``dfd`` (the new file takes its place at once); on
+def _rename_or_remove(dfd: int, tmp: str, *, to: str, error: str) -> None:
+    """Rename ``tmp`` to ``to`` in ``dfd`` (the new file takes its place at once); on
     failure ``tmp`` is removed and ``CacheError(error)`` raised (anything else re-raised)."""
     try:
-        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.rename(tmp, to, src_dir_fd=dfd, dst_dir_fd=dfd)
     except OSError as e:
         _unlink_quietly(dfd, tmp)
         raise CacheError(error, _strerror(e)) from None

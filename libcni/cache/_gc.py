@@ -23,10 +23,20 @@ from typing import Any
 
 from ..errors import CacheError
 from . import _files
-from ._entry import CNI_CACHE_V1, CacheEntry, CorruptEntryError, loads
+from ._entry import CacheEntry, CorruptEntryError, loads
 from ._files import TEMP_PREFIX, FileIdent, _complete, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
-from ._names import _names_held, _only_of, _shared_name, _splits, _usable_record
+from ._lock import CacheLock
+from ._locks import Locks
+from ._names import (
+    _names_held,
+    _only_of,
+    _shared_name,
+    _splits,
+    _usable_entry,
+    _usable_listed,
+    _usable_record,
+)
 from ._store import ResultCache
 
 __all__ = ["GCScan", "GCWork"]
@@ -220,7 +230,7 @@ class GCScan:
         for name in sorted(self._by_network.get(network, ())):
             got = self._read(dfd, name, None) if dfd is not None else None
             if got is not None and got.state == "ok" and got.held[0] == network:
-                entry = ResultCache._usable_entry(got.obj, name, self._path(name))
+                entry = _usable_entry(got.obj, name, self._path(name))
                 if entry is not None:
                     return entry
         for cid, name in sorted(self._record_names.get(network, ())):
@@ -269,28 +279,14 @@ class GCScan:
             if name in skip or dfd is None or self._kept_by_name(name, prefix, work, guarded):
                 continue
             got = self._read(dfd, name, network)
-            obj, held = got.obj, got.held
-            if got.state == "missing" or held[0] not in ("", network):
-                continue  # gone, or another network's
-            if not held[0]:  # names no network: a legacy bare result is usable
-                if (
-                    got.state == "ok"
-                    and isinstance(obj, dict)
-                    and (
-                        obj.get("kind") != CNI_CACHE_V1
-                        or ResultCache._usable(obj, name, self._path(name))
-                    )
-                ):
-                    continue
+            path = self._path(name)
+            kind = _classify(
+                got, name, path, network=network, valid=valid, keep=self.keep, work=work
+            )
+            if kind == "unnamed":
                 unnamed.append((name, got.error))
-            elif (held[1], held[2]) in valid:
-                continue
-            elif held[1] in self.keep and name == f"{prefix}{held[1]}-{held[2]}":
-                work.valid[(held[1], held[2])] = None  # a valid container's
-            elif (entry := ResultCache._usable_entry(obj, name, self._path(name))) is None:
+            elif kind == "broken":
                 broken.append(name)
-            elif entry.ifname:
-                work.stale.append(entry)
         networks = self._known | self._met | set(self._record_names)
         for name, error in unnamed:  # (once every entry was read: the networks are known)
             if _only_of(name, network, networks):
@@ -346,41 +342,46 @@ class GCScan:
         """Remove the unusable entries ``broken``, unless modified lately or locked."""
         cache = self.cache
         action = f"clean up unreadable entries of network {network}"
-        dfd = cache._dir(cache.results_dir, create=False, action=action) if broken else None
+        dfd = cache.dirs.fd(cache.results_dir, create=False, action=action) if broken else None
+        if dfd is None:
+            return
         cutoff = time.time() - older_than
-        for name in broken if dfd is not None else ():
+        for name in broken:
+            lk = None
             try:
                 # Every attachment of this file name takes this lock (another network's
                 # ADD sharing the name may be writing it).
-                lk = cache._try_lock_file(network, name)
+                lk = _try_lock_file(cache.locks, network, name)
+                if lk is None and _splits(name[len(network) + 1 :]):
+                    continue  # busy: an operation works on it right now
+                removed = self._unlink(dfd, network, name, cutoff, action)
             except CacheError as e:
                 work.errors.append(e)
-                continue
-            if lk is None and _splits(name[len(network) + 1 :]):
-                continue  # busy: an operation works on it right now
-            try:
-                if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
-                    continue
-                for cid, _ in _dash_splits(name[len(network) + 1 :]):
-                    if name in self._containers.get(cid, ()):
-                        # No one DELeted it: its record, if complete, is in progress again.
-                        cache.unmark_record(cid, name)
-                os.unlink(name, dir_fd=dfd)
-            except FileNotFoundError:
-                continue
-            except CacheError as e:
-                work.errors.append(e)
-                continue
-            except OSError as e:
-                error = f"cannot {action}: cannot remove {self._path(name)}"
-                work.errors.append(CacheError(error, _strerror(e)))
                 continue
             finally:
                 if lk is not None:
                     lk.release()
-            self.names.discard(name)
-            self._loaded.pop(self._path(name), None)
-            work.removed.append(name)
+            if removed:
+                self.names.discard(name)
+                self._loaded.pop(self._path(name), None)
+                work.removed.append(name)
+
+    def _unlink(self, dfd: int, network: str, name: str, cutoff: float, action: str) -> bool:
+        """Unlink the unusable entry ``name`` unless modified after ``cutoff``; whether it
+        was. No one DELeted it: the complete mark of its record, if any, is taken off."""
+        try:
+            if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime > cutoff:
+                return False
+            for cid, _ in _dash_splits(name[len(network) + 1 :]):
+                if name in self._containers.get(cid, ()):
+                    self.cache.wal.unmark(cid, name)  # its record is in progress again
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            error = f"cannot {action}: cannot remove {self._path(name)}"
+            raise CacheError(error, _strerror(e)) from None
+        return True
 
     # -- reading -------------------------------------------------------------------
 
@@ -388,9 +389,8 @@ class GCScan:
         return f"{self.cache.results_dir}/{name}"
 
     def _results_fd(self) -> int | None:
-        return self.cache._dir(
-            self.cache.results_dir, create=False, action="read the cache entries"
-        )
+        results = self.cache.results_dir
+        return self.cache.dirs.fd(results, create=False, action="read the cache entries")
 
     def _read(self, dfd: int, name: str, network: str | None) -> _Read:
         """The entry ``name``, read once (as :meth:`_load`)."""
@@ -403,14 +403,15 @@ class GCScan:
         """The record ``name`` of ``cid``, read once (as :meth:`_load`); its ``obj`` is the
         usable record, else ``None``."""
         cache = self.cache
-        top = cache._dir(cache.records_dir, create=False, action="read the records")
+        top = cache.dirs.fd(cache.records_dir, create=False, action="read the records")
         if top is None:
             return _Read("missing")
 
         def decode(data: bytes, path: str) -> CacheEntry:
             # A completed ADD's record whose entry is gone (another tool DELeted it) is
             # dropped as an unusable one is, never DELeted.
-            record = None if self._complete(cid, name) else _usable_record(data, path, cid, name)
+            gone = self._complete(cid, name)
+            record = None if gone else _usable_record(data, path, container_id=cid, name=name)
             if record is None:
                 raise CorruptEntryError(f"record {path} is unusable")
             return record
@@ -423,7 +424,7 @@ class GCScan:
         """Whether the record ``name`` of ``cid`` is marked complete (its ADD returned) while
         ``results/`` holds no entry of it: another tool DELeted the attachment."""
         cache = self.cache
-        top = cache._dir(cache.records_dir, create=False, action="read the records")
+        top = cache.dirs.fd(cache.records_dir, create=False, action="read the records")
         ident = None if top is None else _stat_ident(top, f"{cid}/{name}")
         return ident is not None and _complete(ident) and name not in self.names
 
@@ -449,10 +450,57 @@ class GCScan:
         """What killed writers left (temporary entries once stale, temporary records), then
         the lock files no one holds; the paths removed of the first two kinds."""
         cache = self.cache
-        temporaries = cache.remove_stale_temporaries(self._temporaries)
-        records = cache.sweep_records(self._containers)
-        cache.remove_orphan_locks(self.names)
+        temporaries = cache.cleanup.remove_stale_temporaries(self._temporaries)
+        records = cache.cleanup.sweep_records(self._containers)
+        cache.cleanup.remove_orphan_locks(self.names)
         return temporaries, records
+
+
+def _classify(
+    got: _Read,
+    name: str,
+    path: str,
+    *,
+    network: str,
+    valid: set[tuple[str, str]],
+    keep: frozenset[str],
+    work: GCWork,
+) -> str:
+    """What the entry ``name`` (at ``path``) read for GC of ``network`` is: ``"broken"``
+    (unusable), ``"unnamed"`` (it names no network and is unusable or unreadable: whose it
+    is is told once every entry was read), else ``""`` (gone, another network's, usable,
+    or noted in ``work``: a container of ``keep``'s, or stale)."""
+    obj, held = got.obj, got.held
+    if got.state == "missing" or held[0] not in ("", network):
+        return ""  # gone, or another network's
+    if not held[0]:  # names no network: a legacy bare result is usable
+        ok = got.state == "ok" and isinstance(obj, dict)
+        return "" if ok and _usable_listed(obj, name, path) else "unnamed"
+    if (held[1], held[2]) in valid:
+        return ""
+    if held[1] in keep and name == f"{network}-{held[1]}-{held[2]}":
+        work.valid[(held[1], held[2])] = None  # a valid container's
+        return ""
+    entry = _usable_entry(obj, name, path)
+    if entry is None:
+        return "broken"
+    if entry.ifname:
+        work.stale.append(entry)
+    return ""
+
+
+def _try_lock_file(locks: Locks, network: str, name: str) -> CacheLock | None:
+    """The attachment lock of the entry file ``name`` of ``network``, without waiting.
+
+    ``None`` if it is busy, or if no attachment can have that file name
+    (then no one can be writing it).
+    """
+    rest = name[len(network) + 1 :]
+    i = rest.find("-", 1, len(rest) - 1)
+    if i <= 0:
+        return None
+    # Any split gives the same lock file: the one of every attachment named so.
+    return locks.try_lock(network, rest[:i], rest[i + 1 :])
 
 
 def _read_file(

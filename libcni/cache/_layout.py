@@ -1,9 +1,9 @@
 """Where the cache keeps what: its directories, kept open, and a container's records directory.
 
-:class:`CacheDirs` is what every part of :class:`~._store.ResultCache` builds
-on: the paths of ``results/``, ``locks/`` and ``records/``, the kept
-descriptors of ``results/``, ``records/`` and the lock directories
-(:class:`~._fs.DirFds`), and the
+:class:`CacheDirs` is the one object every part of :class:`~._store.ResultCache`
+holds (``self.dirs``, shared, never inherited): the paths of ``results/``,
+``locks/`` and ``records/``, the kept descriptors of ``results/``,
+``records/`` and the lock directories (:class:`~._fs.DirFds`), and the
 checked access to ``records/<containerID>/``.
 """
 
@@ -38,12 +38,20 @@ class CacheDirs:
         self._fds = DirFds()
         weakref.finalize(self, self._fds.close)
 
-    def _dir(self, path: str, *, create: bool, action: str) -> int | None:
+    def fd(self, path: str, *, create: bool, action: str) -> int | None:
         """The kept descriptor of ``results_dir``, ``records_dir`` or ``locks_dir`` (:class:`DirFds`)."""
         return self._fds.fd(path, create=create, action=action)
 
+    def lock_dir(self, action: str, subdir: str = "") -> int:
+        """The kept, checked descriptor of ``locks/`` or ``locks/<subdir>`` (created if
+        missing): one ``lstat`` each, instead of opening and checking them at every lock.
+        ``action`` says in an error what failed (``lock <the lock file>``)."""
+        top = self.fd(self.locks_dir, create=True, action=action)
+        assert top is not None  # (create=True)
+        return top if not subdir else self._fds.subdir(top, self.locks_dir, subdir, action=action)
+
     @contextlib.contextmanager
-    def _container_dir(
+    def container_dir(
         self, container_id: str, *, create: bool, action: str
     ) -> Iterator[tuple[int, int] | None]:
         """``(records_fd, container_fd)`` of ``records/<containerID>``; ``None`` if it is missing.
@@ -52,11 +60,11 @@ class CacheDirs:
         ``open_subdir``: owned by the euid, writable by no one else, never
         through a symlink); ``create`` makes them (mode 0700).
         """
-        top = self._dir(self.records_dir, create=create, action=action)
+        top = self.fd(self.records_dir, create=create, action=action)
         sub = (
             None
             if top is None
-            else self._open_container(top, container_id, create=create, action=action)
+            else self.open_container(top, container_id, create=create, action=action)
         )
         if top is None or sub is None:
             yield None
@@ -66,7 +74,7 @@ class CacheDirs:
         finally:
             os.close(sub)
 
-    def _open_container(
+    def open_container(
         self, top: int, container_id: str, *, create: bool, action: str
     ) -> int | None:
         """The checked descriptor of ``records/<containerID>`` (``top``: ``records/``'s)."""
@@ -84,7 +92,7 @@ class CacheDirs:
                 raise _create_dir_error(e, path, action) from None
         raise CacheError(f"cannot {action}: {path} keeps being removed")
 
-    def _container_checked(self, top: int, container_id: str, action: str) -> bool:
+    def container_checked(self, top: int, container_id: str, action: str) -> bool:
         """Whether ``records/<containerID>`` exists, checked with one ``lstat`` through
         ``top`` (``records/``): a directory, owned by the euid, writable by no one else, no
         symlink; anything else raises ``CacheError``."""

@@ -21,8 +21,14 @@ from ._lock import CacheLock, acquire
 __all__ = ["Locks"]
 
 
-class Locks(CacheDirs):
+class Locks:
     """Take the locks of attachments, networks and containers (part of ``ResultCache``)."""
+
+    def __init__(self, dirs: CacheDirs) -> None:
+        self.dirs = dirs
+        self.results_dir = dirs.results_dir
+        self.records_dir = dirs.records_dir
+        self.locks_dir = dirs.locks_dir
 
     def lock(
         self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
@@ -67,7 +73,7 @@ class Locks(CacheDirs):
             blocking=blocking,
             timeout=timeout,
             entry=os.path.join(self.results_dir, name),
-            dirs=self._lock_dir,
+            dirs=self.dirs.lock_dir,
         )
 
     def network_lock(
@@ -151,19 +157,11 @@ class Locks(CacheDirs):
     def _container_lock_name(container_id: str) -> str:
         return fit_name(check_name(container_id, "container ID"), "container ID")
 
-    def _lock_dir(self, action: str, subdir: str = "") -> int:
-        """The kept, checked descriptor of ``locks/`` or ``locks/<subdir>`` (created if
-        missing): one ``lstat`` each, instead of opening and checking them at every lock.
-        ``action`` says in an error what failed (``lock <the lock file>``)."""
-        top = self._dir(self.locks_dir, create=True, action=action)
-        assert top is not None  # (create=True)
-        return top if not subdir else self._fds.subdir(top, self.locks_dir, subdir, action=action)
-
     def _network_locks(self, action: str) -> int:
-        return self._lock_dir(action, "networks")
+        return self.dirs.lock_dir(action, "networks")
 
     def _container_locks(self, action: str) -> int:
-        return self._lock_dir(action, "containers")
+        return self.dirs.lock_dir(action, "containers")
 
     # -- the files (for messages: what a wait that timed out was waiting for) --------------
 
@@ -178,19 +176,6 @@ class Locks(CacheDirs):
     def container_lock_path(self, container_id: str) -> str:
         """The lock file of a container (:meth:`container_lock`)."""
         return os.path.join(self.locks_dir, "containers", self._container_lock_name(container_id))
-
-    def _try_lock_file(self, network: str, name: str) -> CacheLock | None:
-        """The attachment lock of the entry file ``name`` of ``network``, without waiting.
-
-        ``None`` if it is busy, or if no attachment can have that file name
-        (then no one can be writing it).
-        """
-        rest = name[len(network) + 1 :]
-        i = rest.find("-", 1, len(rest) - 1)
-        if i <= 0:
-            return None
-        # Any split gives the same lock file: the one of every attachment named so.
-        return self.try_lock(network, rest[:i], rest[i + 1 :])
 
 
 def _timed_out(timeout: float | None, what: str, path: str) -> LockTimeoutError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import CacheError
 from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, loads
 
 
@@ -97,7 +98,7 @@ def _shared_name(name: str, container_id: str) -> bool:
     return first >= 0 and name.find(part, first + 1) >= 0
 
 
-def _usable_record(data: bytes, path: str, container_id: str, name: str) -> CacheEntry | None:
+def _usable_record(data: bytes, path: str, *, container_id: str, name: str) -> CacheEntry | None:
     """The record ``data`` of the file ``name`` of ``records/<container_id>/``, if usable.
 
     It must decode as a ``libcniRecordV1`` object holding this container and
@@ -115,3 +116,17 @@ def _usable_record(data: bytes, path: str, container_id: str, name: str) -> Cach
     ):
         return None
     return record
+
+
+def _usable_listed(obj: dict[str, Any], name: str, path: str) -> bool:
+    """Whether the decoded listed file ``name`` is a usable entry (or a legacy result)."""
+    return obj.get("kind") != CNI_CACHE_V1 or _usable_entry(obj, name, path) is not None
+
+
+def _usable_entry(obj: dict[str, Any], name: str, path: str) -> CacheEntry | None:
+    """The ``cniCacheV1`` entry ``obj`` of the listed file ``name``, if it is usable."""
+    try:
+        entry = CacheEntry.from_dict(obj, source=path)
+    except CacheError:
+        return None
+    return entry if _named_as(entry, name) else None

@@ -44,7 +44,7 @@ __all__ = ["OpenRecord", "Records"]
 
 
 class OpenRecord:
-    """A record :meth:`~libcni.cache.ResultCache.begin_record` wrote, kept open until its ADD ends (a context
+    """A record ``cache.wal.begin`` wrote, kept open until its ADD ends (a context
     manager); ``json``: the record's JSON (for ``completed_json``)."""
 
     __slots__ = ("_fd", "json")
@@ -81,49 +81,31 @@ class OpenRecord:
         self.close()
 
 
-class Records(CacheDirs):
+class Records:
     """Write, read, remove and list the write-ahead records (part of ``ResultCache``)."""
 
-    def record_path(self, network: str, container_id: str, ifname: str) -> str:
+    def __init__(self, dirs: CacheDirs) -> None:
+        self.dirs = dirs
+        self.results_dir = dirs.results_dir
+        self.records_dir = dirs.records_dir
+        self.locks_dir = dirs.locks_dir
+
+    def path(self, network: str, container_id: str, ifname: str) -> str:
         """The path of the write-ahead record of one attachment (names checked as everywhere)."""
         return os.path.join(
             self.records_dir, container_id, attachment_name(network, container_id, ifname)
         )
 
-    @staticmethod
-    def _record_at(
-        dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
-    ) -> tuple[CacheEntry | None, FileIdent | None]:
-        """The record in the file ``name`` of ``dfd`` if it is this attachment's, and its identity.
-
-        ``(None, None)`` when there is no file; ``(None, ident)`` when it holds
-        another attachment's record (two attachments can share a file name).
-        Unusable content (a symlink, a non-regular or oversized file, not a
-        ``libcniRecordV1`` object, missing names): ``CorruptEntryError``; a
-        file that cannot be read: ``CacheError``.
-        """
-        try:
-            data, ident = _files._read_ident_at(dfd, name, path)
-        except FileNotFoundError:
-            return None, None
-        record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
-        held = (record.network_name, record.container_id, record.ifname)
-        if not all(held):
-            raise CorruptEntryError(f"record {path} lacks a network, container or interface name")
-        if held != (network, container_id, ifname):
-            return None, ident
-        return record, ident
-
-    def write_record(self, entry: CacheEntry) -> bytes:
-        """:meth:`begin_record`, closed at once (never marked complete); the record's JSON."""
-        with self.begin_record(entry) as record:
+    def write(self, entry: CacheEntry) -> bytes:
+        """:meth:`begin`, closed at once (never marked complete); the record's JSON."""
+        with self.begin(entry) as record:
             return record.json
 
-    def begin_record(self, entry: CacheEntry) -> OpenRecord:
+    def begin(self, entry: CacheEntry) -> OpenRecord:
         """Record the attachment of ``entry`` as in progress (its fields but ``result``).
 
         ADD calls it before its first plugin runs, holding the attachment's
-        :meth:`lock`, and keeps the returned :class:`OpenRecord` open until it
+        lock (``ResultCache.lock``), and keeps the returned :class:`OpenRecord` open until it
         ends: :meth:`OpenRecord.complete` marks the record once the entry is
         written. A new record is written in place: if the process is
         killed while writing it, no plugin has run yet, and what is left is
@@ -147,15 +129,15 @@ class Records(CacheDirs):
         # (its descriptor is kept), the container's directory checked with one lstat
         # (only this user and root can make anything in records/), the record created
         # through them.
-        top = self._dir(self.records_dir, create=True, action=action)
+        top = self.dirs.fd(self.records_dir, create=True, action=action)
         assert top is not None  # created, or CacheError
         made = False
         # Bounded: a DEL of the container's last record removes the directory; each
         # turn re-creates it, and only ADDs and DELs of one container racing loop.
         for _ in range(100):
             # (A directory this call made is this user's, mode 0700: not checked.)
-            if not made and not self._container_checked(top, container_id, action):
-                made = self._mkdir_at(top, container_id, action)
+            if not made and not self.dirs.container_checked(top, container_id, action):
+                made = _mkdir_at(top, container_id, action)
                 continue
             made = False
             fd = self._create_record(top, container_id, name, data, path, entry)
@@ -176,40 +158,27 @@ class Records(CacheDirs):
             return None  # the directory was removed meanwhile (its last record DELeted)
         except FileExistsError:
             # One is there (an earlier ADD of it): replaced atomically.
-            dfd = self._open_container(top, container_id, create=False, action=action)
+            dfd = self.dirs.open_container(top, container_id, create=False, action=action)
             if dfd is None:
                 return None
             try:
                 if _shared_name(name, container_id):  # another attachment's is never replaced
                     names = (entry.network_name, container_id, entry.ifname)
                     self._check_record_owner(dfd, name, path, *names)
-                return self._replace_at(dfd, name, data, path)
+                return _replace_at(dfd, name, data, path)
             finally:
                 os.close(dfd)
         except OSError as e:
             raise CacheError(f"cannot {action}", _strerror(e)) from None
-        _fill(fd, top, f"{container_id}/{name}", data, f"cannot {action}", keep=True)
+        _fill(fd, data, dfd=top, name=f"{container_id}/{name}", error=f"cannot {action}", keep=True)
         return fd
-
-    @staticmethod
-    def _mkdir_at(top: int, name: str, action: str) -> bool:
-        """Make the directory ``name`` of ``top`` (0700); whether this call made it."""
-        try:
-            os.mkdir(name, DIR_MODE, dir_fd=top)
-        except FileExistsError:
-            return False
-        except OSError as e:
-            raise CacheError(
-                f"cannot {action}: cannot create its directory", _strerror(e)
-            ) from None
-        return True
 
     def _check_record_owner(
         self, dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
     ) -> None:
         """Refuse (``CacheError``) to replace the record there if it is another attachment's."""
         try:
-            mine, ident = self._record_at(dfd, name, path, network, container_id, ifname)
+            mine, ident = _record_at(dfd, name, path, network, container_id, ifname)
         except CorruptEntryError:
             return  # replaced
         except CacheError as e:
@@ -226,48 +195,7 @@ class Records(CacheDirs):
                 "two attachments share this file name; DEL the other one first",
             )
 
-    @staticmethod
-    def _replace_at(dfd: int, name: str, data: bytes, path: str) -> int | None:
-        """Write ``data`` to a temporary file of ``dfd`` and rename it to ``name``; its
-        open descriptor.
-
-        ``None`` (nothing written) if the directory was removed meanwhile (a
-        DEL removed its last record): the caller opens it again. The temporary
-        file is ``.<name>``: the writer holds the attachment's lock, so one
-        left there by a killed writer is removed, and GC removes it as soon as
-        that lock is free (:meth:`sweep_records`). A name too long for the dot
-        gets a random ``..<hex>`` one, removed after ``TEMP_STALE_AFTER``.
-        """
-        fixed = len(name) * 4 < NAME_MAX or len(os.fsencode(name)) < NAME_MAX
-        tmp = f".{name}"
-        for _ in range(10):
-            if not fixed:
-                tmp = f"..{os.urandom(8).hex()}"
-            try:
-                fd = os.open(tmp, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
-                break
-            except FileExistsError:
-                if fixed:
-                    _unlink_quietly(dfd, tmp)  # a killed writer's
-            except FileNotFoundError:
-                return None
-            except OSError as e:
-                raise CacheError(
-                    f"cannot write the record {path}: cannot create a temporary file",
-                    _strerror(e),
-                ) from None
-        else:  # pragma: no cover - a temporary file re-created ten times meanwhile
-            raise CacheError(f"cannot write the record {path}: no free temporary name")
-        error = f"cannot write the record {path}"
-        _fill(fd, dfd, tmp, data, error, keep=True)
-        try:
-            _rename_or_remove(dfd, tmp, name, error)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
-    def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
+    def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
         """The write-ahead record of one attachment, or ``None`` when there is none.
 
         ``None`` too for another attachment's record sharing the file name.
@@ -275,20 +203,22 @@ class Records(CacheDirs):
         :class:`CorruptEntryError`; a file that cannot be read, or a records
         directory not owned by the euid or writable by others: ``CacheError``.
         A record is only ever a record: whether the attachment completed is
-        told by ``results/`` (:meth:`read`). A record marked complete whose
+        told by ``results/`` (``Entries.read``). A record marked complete whose
         entry is gone gives ``None`` (and is dropped).
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.records_dir, container_id, name)
-        with self._container_dir(container_id, create=False, action=f"read the record {path}") as d:
+        with self.dirs.container_dir(
+            container_id, create=False, action=f"read the record {path}"
+        ) as d:
             if d is None:
                 return None
-            record, ident = self._record_at(d[1], name, path, network, container_id, ifname)
-        if record is None or ident is None or self._gone(container_id, name, ident):
+            record, ident = _record_at(d[1], name, path, network, container_id, ifname)
+        if record is None or ident is None or self.gone(container_id, name, ident):
             return None
         return record
 
-    def remove_record(self, network: str, container_id: str, ifname: str) -> bool:
+    def remove(self, network: str, container_id: str, ifname: str) -> bool:
         """Remove the record of one attachment (DEL, once every plugin succeeded); whether it was there.
 
         Another attachment's record sharing the file name is left; an
@@ -301,17 +231,19 @@ class Records(CacheDirs):
         action = f"remove the record {path}"
         if not _shared_name(name, container_id):
             # DEL's hot path (4 system calls): the file names this attachment alone.
-            top = self._dir(self.records_dir, create=False, action=action)
-            if top is None or not self._container_checked(top, container_id, action):
+            top = self.dirs.fd(self.records_dir, create=False, action=action)
+            if top is None or not self.dirs.container_checked(top, container_id, action):
                 return False
-            return _unlink_record(top, f"{container_id}/{name}", top, container_id, action)
-        with self._container_dir(container_id, create=False, action=action) as dirs:
+            return _unlink_record(
+                top, f"{container_id}/{name}", top=top, container_id=container_id, action=action
+            )
+        with self.dirs.container_dir(container_id, create=False, action=action) as dirs:
             if dirs is None:
                 return False
             top, dfd = dirs
             # A name two attachments can share: the names inside tell whose it is.
             try:
-                record, _ = self._record_at(dfd, name, path, network, container_id, ifname)
+                record, _ = _record_at(dfd, name, path, network, container_id, ifname)
                 if record is None:
                     return False
             except CorruptEntryError:
@@ -320,9 +252,9 @@ class Records(CacheDirs):
                 raise CacheError(
                     f"cannot {action}: cannot read it to check whose it is", e.details
                 ) from None
-            return _unlink_record(dfd, name, top, container_id, action)
+            return _unlink_record(dfd, name, top=top, container_id=container_id, action=action)
 
-    def drop_record(self, container_id: str, name: str, ident: FileIdent) -> bool:
+    def drop(self, container_id: str, name: str, ident: FileIdent) -> bool:
         """Remove the record file ``name`` of ``container_id`` that a read found unusable, or
         complete with its entry gone, if it is still that file (``ident``) and
         ``results/<name>`` is still absent; whether it was removed.
@@ -343,7 +275,7 @@ class Records(CacheDirs):
         if lk is None:
             return False
         try:
-            with self._container_dir(container_id, create=False, action=action) as dirs:
+            with self.dirs.container_dir(container_id, create=False, action=action) as dirs:
                 if dirs is None or self._has_entry(name):
                     return False
                 top, dfd = dirs
@@ -354,18 +286,18 @@ class Records(CacheDirs):
                     return False
                 except OSError as e:
                     raise CacheError(f"cannot {action}", _strerror(e)) from None
-                return _unlink_record(dfd, name, top, container_id, action)
+                return _unlink_record(dfd, name, top=top, container_id=container_id, action=action)
         finally:
             lk.release()
 
-    def unmark_record(self, container_id: str, name: str) -> None:
+    def unmark(self, container_id: str, name: str) -> None:
         """Take the complete mark off the record ``name`` of ``container_id``, if any: GC
         removes its entry as unusable, but no one DELeted the attachment, so the record
         must find it again (in progress). ``CacheError`` if it cannot be done.
         """
         path = f"{self.records_dir}/{container_id}/{name}"
         try:
-            top = self._dir(self.records_dir, create=False, action=f"unmark the record {path}")
+            top = self.dirs.fd(self.records_dir, create=False, action=f"unmark the record {path}")
             if top is None:
                 return
             fd = os.open(f"{container_id}/{name}", _READ_FLAGS, dir_fd=top)
@@ -382,7 +314,7 @@ class Records(CacheDirs):
         """Whether ``results/<name>`` exists (an entry, of any content; ``True`` when it
         cannot be told)."""
         try:
-            dfd = self._dir(self.results_dir, create=False, action="read the cache entries")
+            dfd = self.dirs.fd(self.results_dir, create=False, action="read the cache entries")
             if dfd is not None:
                 os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
@@ -391,14 +323,14 @@ class Records(CacheDirs):
             return True
         return dfd is not None
 
-    def _gone(self, container_id: str, name: str, ident: FileIdent) -> bool:
+    def gone(self, container_id: str, name: str, ident: FileIdent) -> bool:
         """Whether the record ``name``, read with ``ident``, is a completed ADD's whose entry
         is gone: another tool (Go libcni, cnitool) DELeted or collected the attachment.
         Such a record is dropped (best effort) and is never in progress."""
         if not _complete(ident) or self._has_entry(name):
             return False
         with contextlib.suppress(CacheError):  # else left for the next reader or GC
-            self.drop_record(container_id, name, ident)
+            self.drop(container_id, name, ident)
         return True
 
     def records(self, container_id: str = "") -> list[CacheEntry]:
@@ -407,7 +339,7 @@ class Records(CacheDirs):
         A record stays from the start of its ADD until its attachment is
         DELeted: the attachment is *in progress* when ``results/`` holds no
         entry of it. With a container ID only ``records/<containerID>/`` is
-        listed. Unusable records (see :meth:`read_record`), records whose
+        listed. Unusable records (see :meth:`read`), records whose
         names are not those of their file and directory, records marked
         complete whose entry is gone (dropped) and temporary files are
         skipped; so, when listing every container, are container directories
@@ -425,7 +357,7 @@ class Records(CacheDirs):
                 containers = _listed(top, self.records_dir, action)
         for cid in sorted(containers):
             try:
-                with self._container_dir(cid, create=False, action=action) as dirs:
+                with self.dirs.container_dir(cid, create=False, action=action) as dirs:
                     if dirs is not None:
                         self._records_in(dirs[1], cid, out)
             except CacheError:
@@ -451,11 +383,11 @@ class Records(CacheDirs):
                 data, ident = _files._read_ident_at(dfd, name, path)
             except (FileNotFoundError, CacheError):
                 continue  # gone, unusable (GC's) or cannot be read now: neither used nor removed
-            record = _usable_record(data, path, container_id, name)
-            if record is not None and not self._gone(container_id, name, ident):
+            record = _usable_record(data, path, container_id=container_id, name=name)
+            if record is not None and not self.gone(container_id, name, ident):
                 out.append(record)
 
-    def _container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
+    def container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
         """The descriptor of ``records/`` and the sorted record names of the container's
         directory, or ``None`` when it has none (no directory, or nothing in it).
 
@@ -464,8 +396,8 @@ class Records(CacheDirs):
         listed by its path: only this user and root can make anything in
         ``records/``, so nothing can be swapped in between.
         """
-        top = self._dir(self.records_dir, create=False, action=action)
-        if top is None or not self._container_checked(top, container_id, action):
+        top = self.dirs.fd(self.records_dir, create=False, action=action)
+        if top is None or not self.dirs.container_checked(top, container_id, action):
             return None
         path = f"{self.records_dir}/{container_id}"
         try:
@@ -478,7 +410,7 @@ class Records(CacheDirs):
         return (top, names) if names else None
 
 
-def _unlink_record(dfd: int, name: str, top: int, container_id: str, action: str) -> bool:
+def _unlink_record(dfd: int, name: str, *, top: int, container_id: str, action: str) -> bool:
     """Unlink the record ``name`` of ``dfd``, then the container's directory (in ``top``)
     if it is empty; whether the record was there."""
     try:
@@ -489,3 +421,79 @@ def _unlink_record(dfd: int, name: str, top: int, container_id: str, action: str
         raise CacheError(f"cannot {action}", _strerror(e)) from None
     _rmdir_quietly(top, container_id)
     return True
+
+
+def _record_at(
+    dfd: int, name: str, path: str, network: str, container_id: str, ifname: str
+) -> tuple[CacheEntry | None, FileIdent | None]:
+    """The record in the file ``name`` of ``dfd`` if it is this attachment's, and its identity.
+
+    ``(None, None)`` when there is no file; ``(None, ident)`` when it holds
+    another attachment's record (two attachments can share a file name).
+    Unusable content (a symlink, a non-regular or oversized file, not a
+    ``libcniRecordV1`` object, missing names): ``CorruptEntryError``; a
+    file that cannot be read: ``CacheError``.
+    """
+    try:
+        data, ident = _files._read_ident_at(dfd, name, path)
+    except FileNotFoundError:
+        return None, None
+    record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
+    held = (record.network_name, record.container_id, record.ifname)
+    if not all(held):
+        raise CorruptEntryError(f"record {path} lacks a network, container or interface name")
+    if held != (network, container_id, ifname):
+        return None, ident
+    return record, ident
+
+
+def _mkdir_at(top: int, name: str, action: str) -> bool:
+    """Make the directory ``name`` of ``top`` (0700); whether this call made it."""
+    try:
+        os.mkdir(name, DIR_MODE, dir_fd=top)
+    except FileExistsError:
+        return False
+    except OSError as e:
+        raise CacheError(f"cannot {action}: cannot create its directory", _strerror(e)) from None
+    return True
+
+
+def _replace_at(dfd: int, name: str, data: bytes, path: str) -> int | None:
+    """Write ``data`` to a temporary file of ``dfd`` and rename it to ``name``; its
+    open descriptor.
+
+    ``None`` (nothing written) if the directory was removed meanwhile (a
+    DEL removed its last record): the caller opens it again. The temporary
+    file is ``.<name>``: the writer holds the attachment's lock, so one
+    left there by a killed writer is removed, and GC removes it as soon as
+    that lock is free (``CleanUp.sweep_records``). A name too long for the dot
+    gets a random ``..<hex>`` one, removed after ``TEMP_STALE_AFTER``.
+    """
+    fixed = len(name) * 4 < NAME_MAX or len(os.fsencode(name)) < NAME_MAX
+    tmp = f".{name}"
+    for _ in range(10):
+        if not fixed:
+            tmp = f"..{os.urandom(8).hex()}"
+        try:
+            fd = os.open(tmp, _TEMP_FLAGS, FILE_MODE, dir_fd=dfd)
+            break
+        except FileExistsError:
+            if fixed:
+                _unlink_quietly(dfd, tmp)  # a killed writer's
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise CacheError(
+                f"cannot write the record {path}: cannot create a temporary file",
+                _strerror(e),
+            ) from None
+    else:  # pragma: no cover - a temporary file re-created ten times meanwhile
+        raise CacheError(f"cannot write the record {path}: no free temporary name")
+    error = f"cannot write the record {path}"
+    _fill(fd, data, dfd=dfd, name=tmp, error=error, keep=True)
+    try:
+        _rename_or_remove(dfd, tmp, to=name, error=error)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

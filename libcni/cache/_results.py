@@ -33,8 +33,12 @@ from ._names import _describe, _held_by_other, _is_candidate, _named_as, _names_
 __all__ = ["Entries"]
 
 
-class Entries(CacheDirs):
+class Entries:
     """Write, read, remove and list the entries of ``results/`` (part of ``ResultCache``)."""
+
+    def __init__(self, dirs: CacheDirs) -> None:
+        self.dirs = dirs
+        self.results_dir = dirs.results_dir
 
     def entry_path(self, network: str, container_id: str, ifname: str) -> str:
         """The path of the entry of one attachment (names checked as everywhere)."""
@@ -59,18 +63,18 @@ class Entries(CacheDirs):
         attachment at the same path (two attachments can share a file name)
         is never replaced: ``CacheError`` naming both
         (see :meth:`check_owner`). Call it holding the attachment's
-        :meth:`lock`, which is the same for both.
+        lock (``ResultCache.lock``), which is the same for both.
         """
         name = attachment_name(entry.network_name, entry.container_id, entry.ifname)
         if data is None:
             data = entry.to_json()
         path = os.path.join(self.results_dir, name)
         _check_cap(data, f"cannot write cache entry {path}")
-        dfd = self._dir(self.results_dir, create=True, action=f"write cache entry {path}")
+        dfd = self.dirs.fd(self.results_dir, create=True, action=f"write cache entry {path}")
         assert dfd is not None  # created, or CacheError
         self._check_owner_at(dfd, name, path, entry.network_name, entry.container_id, entry.ifname)
         tmp = self._write_temp(dfd, data, path)
-        _rename_or_remove(dfd, tmp, name, f"cannot write cache entry {path}")
+        _rename_or_remove(dfd, tmp, to=name, error=f"cannot write cache entry {path}")
         try:
             os.fsync(dfd)
         except OSError as e:
@@ -97,7 +101,7 @@ class Entries(CacheDirs):
                 ) from None
         else:  # pragma: no cover - 10 collisions of 64 random bits
             raise CacheError(f"cannot write cache entry {path}: no free temporary name")
-        _fill(fd, dfd, tmp, data, f"cannot write cache entry {path}", fsync=True)
+        _fill(fd, data, dfd=dfd, name=tmp, error=f"cannot write cache entry {path}", fsync=True)
         return tmp
 
     def check_owner(self, network: str, container_id: str, ifname: str) -> None:
@@ -110,7 +114,7 @@ class Entries(CacheDirs):
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        dfd = self._dir(self.results_dir, create=False, action=f"write cache entry {path}")
+        dfd = self.dirs.fd(self.results_dir, create=False, action=f"write cache entry {path}")
         if dfd is not None:
             self._check_owner_at(dfd, name, path, network, container_id, ifname)
 
@@ -160,7 +164,7 @@ class Entries(CacheDirs):
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        dfd = self._dir(self.results_dir, create=False, action=f"read cache entry {path}")
+        dfd = self.dirs.fd(self.results_dir, create=False, action=f"read cache entry {path}")
         if dfd is None:
             return None, None
         try:
@@ -195,7 +199,7 @@ class Entries(CacheDirs):
             return self.remove(network, container_id, ifname)
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        dfd = self._dir(self.results_dir, create=False, action=f"remove cache entry {path}")
+        dfd = self.dirs.fd(self.results_dir, create=False, action=f"remove cache entry {path}")
         if dfd is not None:
             try:
                 unchanged = _ident(os.stat(name, dir_fd=dfd, follow_symlinks=False)) == ident
@@ -219,7 +223,7 @@ class Entries(CacheDirs):
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
-        dfd = self._dir(self.results_dir, create=False, action=f"remove cache entry {path}")
+        dfd = self.dirs.fd(self.results_dir, create=False, action=f"remove cache entry {path}")
         if dfd is None:
             return False
         try:
@@ -275,28 +279,12 @@ class Entries(CacheDirs):
             for name in names:
                 if name.startswith(TEMP_PREFIX):
                     continue
-                entry = self._load_listed(dfd, name)
+                entry = self.load_listed(dfd, name)
                 if entry is not None and container_id in ("", entry.container_id):
                     out.append(entry)
             return out
 
-    @staticmethod
-    def _usable(obj: dict[str, Any], name: str, path: str) -> bool:
-        """Whether the decoded listed file ``name`` is a usable entry (or a legacy result)."""
-        if obj.get("kind") != CNI_CACHE_V1:
-            return True
-        return Entries._usable_entry(obj, name, path) is not None
-
-    @staticmethod
-    def _usable_entry(obj: dict[str, Any], name: str, path: str) -> CacheEntry | None:
-        """The ``cniCacheV1`` entry ``obj`` of the listed file ``name``, if it is usable."""
-        try:
-            entry = CacheEntry.from_dict(obj, source=path)
-        except CacheError:
-            return None
-        return entry if _named_as(entry, name) else None
-
-    def _load_listed(self, dfd: int, name: str) -> CacheEntry | None:
+    def load_listed(self, dfd: int, name: str) -> CacheEntry | None:
         """The ``cniCacheV1`` entry in the listed file ``name``, or ``None``."""
         path = os.path.join(self.results_dir, name)
         try:

@@ -1,21 +1,23 @@
-"""``ResultCache``: the on-disk cache of attachments, the facade over its parts.
+"""``ResultCache``: the on-disk cache of attachments, a facade over its parts.
 
-Each job of the cache is a part in its own module, and :class:`ResultCache`
-is all of them over one directory:
+Each job of the cache is a part in its own module, an object of its own, and
+:class:`ResultCache` holds one of each over one shared :class:`~._layout.CacheDirs`:
 
-- :mod:`._results` (:class:`~._results.Entries`): the entries of ``results/``;
-- :mod:`._records` (:class:`~._records.Records`): the write-ahead records of
+- ``cache.results`` (:class:`~._results.Entries`): the entries of ``results/``;
+- ``cache.wal`` (:class:`~._records.Records`): the write-ahead records of
   ``records/<containerID>/``;
-- :mod:`._locks` (:class:`~._locks.Locks`): the attachment, network and
+- ``cache.locks`` (:class:`~._locks.Locks`): the attachment, network and
   container locks (files of ``locks/``, taken as :mod:`._lock` says);
-- :mod:`._cleanup` (:class:`~._cleanup.CleanUp`): GC's removals of what is
+- ``cache.cleanup`` (:class:`~._cleanup.CleanUp`): GC's removals of what is
   stale or corrupt;
 
-on :mod:`._layout` (the directories, kept open), :mod:`._files` (reading and
-writing one file) and :mod:`._names` (whose a file is). What spans two parts
-is here: a container's index (:meth:`ResultCache.attachments_of`), DEL's end
-(:meth:`ResultCache.forget`) and GC's clean-up of one network's corrupt entries
-(:meth:`ResultCache.remove_corrupt`, a :class:`~._gc.GCScan` of it).
+on :mod:`._files` (reading and writing one file) and :mod:`._names` (whose a
+file is). The operations call the parts; the facade keeps the methods a tool
+that inspects or migrates a cache uses, and what spans two parts: a
+container's index (:meth:`ResultCache.attachments_of`) and the containers cached
+(:meth:`ResultCache.containers`), DEL's end
+(:meth:`ResultCache.forget`) and GC's clean-up of one network's corrupt
+entries (:meth:`ResultCache.remove_corrupt`, a :class:`~._gc.GCScan` of it).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from ._cleanup import CleanUp
 from ._entry import CacheEntry
 from ._files import MAX_ENTRY_SIZE, TEMP_PREFIX, TEMP_STALE_AFTER, FileIdent
 from ._fs import check_name, fit_name
+from ._layout import CacheDirs
+from ._lock import CacheLock
 from ._locks import Locks
 from ._names import _shared_name, _usable_record
 from ._records import Records
@@ -44,7 +48,7 @@ __all__ = [
 ]
 
 
-class ResultCache(Entries, Records, Locks, CleanUp):
+class ResultCache:
     """The cache of attachments under ``dir`` (the Go library's cache layout).
 
     Entries are ``<dir>/results/<network>-<containerID>-<ifname>`` files in
@@ -57,25 +61,141 @@ class ResultCache(Entries, Records, Locks, CleanUp):
     removed outside ``<dir>/results/``.
 
     An attachment's lock file goes away with its entry (when the lock is
-    released and the attachment has no entry), and
-    :meth:`remove_orphan_locks` (run by GC) removes the ones no one holds
-    that have no entry; a waiter that locked a file removed meanwhile
-    retries on the file now at the path, so exclusion always holds.
+    released and the attachment has no entry), and GC removes the ones no
+    one holds that have no entry; a waiter that locked a file removed
+    meanwhile retries on the file now at the path, so exclusion always holds.
+
+    The parts, each an object of its own module: ``results`` (entries),
+    ``wal`` (write-ahead records), ``locks``, ``cleanup`` (GC's removals),
+    over ``dirs`` (the directories, kept open).
     """
+
+    def __init__(self, dir: str | os.PathLike[str]) -> None:
+        self.dirs = CacheDirs(dir)
+        self.dir: str = self.dirs.dir
+        """The cache directory (``/var/lib/cni`` by default in the API)."""
+        self.results_dir: str = self.dirs.results_dir
+        """The directory of the entries."""
+        self.locks_dir: str = self.dirs.locks_dir
+        """The directory of the lock files."""
+        self.records_dir: str = self.dirs.records_dir
+        """The directory of the write-ahead records, one directory per container."""
+        self.results = Entries(self.dirs)
+        self.wal = Records(self.dirs)
+        self.locks = Locks(self.dirs)
+        self.cleanup = CleanUp(self.dirs)
 
     def __repr__(self) -> str:
         return f"ResultCache({self.dir!r})"
 
+    # -- entries (results/) ---------------------------------------------------
+
+    def write(self, entry: CacheEntry, data: bytes | None = None) -> None:
+        """Store ``entry`` (``data``: its JSON, if made already) atomically and durably,
+        replacing any previous one of the same attachment (never another attachment's
+        sharing its file name: ``CacheError``); call it holding the attachment's
+        :meth:`lock` (see ``Entries.write``)."""
+        self.results.write(entry, data)
+
+    def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
+        """The entry of one attachment, or ``None`` when there is none (or the file holds
+        another attachment's); a corrupt file raises :class:`CorruptEntryError`, one that
+        cannot be read a plain ``CacheError`` (see ``Entries.read``)."""
+        return self.results.read(network, container_id, ifname)
+
+    def remove(self, network: str, container_id: str, ifname: str) -> bool:
+        """Remove the entry of one attachment; whether a file was removed (another
+        attachment's is left; an unreadable one raises ``CacheError``)."""
+        return self.results.remove(network, container_id, ifname)
+
+    def check_owner(self, network: str, container_id: str, ifname: str) -> None:
+        """Raise ``CacheError`` if the attachment's entry path holds another attachment's
+        entry (what :meth:`write` checks, for a caller that wants to know first)."""
+        self.results.check_owner(network, container_id, ifname)
+
+    def entries(self, container_id: str = "") -> list[CacheEntry]:
+        """Every readable ``cniCacheV1`` entry, of one container if ``container_id``, sorted
+        by file name (see ``Entries.entries``)."""
+        return self.results.entries(container_id)
+
+    def entry_path(self, network: str, container_id: str, ifname: str) -> str:
+        """The path of the entry of one attachment (names checked as everywhere)."""
+        return self.results.entry_path(network, container_id, ifname)
+
+    # -- write-ahead records (records/<containerID>/) ----------------------------
+
+    def records(self, container_id: str = "") -> list[CacheEntry]:
+        """Every usable write-ahead record, of one container if ``container_id`` (its
+        index), sorted by file name (see ``Records.records``)."""
+        return self.wal.records(container_id)
+
+    def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
+        """The write-ahead record of one attachment, or ``None`` when there is none (see
+        ``Records.read``)."""
+        return self.wal.read(network, container_id, ifname)
+
+    def record_path(self, network: str, container_id: str, ifname: str) -> str:
+        """The path of the write-ahead record of one attachment (names checked as everywhere)."""
+        return self.wal.path(network, container_id, ifname)
+
+    # -- locks (locks/) --------------------------------------------------------------
+
+    def lock(
+        self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
+    ) -> CacheLock:
+        """Take the exclusive lock of one attachment, waiting at most ``timeout`` seconds
+        (``LockTimeoutError``); the held lock, a context manager (see ``Locks.lock``)."""
+        return self.locks.lock(network, container_id, ifname, timeout=timeout)
+
+    def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
+        """:meth:`lock` without waiting: ``None`` if someone else holds it."""
+        return self.locks.try_lock(network, container_id, ifname)
+
+    def network_lock(
+        self, network: str, exclusive: bool, *, timeout: float | None = None
+    ) -> CacheLock:
+        """Take the lock of a whole network (shared for ADD and DEL, exclusive for GC),
+        waiting at most ``timeout`` seconds."""
+        return self.locks.network_lock(network, exclusive, timeout=timeout)
+
+    def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
+        """:meth:`network_lock` without waiting: ``None`` if it is busy."""
+        return self.locks.try_network_lock(network, exclusive)
+
+    def container_lock(self, container_id: str, timeout: float | None = None) -> CacheLock:
+        """Take the exclusive lock of a whole container (the network manager's), waiting at
+        most ``timeout`` seconds."""
+        return self.locks.container_lock(container_id, timeout)
+
+    def try_container_lock(self, container_id: str) -> CacheLock | None:
+        """:meth:`container_lock` without waiting: ``None`` if it is busy."""
+        return self.locks.try_container_lock(container_id)
+
+    def attachment_lock_path(self, network: str, container_id: str, ifname: str) -> str:
+        """The lock file of one attachment (:meth:`lock`)."""
+        return self.locks.attachment_lock_path(network, container_id, ifname)
+
+    def network_lock_path(self, network: str) -> str:
+        """The lock file of a network (:meth:`network_lock`)."""
+        return self.locks.network_lock_path(network)
+
+    def container_lock_path(self, container_id: str) -> str:
+        """The lock file of a container (:meth:`container_lock`)."""
+        return self.locks.container_lock_path(container_id)
+
+    # -- what spans two parts --------------------------------------------------------
+
     def forget(
         self, network: str, container_id: str, ifname: str, ident: FileIdent | None = None
     ) -> bool:
-        """What DEL does once every plugin succeeded: :meth:`remove_read` the entry, then
-        :meth:`remove_record`; whether an entry was removed.
+        """What DEL does once every plugin succeeded: remove the entry (without reading it
+        again while it is still the file read with ``ident``), then the record; whether an
+        entry was removed.
 
         If the entry cannot be removed the record stays (``CacheError``).
         """
-        removed = self.remove_read(network, container_id, ifname, ident)
-        self.remove_record(network, container_id, ifname)
+        removed = self.results.remove_read(network, container_id, ifname, ident)
+        self.wal.remove(network, container_id, ifname)
         return removed
 
     def attachments_of(self, container_id: str) -> tuple[list[CacheEntry], list[CacheEntry]]:
@@ -95,20 +215,22 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         """
         fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
         action = f"list the attachments of container {container_id!r}"
-        listed = self._container_names(container_id, action)
+        listed = self.wal.container_names(container_id, action)
         if not listed:
-            entries = self.entries(container_id)
+            entries = self.results.entries(container_id)
             complete = {(e.network_name, e.ifname) for e in entries}
             return entries, [
-                r for r in self.records(container_id) if (r.network_name, r.ifname) not in complete
+                r
+                for r in self.wal.records(container_id)
+                if (r.network_name, r.ifname) not in complete
             ]
         top, names = listed
-        rdfd = self._dir(self.results_dir, create=False, action=action)
+        rdfd = self.dirs.fd(self.results_dir, create=False, action=action)
         entries = []
         for name in names:
             if rdfd is None:
                 break
-            entry = self._load_listed(rdfd, name)
+            entry = self.results.load_listed(rdfd, name)
             if entry is not None and entry.container_id == container_id:
                 entries.append(entry)
         complete = {(e.network_name, e.ifname) for e in entries}
@@ -123,11 +245,11 @@ class ResultCache(Entries, Records, Locks, CleanUp):
                 data, ident = _files._read_ident_at(top, f"{container_id}/{name}", path)
             except (FileNotFoundError, CacheError):
                 continue  # gone, or unusable or unreadable now: as records() skips it
-            record = _usable_record(data, path, container_id, name)
+            record = _usable_record(data, path, container_id=container_id, name=name)
             if (
                 record is not None
                 and (record.network_name, record.ifname) not in complete
-                and not self._gone(container_id, name, ident)
+                and not self.wal.gone(container_id, name, ident)
             ):
                 records.append(record)
         return entries, records
@@ -146,28 +268,28 @@ class ResultCache(Entries, Records, Locks, CleanUp):
         """
         action = "list the containers"
         owners: dict[str, set[str]] = {}  # a record's file name -> the containers holding it
-        top = self._dir(self.records_dir, create=False, action=action)
+        top = self.dirs.fd(self.records_dir, create=False, action=action)
         for cid in [] if top is None else _files._listed(top, self.records_dir, action):
             try:
-                if top is not None and self._container_checked(top, cid, action):
+                if top is not None and self.dirs.container_checked(top, cid, action):
                     for name in os.listdir(f"{self.records_dir}/{cid}"):
                         owners.setdefault(name, set()).add(cid)
             except (OSError, CacheError):
                 continue  # refused, or gone meanwhile: as records() skips it
         found: set[str] = set()
-        dfd = self._dir(self.results_dir, create=False, action=action)
+        dfd = self.dirs.fd(self.results_dir, create=False, action=action)
         for name in [] if dfd is None else _files._listed(dfd, self.results_dir, action):
             if dfd is None or name.startswith(TEMP_PREFIX):
                 continue
             if name in owners:
                 found |= owners[name]
                 continue
-            entry = self._load_listed(dfd, name)
+            entry = self.results.load_listed(dfd, name)
             if entry is not None and entry.container_id:
                 found.add(entry.container_id)
         for cid in {c for cids in owners.values() for c in cids} - found:
             with contextlib.suppress(CacheError):
-                if self.records(cid):
+                if self.wal.records(cid):
                     found.add(cid)
         return sorted(found)
 

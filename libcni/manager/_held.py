@@ -98,7 +98,7 @@ def cached_net(
     """
     network = att.network_name
     # As get_network_list_cached_config: the cached args (none given here).
-    rt = RuntimeConf(att.container_id, netns, att.ifname, att.cni_args, att.capability_args)
+    rt = att.runtime_conf(netns=netns)
     try:
         net = _parse_cached(state, att.config)
         if net.plugins and net.name == network:

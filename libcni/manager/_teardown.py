@@ -233,16 +233,7 @@ def _forget_one(state: State, e: CacheEntry, complete: bool) -> NetworkAttachmen
         e.cni_args,
         e.capability_args,
     )
-    return NetworkAttachment(
-        container_id,
-        e.network_name,
-        e.ifname,
-        e.config,
-        e.netns,
-        e.cni_args,
-        e.capability_args,
-        complete,
-    )
+    return e.attachment()
 
 
 def _forget(

@@ -435,7 +435,7 @@ def test_exclusion_holds_while_lock_files_are_removed_and_swept(env: Env) -> Non
     def sweep() -> None:  # GC's sweep, as often as it can
         cache = ResultCache(cache_dir)
         while not stop.is_set():
-            cache.remove_orphan_locks()
+            cache.cleanup.remove_orphan_locks()
 
     threads = [
         threading.Thread(target=lambda s=s: overlaps.append(hammer(cache_dir, seconds, s)))
