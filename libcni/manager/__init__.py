@@ -105,8 +105,12 @@ class _ManagerBase:
     ) -> None:
         cni = self._make_cni(plugin_dirs, cache_dir, exec, timeout, observers)
         self._cni: CNIConfig | AsyncCNIConfig = cni
-        # The CNIConfig's observers are the manager's (libcni._events).
-        self._watch: Watch | None = cni._watch
+        # The CNIConfig's observers (checked there) are the manager's (libcni._events).
+        self._watch: Watch | None = None
+        if observers:
+            from .._events import Watch
+
+            self._watch = Watch.of(observers)
         settings = Settings(
             conf_dir=conf_dir,
             plugin_dirs=plugin_dirs,
