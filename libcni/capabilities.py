@@ -548,12 +548,22 @@ def _get(obj: Mapping[str, Any], key: str, default: Any) -> Any:
 @_objects
 def _plain_port_mapping(o: Mapping[str, Any]) -> PortMapping:
     protocol, host_ip = _get(o, "protocol", "tcp"), _get(o, "hostIP", "")
-    return PortMapping(o.get("hostPort"), o.get("containerPort"), protocol, host_ip)  # type: ignore[arg-type]
+    return PortMapping(
+        host_port=o.get("hostPort"),  # type: ignore[arg-type]
+        container_port=o.get("containerPort"),  # type: ignore[arg-type]
+        protocol=protocol,
+        host_ip=host_ip,
+    )
 
 
 @_objects
 def _plain_ip_range(o: Mapping[str, Any]) -> IPRange:
-    return IPRange(o.get("subnet"), o.get("rangeStart"), o.get("rangeEnd"), o.get("gateway"))  # type: ignore[arg-type]
+    return IPRange(
+        subnet=o.get("subnet"),  # type: ignore[arg-type]
+        range_start=o.get("rangeStart"),
+        range_end=o.get("rangeEnd"),
+        gateway=o.get("gateway"),
+    )
 
 
 def _plain_range_set(where: str, value: object) -> tuple[IPRange, ...]:
@@ -563,14 +573,20 @@ def _plain_range_set(where: str, value: object) -> tuple[IPRange, ...]:
     return ranges
 
 
-_BANDWIDTH = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
+#: Bandwidth's members by name, with their JSON keys (DNSConfig's are the same).
+_BANDWIDTH = {
+    "ingress_rate": "ingressRate",
+    "ingress_burst": "ingressBurst",
+    "egress_rate": "egressRate",
+    "egress_burst": "egressBurst",
+}
 _DNS = ("servers", "searches", "options")
 #: Each well-known capability with the check of its plain JSON form.
 _PLAIN: dict[str, Callable[[str, Any], object]] = {
     "portMappings": lambda where, value: _strings(where, value, _plain_port_mapping),
-    "bandwidth": _objects(lambda o: Bandwidth(*(_get(o, k, 0) for k in _BANDWIDTH))),
+    "bandwidth": _objects(lambda o: Bandwidth(**{k: _get(o, j, 0) for k, j in _BANDWIDTH.items()})),
     "ipRanges": lambda where, value: _strings(where, value, _plain_range_set),
-    "dns": _objects(lambda o: DNSConfig(*(_get(o, k, ()) for k in _DNS))),
+    "dns": _objects(lambda o: DNSConfig(**{k: _get(o, k, ()) for k in _DNS})),
     "ips": lambda where, value: _strings(where, value, _ip_or_cidr),
     "mac": _mac,
 }
