@@ -22,7 +22,8 @@ from .._drive import finish
 from ..aio import AsyncCNIConfig
 from ..invoke import Exec, operation_ended, operation_started, step
 from ..values import Args, CapabilityArgs, NetworkAttachment
-from . import _attach, _gc, _ManagerBase, _ready, _setup, _teardown
+from . import _attach, _gc, _ready, _setup, _teardown
+from ._base import _ManagerBase
 from ._effects import (
     Blocking,
     Call,
