@@ -42,6 +42,9 @@ class RunPlugin:
     network: str = ""
     container_id: str = ""
     limit: float | None = None  # the whole operation's timeout, for the error message
+    #: An ADD's attachment lock, inherited by the plugin and its children (RawExec only):
+    #: held while any process of the ADD lives, even after the runtime died (behaviour §4.3).
+    lock_fd: int | None = None
 
 
 @attrs.frozen

@@ -33,7 +33,7 @@ import attrs
 from . import _log as logging  # logging, imported at first use
 from . import request as rq
 from ._deadline import Deadline, check_timeout, timeout_message
-from ._effects import CacheIO, Effect, GCNetwork, RunPlugin, TakeLock, in_context
+from ._effects import CacheIO, Effect, GCNetwork, Release, RunPlugin, TakeLock, in_context
 from .cache import (
     CNI_CACHE_V1,
     CacheEntry,
@@ -84,6 +84,22 @@ _V110 = (1, 1, 0)
 #: The operation of ``validate_network_list``/``validate_network`` in observers' events
 #: (the others are the CNI commands, ``request.ADD`` ...).
 VALIDATE = "VALIDATE"
+
+
+def exec_options(effect: RunPlugin, exec_: Exec, method: str = "exec_plugin") -> dict[str, int]:
+    """The keywords of ``exec_``'s ``method`` beyond the protocol's four: the lock to hand
+    on, to :class:`RawExec`'s own method only (a custom ``Exec``, or a subclass that
+    overrides the method, is called as the protocol says)."""
+    if effect.lock_fd is None or getattr(type(exec_), method, None) is not getattr(RawExec, method):
+        return {}
+    return {"pass_fd": effect.lock_fd}
+
+
+def _held_fd(release: Release) -> int | None:
+    """The descriptor of the lock that ``release`` (a ``CacheLock.release``) releases."""
+    fileno = getattr(getattr(release, "__self__", None), "fileno", None)
+    fd = -1 if fileno is None else int(fileno())
+    return fd if fd >= 0 else None
 
 
 _R = TypeVar("_R")
@@ -488,9 +504,11 @@ class Operations:
                 with cache.wal.begin(record) as written:
                     prev: dict[str, Any] | None = None
                     result: Result | None = None
+                    held = _held_fd(release)  # the plugins hold the lock too (behaviour §4.3)
                     for plugin, path in zip(chain.plugins, paths, strict=True):
+                        call = self._call(chain, plugin, path, env, deadline, rt, prev)
                         result = yield from _run(
-                            self._call(chain, plugin, path, env, deadline, rt, prev),
+                            attrs.evolve(call, lock_fd=held),
                             _result(chain.cni_version, plugin.type),
                         )
                         prev = result.to_dict()
@@ -905,5 +923,6 @@ __all__ = [
     "TakeLock",
     "as_list",
     "as_plugin",
+    "exec_options",
     "in_context",
 ]

@@ -29,10 +29,10 @@ from ._ops import (
     TakeLock,
     as_list,
     as_plugin,
+    exec_options,
     logged,
 )
 from .conf import NetworkConfigList, PluginConfig
-from .invoke import operation_ended, operation_started, step
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
@@ -81,26 +81,25 @@ class AsyncCNIConfig(Operations):
         network: bool = False,
     ) -> _R:
         """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``;
-        ``network``: a network's in a manager operation).
-
-        Its plugins start in the order the operations began (``invoke._loop``).
-        """
-        order = operation_started()
-        try:
-            watch = self._watch
-            if watch is None:
-                return await adrive(op, self._perform)
-            with watch.operation(operation, net, rt, plugin, network=network) as parent:
-                return await adrive(op, watch.aobserved(self._perform, parent))
-        finally:
-            operation_ended(order)
+        ``network``: a network's in a manager operation)."""
+        watch = self._watch
+        if watch is None:
+            return await adrive(op, self._perform)
+        with watch.operation(operation, net, rt, plugin, network=network) as parent:
+            return await adrive(op, watch.aobserved(self._perform, parent))
 
     async def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
                 run = getattr(self.exec, "aexec_plugin", None)
                 if run is not None:
-                    return await run(effect.path, effect.stdin, effect.env, effect.timeout)
+                    return await run(
+                        effect.path,
+                        effect.stdin,
+                        effect.env,
+                        effect.timeout,
+                        **exec_options(effect, self.exec, "aexec_plugin"),
+                    )
                 # In a worker thread that cannot be stopped: a cancelled
                 # operation keeps its locks until the plugin call returned.
                 return await _in_thread(
@@ -112,7 +111,7 @@ class AsyncCNIConfig(Operations):
             return await _in_thread(functools.partial(effect.call, *effect.args))
         if isinstance(effect, GCNetwork):
             return await self._drive(effect.op, rq.GC, effect.net, network=True)
-        await step()  # a few operations' steps per turn of the loop, oldest first
+        await asyncio.sleep(0)  # the loop turns between the steps of many operations
         return await self._lock(effect)
 
     @staticmethod

@@ -21,6 +21,7 @@ from ._ops import (
     TakeLock,
     as_list,
     as_plugin,
+    exec_options,
     logged,
 )
 from .conf import NetworkConfigList, PluginConfig
@@ -71,7 +72,13 @@ class CNIConfig(Operations):
     def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
-                return self.exec.exec_plugin(effect.path, effect.stdin, effect.env, effect.timeout)
+                return self.exec.exec_plugin(
+                    effect.path,
+                    effect.stdin,
+                    effect.env,
+                    effect.timeout,
+                    **exec_options(effect, self.exec),
+                )
         if isinstance(effect, CacheIO):
             return effect.call(*effect.args)
         if isinstance(effect, GCNetwork):

@@ -4,16 +4,7 @@ A *plugin configuration* (:class:`PluginConfig`, alias :class:`NetworkConfig`)
 is one JSON object with at least a ``type``; a *network configuration list*
 (:class:`NetworkConfigList`) names a network and chains plugin
 configurations. Both keep the original bytes and the whole parsed JSON object,
-unknown keys included.
-
->>> conf = conf_from_bytes(b'{"cniVersion": "1.0.0", "name": "net", "type": "bridge"}')
->>> conf.type, conf.name, conf.cni_version
-('bridge', 'net', '1.0.0')
->>> lst = conf_list_from_bytes(
-...     '{"name": "net", "cniVersions": ["0.4.0", "1.0.0"], "plugins": [{"type": "bridge"}]}'
-... )
->>> lst.cni_version, [p.type for p in lst.plugins]
-('1.0.0', ['bridge'])
+unknown keys included. Files and directories are read by :mod:`libcni._load`.
 
 Every error is a :class:`~libcni.errors.ConfigError` (or a subclass) whose
 message names the field, plugin index, file or value at fault.
@@ -28,8 +19,9 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from . import _log as logging  # logging, imported at first use
 from ._json import strict_loads
+from ._load import PathInput, Search, conf_files, path_str, read_file
+from ._load import excerpt as _excerpt
 from .errors import ConfigError, NoConfigsFoundError, NotFoundError, VersionError
 from .types.dns import DNS
 from .version import CURRENT, parse_version
@@ -54,20 +46,10 @@ __all__ = [
     "network_plugin_confs_from_files",
 ]
 
-logger = logging.getLogger("libcni")
-
 #: What the parsers accept as JSON input.
 JSONInput: TypeAlias = "builtins.bytes | bytearray | memoryview | str"
-#: What the loaders accept as a path.
-PathInput: TypeAlias = "str | os.PathLike[str]"
 
 _CONF_EXTENSIONS = ("conf", "json")
-_LIST_EXTENSIONS = ("conflist",)
-_PLUGIN_DIR_EXTENSIONS = ("conf",)
-_EXCERPT = 200
-
-
-# --------------------------------------------------------------------------- values
 
 
 @attrs.frozen
@@ -158,45 +140,25 @@ class NetworkConfigList:
         obj: dict[str, Any] = dict(self.raw) if self.bytes else {}
         if not obj:
             obj = {"cniVersion": self.cni_version, "name": self.name}
-            for key, value in (
-                ("disableCheck", self.disable_check),
-                ("disableGC", self.disable_gc),
-                ("loadOnlyInlinedPlugins", self.load_only_inlined_plugins),
-            ):
-                if value:
-                    obj[key] = True
+            flags = ("disableCheck", "disableGC", "loadOnlyInlinedPlugins")
+            values = (self.disable_check, self.disable_gc, self.load_only_inlined_plugins)
+            obj |= {key: True for key, value in zip(flags, values, strict=True) if value}
         obj["plugins"] = [dict(p.raw) or {"type": p.type} for p in self.plugins]
         return _dumps(obj, "serialising the configuration list")
 
 
-# --------------------------------------------------------------------------- JSON helpers
+_JSON_TYPES = {bool: "boolean", int: "number", float: "number", str: "string"}
+_JSON_TYPES |= {list: "array", dict: "object", builtins.type(None): "null"}
 
 
-def _excerpt(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return builtins.type(value).__name__
+def _wrong_type(where: str, expected: str, value: Any) -> ConfigError:
+    """``error parsing <where> must be <expected>, not <the JSON type of value>``."""
+    found = _JSON_TYPES.get(builtins.type(value), builtins.type(value).__name__)
+    return ConfigError(f"error parsing {where} must be {expected}, not {found}", _excerpt(value))
 
 
 def _to_bytes(data: Any, what: str) -> builtins.bytes:
-    if isinstance(data, builtins.bytes):
-        return data
-    if isinstance(data, (bytearray, memoryview)):
+    if isinstance(data, (builtins.bytes, bytearray, memoryview)):
         return builtins.bytes(data)
     if isinstance(data, str):
         try:
@@ -252,46 +214,33 @@ def _dumps(obj: Any, what: str) -> builtins.bytes:
 
 def _opt_str(obj: Mapping[str, Any], key: str, what: str) -> str:
     value = obj.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ConfigError(
-            f"error parsing {what}: '{key}' must be a string, not {_type_name(value)}",
-            _excerpt(value),
-        )
-    return value
-
-
-# --------------------------------------------------------------------------- parsing
+    if value is not None and not isinstance(value, str):
+        raise _wrong_type(f"{what}: '{key}'", "a string", value)
+    return value or ""
 
 
 def _plugin_from_obj(obj: Any, data: builtins.bytes, what: str) -> PluginConfig:
     if not isinstance(obj, dict):
-        raise ConfigError(
-            f"error parsing {what}: must be a JSON object, not {_type_name(obj)}", _excerpt(obj)
-        )
+        raise _wrong_type(f"{what}:", "a JSON object", obj)
     ptype = obj.get("type")
     if ptype is None or ptype == "":
         raise ConfigError(f"error parsing {what}: missing 'type'")
     if not isinstance(ptype, str):
-        raise ConfigError(
-            f"error parsing {what}: 'type' must be a string, not {_type_name(ptype)}",
-            _excerpt(ptype),
-        )
+        raise _wrong_type(f"{what}: 'type'", "a string", ptype)
     name = _opt_str(obj, "name", what)
     cni_version = _opt_str(obj, "cniVersion", what)
-
     capabilities = _capabilities(obj.get("capabilities"), what)
     ipam = obj.get("ipam")
-    _check_ipam(ipam, what)
-    dns_obj = obj.get("dns")
+    if ipam is not None and not isinstance(ipam, dict):
+        raise _wrong_type(f"{what}: 'ipam'", "an object", ipam)
+    if ipam is not None and not isinstance(ipam.get("type"), (str, builtins.type(None))):
+        raise _wrong_type(f"{what}: 'ipam.type'", "a string", ipam["type"])
     dns: DNS | None = None
-    if dns_obj is not None:
+    if obj.get("dns") is not None:
         try:
-            dns = DNS.from_dict(dns_obj, error=ConfigError)
+            dns = DNS.from_dict(obj["dns"], error=ConfigError)
         except ConfigError as e:
             raise ConfigError(f"error parsing {what}: {e.msg}", e.details) from e
-
     return PluginConfig(
         type=ptype,
         name=name,
@@ -306,40 +255,14 @@ def _plugin_from_obj(obj: Any, data: builtins.bytes, what: str) -> PluginConfig:
 
 def _capabilities(caps: Any, what: str) -> dict[str, bool]:
     """A plugin's ``capabilities`` (an object of booleans; absent: none)."""
-    capabilities: dict[str, bool] = {}
     if caps is None:
-        return capabilities
+        return {}
     if not isinstance(caps, dict):
-        raise ConfigError(
-            f"error parsing {what}: 'capabilities' must be an object, not {_type_name(caps)}",
-            _excerpt(caps),
-        )
+        raise _wrong_type(f"{what}: 'capabilities'", "an object", caps)
     for cap, enabled in caps.items():
         if not isinstance(enabled, bool):
-            raise ConfigError(
-                f"error parsing {what}: capability '{cap}' must be a boolean,"
-                f" not {_type_name(enabled)}",
-                _excerpt(enabled),
-            )
-        capabilities[cap] = enabled
-    return capabilities
-
-
-def _check_ipam(ipam: Any, what: str) -> None:
-    """A plugin's ``ipam``: absent, or an object whose ``type`` (if any) is a string."""
-    if ipam is None:
-        return
-    if not isinstance(ipam, dict):
-        raise ConfigError(
-            f"error parsing {what}: 'ipam' must be an object, not {_type_name(ipam)}",
-            _excerpt(ipam),
-        )
-    ipam_type = ipam.get("type")
-    if ipam_type is not None and not isinstance(ipam_type, str):
-        raise ConfigError(
-            f"error parsing {what}: 'ipam.type' must be a string, not {_type_name(ipam_type)}",
-            _excerpt(ipam_type),
-        )
+            raise _wrong_type(f"{what}: capability '{cap}'", "a boolean", enabled)
+    return dict(caps)
 
 
 def conf_from_bytes(data: JSONInput) -> PluginConfig:
@@ -362,17 +285,11 @@ def conf_from_bytes(data: JSONInput) -> PluginConfig:
 
 
 def _read_bool(obj: Mapping[str, Any], key: str) -> bool:
-    if key not in obj:
-        return False
-    value = obj[key]
+    value = obj.get(key, False)
     if isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        lowered = value.lower()
-        if lowered == "true":
-            return True
-        if lowered == "false":
-            return False
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
     raise ConfigError(
         f"error parsing configuration list: invalid value {_excerpt(value)} for '{key}'"
         ' (expected true, false, "true" or "false")',
@@ -380,119 +297,74 @@ def _read_bool(obj: Mapping[str, Any], key: str) -> bool:
     )
 
 
-def _negotiate_version(obj: Mapping[str, Any], cni_version: str) -> str:
-    raw_versions = obj["cniVersions"]
-    what = "error parsing configuration list"
+def _version(text: str, what: str) -> tuple[int, int, int]:
+    try:
+        return parse_version(text)
+    except VersionError as e:
+        raise ConfigError(f"error parsing configuration list: {what}: {e.msg}", text) from e
+
+
+def _negotiate_version(raw_versions: Any, cni_version: str) -> str:
+    """The newest of ``cniVersions`` and ``cniVersion`` that this library supports (none:
+    ``cni_version``)."""
     if not isinstance(raw_versions, list):
-        raise ConfigError(
-            f"{what}: 'cniVersions' must be a list of strings, not {_type_name(raw_versions)}",
-            _excerpt(raw_versions),
-        )
-    newest = parse_version(CURRENT)
-    candidates: list[tuple[tuple[int, int, int], str]] = []
+        raise _wrong_type("configuration list: 'cniVersions'", "a list of strings", raw_versions)
+    candidates = []
     for i, entry in enumerate(raw_versions):
         if not isinstance(entry, str):
-            raise ConfigError(
-                f"{what}: 'cniVersions' entry {i} must be a string, not {_type_name(entry)}",
-                _excerpt(entry),
-            )
-        try:
-            parsed = parse_version(entry)
-        except VersionError as e:
-            raise ConfigError(
-                f"{what}: invalid 'cniVersions' entry {entry!r} at index {i}: {e.msg}", entry
-            ) from e
-        if parsed <= newest:
-            candidates.append((parsed, entry))
+            raise _wrong_type(f"configuration list: 'cniVersions' entry {i}", "a string", entry)
+        candidates.append(
+            (_version(entry, f"invalid 'cniVersions' entry {entry!r} at index {i}"), entry)
+        )
     if cni_version:
-        try:
-            parsed = parse_version(cni_version)
-        except VersionError as e:
-            raise ConfigError(
-                f"{what}: invalid 'cniVersion' {cni_version!r}: {e.msg}", cni_version
-            ) from e
-        if parsed <= newest:
-            candidates.append((parsed, cni_version))
-    if not candidates:
-        return cni_version
-    best = candidates[0]
-    for candidate in candidates[1:]:
-        if candidate[0] > best[0]:
-            best = candidate
-    return best[1]
+        candidates.append(
+            (_version(cni_version, f"invalid 'cniVersion' {cni_version!r}"), cni_version)
+        )
+    newest = parse_version(CURRENT)
+    supported = [c for c in candidates if c[0] <= newest]
+    return max(supported, key=lambda c: c[0])[1] if supported else cni_version
 
 
 def _list_plugins(raw_plugins: Any, what: str) -> list[PluginConfig]:
     """The plugins of a configuration list (its ``plugins``: a non-empty list of objects)."""
     if not isinstance(raw_plugins, list):
-        raise ConfigError(
-            f"error parsing {what}: 'plugins' must be a list, not {_type_name(raw_plugins)}",
-            _excerpt(raw_plugins),
-        )
+        raise _wrong_type(f"{what}: 'plugins'", "a list", raw_plugins)
     if not raw_plugins:
         raise ConfigError(f"error parsing {what}: no plugins in list")
     plugins: list[PluginConfig] = []
-    for i, plugin_obj in enumerate(raw_plugins):
-        plugin_what = f"plugin config {i}"
-        if not isinstance(plugin_obj, dict):
-            raise ConfigError(
-                f"error parsing {plugin_what}: must be a JSON object, not {_type_name(plugin_obj)}",
-                _excerpt(plugin_obj),
-            )
-        plugin_bytes = _dumps(plugin_obj, f"error parsing {plugin_what}")
-        plugins.append(_plugin_from_obj(plugin_obj, plugin_bytes, plugin_what))
+    for i, obj in enumerate(raw_plugins):
+        where = f"plugin config {i}"
+        # Not a JSON object: refused by _plugin_from_obj (anything parsed from JSON dumps).
+        plugins.append(_plugin_from_obj(obj, _dumps(obj, f"error parsing {where}"), where))
     return plugins
 
 
 def _list_from_obj(obj: Any, data: builtins.bytes) -> NetworkConfigList:
     what = "configuration list"
     if not isinstance(obj, dict):
-        raise ConfigError(
-            f"error parsing {what}: must be a JSON object, not {_type_name(obj)}", _excerpt(obj)
-        )
+        raise _wrong_type(f"{what}:", "a JSON object", obj)
     if "name" not in obj:
         raise ConfigError(f"error parsing {what}: no 'name'")
-    name = obj["name"]
-    if not isinstance(name, str):
-        raise ConfigError(
-            f"error parsing {what}: 'name' must be a string, not {_type_name(name)}",
-            _excerpt(name),
-        )
-    cni_version = ""
-    if "cniVersion" in obj:
-        cni_version = obj["cniVersion"]
-        if not isinstance(cni_version, str):
-            raise ConfigError(
-                f"error parsing {what}: 'cniVersion' must be a string,"
-                f" not {_type_name(cni_version)}",
-                _excerpt(cni_version),
-            )
+    for key in ("name", "cniVersion"):
+        if key in obj and not isinstance(obj[key], str):
+            raise _wrong_type(f"{what}: '{key}'", "a string", obj[key])
+    cni_version = obj.get("cniVersion", "")
     if "cniVersions" in obj:
-        cni_version = _negotiate_version(obj, cni_version)
-
-    disable_check = _read_bool(obj, "disableCheck")
-    disable_gc = _read_bool(obj, "disableGC")
-    load_only_inlined = _read_bool(obj, "loadOnlyInlinedPlugins")
-
-    plugins: list[PluginConfig] = []
-    if "plugins" not in obj:
-        if load_only_inlined:
-            raise ConfigError(
-                f"error parsing {what}: 'loadOnlyInlinedPlugins' is true and there is no"
-                " 'plugins' key"
-            )
-    else:
-        plugins = _list_plugins(obj["plugins"], what)
-
+        cni_version = _negotiate_version(obj["cniVersions"], cni_version)
+    flags = [_read_bool(obj, k) for k in ("disableCheck", "disableGC", "loadOnlyInlinedPlugins")]
+    if "plugins" not in obj and flags[2]:
+        raise ConfigError(
+            f"error parsing {what}: 'loadOnlyInlinedPlugins' is true and there is no 'plugins' key"
+        )
     return NetworkConfigList(
-        name=name,
+        name=obj["name"],
         cni_version=cni_version,
-        plugins=plugins,
+        plugins=_list_plugins(obj["plugins"], what) if "plugins" in obj else (),
         bytes=data,
         raw=obj,
-        disable_check=disable_check,
-        disable_gc=disable_gc,
-        load_only_inlined_plugins=load_only_inlined,
+        disable_check=flags[0],
+        disable_gc=flags[1],
+        load_only_inlined_plugins=flags[2],
     )
 
 
@@ -517,25 +389,6 @@ def conf_list_from_bytes(data: JSONInput) -> NetworkConfigList:
     return _list_from_obj(_loads(raw_bytes, what), raw_bytes)
 
 
-# --------------------------------------------------------------------------- files
-
-
-def _path_str(path: PathInput) -> str:
-    try:
-        return os.fsdecode(os.fspath(path))
-    except TypeError as e:
-        raise ConfigError(f"invalid path {_excerpt(path)}: {e}") from e
-
-
-def _read_file(path: str) -> builtins.bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except (OSError, ValueError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ConfigError(f"error reading {path}: {reason}") from e
-
-
 def _in_file(err: ConfigError, path: str) -> ConfigError:
     new = ConfigError(f"{path}: {err.msg}", err.details, code=err.code)
     new.__cause__ = err
@@ -547,8 +400,8 @@ def conf_from_file(path: PathInput) -> PluginConfig:
 
     Read and parse errors are :class:`~libcni.errors.ConfigError`\\s naming the file.
     """
-    p = _path_str(path)
-    data = _read_file(p)
+    p = path_str(path)
+    data = read_file(p)
     try:
         return conf_from_bytes(data)
     except ConfigError as e:
@@ -565,21 +418,16 @@ def _plugins_from_dir(conf_dir: str, network: str) -> list[PluginConfig]:
     plugin_dir = os.path.join(conf_dir, network)
     if not os.path.isdir(plugin_dir):
         return []
-    plugins = []
-    for file in conf_files(plugin_dir, _PLUGIN_DIR_EXTENSIONS):
-        plugins.append(conf_from_file(file))
-    return plugins
+    return [conf_from_file(file) for file in conf_files(plugin_dir, ("conf",))]
 
 
 def _complete_list(lst: NetworkConfigList, path: str) -> NetworkConfigList:
     """Add the drop-in plugins of ``<dir of path>/<name>/`` and check there is a plugin."""
-    plugins = lst.plugins
     if not lst.load_only_inlined_plugins:
         extra = _plugins_from_dir(os.path.dirname(path) or ".", lst.name)
         if extra:
-            plugins = plugins + tuple(extra)
-            lst = attrs.evolve(lst, plugins=plugins)
-    if not plugins:
+            lst = attrs.evolve(lst, plugins=lst.plugins + tuple(extra))
+    if not lst.plugins:
         raise ConfigError(f"{path}: no plugin configs found", lst.name)
     return lst
 
@@ -593,125 +441,13 @@ def conf_list_from_file(path: PathInput) -> NetworkConfigList:
     is a :class:`~libcni.errors.ConfigError` ("no plugin configs found"). Every error names
     the file.
     """
-    p = _path_str(path)
-    data = _read_file(p)
+    p = path_str(path)
+    data = read_file(p)
     try:
         lst = conf_list_from_bytes(data)
     except ConfigError as e:
         raise _in_file(e, p) from e
     return _complete_list(lst, p)
-
-
-def conf_files(dir: PathInput, extensions: Sequence[str]) -> list[str]:
-    """The regular files directly in ``dir`` with one of the given extensions, sorted.
-
-    The extension is what follows the last dot of the file name, compared
-    case-sensitively; ``extensions`` may be given with or without the dot
-    (``".conf"`` or ``"conf"``). Symbolic links to regular files count. A
-    missing directory gives ``[]``; an unreadable one is a :class:`~libcni.errors.ConfigError`.
-
-    >>> conf_files("/nonexistent", [".conf"])
-    []
-    """
-    d = _path_str(dir)
-    wanted = {ext[1:] if ext.startswith(".") else ext for ext in extensions}
-    found: list[tuple[str, str]] = []
-    try:
-        with os.scandir(d) as it:
-            for entry in it:
-                _, dot, ext = entry.name.rpartition(".")
-                if not dot or ext not in wanted:
-                    continue
-                try:
-                    if not entry.is_file():
-                        continue
-                except OSError:
-                    continue
-                found.append((entry.name, os.path.join(d, entry.name)))
-    except FileNotFoundError:
-        return []
-    except OSError as e:
-        raise ConfigError(f"error reading directory {d}: {e.strerror or e}", d) from e
-    found.sort()
-    return [full for _, full in found]
-
-
-class _Search:
-    """Finds the first file of a sorted list defining a network, tolerating bad files.
-
-    Files that cannot define the name are not parsed unless the search fails
-    (then only to report which files are broken). Without a backslash in the
-    file no JSON string is escaped, so the name, if it is there, appears
-    literally as ``"<name>"``; a file with a backslash is always parsed.
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        try:
-            self._needle: builtins.bytes | None = b'"' + name.encode("utf-8") + b'"'
-        except UnicodeEncodeError:
-            self._needle = None
-        self.failures: list[tuple[str, str]] = []
-        self._deferred: list[tuple[str, builtins.bytes, bool]] = []
-
-    def _may_match(self, data: builtins.bytes) -> bool:
-        return self._needle is None or self._needle in data or b"\\" in data
-
-    def _fail(self, path: str, err: ConfigError) -> None:
-        # Logged only if the network is found in another file (see found());
-        # when it is found nowhere, the NotFoundError names the broken files,
-        # and a warning would repeat the same text.
-        self.failures.append((path, str(err)))
-
-    def found(self, value: Any) -> Any:
-        """``value`` (the match), after logging the broken files the search skipped."""
-        for _, reason in self.failures:
-            logger.warning("skipping a network configuration that failed to load: %s", reason)
-        return value
-
-    def _try(self, path: str, data: builtins.bytes, is_list: bool) -> Any:
-        try:
-            if is_list:
-                lst = conf_list_from_bytes(data)
-                if lst.name != self.name:
-                    return None
-                return _complete_list(lst, path)
-            conf = conf_from_bytes(data)
-            return conf if conf.name == self.name else None
-        except ConfigError as e:
-            self._fail(path, e if e.msg.startswith(path) else _in_file(e, path))
-            return None
-
-    def search(self, files: Sequence[str], is_list: bool) -> Any:
-        for path in files:
-            try:
-                data = _read_file(path)
-            except ConfigError as e:
-                self._fail(path, e)
-                continue
-            if not self._may_match(data):
-                self._deferred.append((path, data, is_list))
-                continue
-            found = self._try(path, data, is_list)
-            if found is not None:
-                return self.found(found)
-        return None
-
-    def details(self) -> str:
-        """Parse the files skipped by the pre-check, and describe every broken file."""
-        for path, data, is_list in self._deferred:
-            try:
-                if is_list:
-                    conf_list_from_bytes(data)
-                else:
-                    conf_from_bytes(data)
-            except ConfigError as e:
-                self._fail(path, _in_file(e, path))
-        self._deferred.clear()
-        if not self.failures:
-            return ""
-        self.failures.sort()
-        return "files that failed to parse: " + " | ".join(reason for _, reason in self.failures)
 
 
 def load_conf(dir: PathInput, name: str) -> PluginConfig:
@@ -722,12 +458,12 @@ def load_conf(dir: PathInput, name: str) -> PluginConfig:
     details name every file that failed to parse. A broken file does not hide
     a valid configuration in a later file (the failure is logged).
     """
-    d = _path_str(dir)
+    d = path_str(dir)
     files = conf_files(d, _CONF_EXTENSIONS)
     if not files:
         raise NoConfigsFoundError(d)
-    search = _Search(name)
-    found: PluginConfig | None = search.search(files, is_list=False)
+    search = Search(name)
+    found: PluginConfig | None = search.search(files, conf_from_bytes)
     if found is None:
         raise NotFoundError(d, name, search.details())
     return found
@@ -741,30 +477,27 @@ def load_conf_list(dir: PathInput, name: str) -> NetworkConfigList:
     then the ``*.conf``/``*.json`` plugin configurations, the match wrapped
     with :func:`conf_list_from_conf`.
 
-    A file that fails to parse does not hide the network in another file: it
-    is skipped, with a warning on the ``libcni`` logger. When the name is
-    found nowhere, :class:`~libcni.errors.NotFoundError` says in its details which files
-    failed to parse and why (and nothing is logged: one error, said once). A missing or empty directory gives
-    :class:`~libcni.errors.NoConfigsFoundError`.
+    A file that fails to parse does not hide the network in another file: it is
+    skipped, with a warning on the ``libcni`` logger. When the name is found nowhere,
+    :class:`~libcni.errors.NotFoundError` says in its details which files failed to parse
+    and why (and nothing is logged: one error, said once). A missing or empty directory
+    gives :class:`~libcni.errors.NoConfigsFoundError`.
     """
-    d = _path_str(dir)
-    list_files = conf_files(d, _LIST_EXTENSIONS)
-    search = _Search(name)
-    found_list: NetworkConfigList | None = search.search(list_files, is_list=True)
+    d = path_str(dir)
+    list_files = conf_files(d, ("conflist",))
+    search = Search(name)
+    found_list: NetworkConfigList | None = search.search(
+        list_files, conf_list_from_bytes, _complete_list
+    )
     if found_list is not None:
         return found_list
-    conf_files_ = conf_files(d, _CONF_EXTENSIONS)
-    if not conf_files_:
-        if list_files:
-            raise NotFoundError(d, name, search.details())
+    files = conf_files(d, _CONF_EXTENSIONS)
+    if not files and not list_files:
         raise NoConfigsFoundError(d)
-    found: PluginConfig | None = search.search(conf_files_, is_list=False)
+    found: PluginConfig | None = search.search(files, conf_from_bytes)
     if found is None:
         raise NotFoundError(d, name, search.details())
     return conf_list_from_conf(found)
-
-
-# --------------------------------------------------------------------------- transforms
 
 
 def conf_list_from_conf(conf: PluginConfig) -> NetworkConfigList:
@@ -778,11 +511,7 @@ def conf_list_from_conf(conf: PluginConfig) -> NetworkConfigList:
     >>> lst.name, lst.cni_version, lst.plugins[0].type, lst.disable_check
     ('n', '0.4.0', 'a', False)
     """
-    raw: dict[str, Any] = {
-        "cniVersion": conf.cni_version,
-        "name": conf.name,
-        "plugins": [conf.raw],
-    }
+    raw = {"cniVersion": conf.cni_version, "name": conf.name, "plugins": [conf.raw]}
     return NetworkConfigList(
         name=conf.name,
         cni_version=conf.cni_version,
@@ -811,13 +540,10 @@ def inject_conf(conf: PluginConfig, values: Mapping[str, Any]) -> PluginConfig:
         if value is None:
             raise ConfigError(f"inject_conf: value of key '{key}' must not be None")
         new[key] = value
-    data = _dumps(new, "inject_conf")
     # Re-parse (rather than trust ``new``) so that the result owns plain JSON
     # values and its fields are validated like any other configuration.
-    return conf_from_bytes(data)
+    return conf_from_bytes(_dumps(new, "inject_conf"))
 
-
-# --------------------------------------------------------------------------- Go v1.3 names
 
 # Go libcni v1.3 renamed its loaders; a Go user finds the same functions under those names.
 
@@ -835,17 +561,15 @@ def network_plugin_confs_from_files(dir: PathInput, network: str) -> list[Plugin
     """The plugin configurations of ``<dir>/<network>/*.conf``, in file-name order.
 
     Go v1.3's ``NetworkPluginConfsFromFiles``: the drop-in plugins that
-    :func:`conf_list_from_file` appends to the inline ones of a list named
-    ``network`` in ``dir`` (unless ``loadOnlyInlinedPlugins``). A missing
-    directory gives ``[]``; a file that cannot be read or parsed is a
-    :class:`~libcni.errors.ConfigError` naming it; a ``network`` that is not
-    one path component (empty, ``.``, ``..``, with ``/`` or NUL) is a
-    :class:`~libcni.errors.ConfigError` too.
+    :func:`conf_list_from_file` appends to the inline ones of a list named ``network``
+    in ``dir`` (unless ``loadOnlyInlinedPlugins``). A missing directory gives ``[]``. A
+    file that cannot be read or parsed (named), or a ``network`` that is not one path
+    component (empty, ``.``, ``..``, with ``/`` or NUL), is a :class:`~libcni.errors.ConfigError`.
 
     >>> network_plugin_confs_from_files("/nonexistent", "mynet")
     []
     """
-    d = _path_str(dir)
+    d = path_str(dir)
     if not isinstance(network, str) or not _safe_dir_name(network):
         raise ConfigError(
             "invalid network name for a drop-in plugin directory "

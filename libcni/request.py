@@ -129,8 +129,8 @@ def operation_env(
 
     Everything that can be refused is refused here, before any plugin runs:
     ``args`` that ``CNI_ARGS`` cannot represent, ``capability_args`` without a
-    JSON form. VERSION gets :func:`version_env`. The result is read-only and
-    encoded once for all the plugins (:class:`~libcni._env.Environment`).
+    JSON form. VERSION gets :func:`version_env`. The result is read-only, the
+    same for all the plugins (:class:`~libcni._env.Environment`).
     """
     base = environ_snapshot()
     if command == VERSION:

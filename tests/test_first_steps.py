@@ -42,9 +42,9 @@ pytestmark = pytest.mark.env(cls=Env)
 
 def test_cni_path_defaults_to_both_plugin_directories() -> None:
     assert cli.DEFAULT_CNI_PATH == "/opt/cni/bin:/usr/lib/cni"
-    assert cli._plugin_path({}) == ["/opt/cni/bin", "/usr/lib/cni"]
-    assert cli._plugin_path({"CNI_PATH": ""}) == ["/opt/cni/bin", "/usr/lib/cni"]
-    assert cli._plugin_path({"CNI_PATH": "/a::/b"}) == ["/a", "/b"]
+    assert cli._common.plugin_path({}) == ["/opt/cni/bin", "/usr/lib/cni"]
+    assert cli._common.plugin_path({"CNI_PATH": ""}) == ["/opt/cni/bin", "/usr/lib/cni"]
+    assert cli._common.plugin_path({"CNI_PATH": "/a::/b"}) == ["/a", "/b"]
 
 
 def test_debian_plugins_are_found_without_cni_path(tmp_path: Path) -> None:

@@ -159,7 +159,7 @@ def test_logging_imported_late_gets_the_records_with_their_caller(tmp_path: Path
         "print(any(isinstance(h, logging.NullHandler) for h in log.handlers))\n"
     )
     assert run(code).splitlines() == [
-        "libcni WARNING conf found",
+        "libcni WARNING _load search",
         "libcni.invoke DEBUG _raw _log_stderr",
         "libcni DEBUG _ops _log_run",
         "True",

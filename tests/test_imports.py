@@ -44,7 +44,9 @@ ALLOWED: dict[str, set[str]] = {
     "types": {"_codec", "_json", "errors", "version"},
     "capabilities": {"errors"},
     "values": {"capabilities", "errors"},
-    "conf": {"_codec", "_json", "_log", "errors", "types", "version"},
+    "conf": {"_codec", "_json", "_load", "errors", "types", "version"},
+    # conf's files and directories: reading, listing, the search of a network.
+    "_load": {"_log", "errors"},
     # Pure: decides what a plugin is sent, runs and stores nothing.
     "request": {"_env", "capabilities", "errors", "values", "version"},
     # The I/O at the edge, knowing nothing of the operations.

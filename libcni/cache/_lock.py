@@ -162,6 +162,10 @@ class CacheLock:
         """Whether the lock is still held (not yet released, nor inherited through ``fork``)."""
         return self._fd >= 0 and self._generation == _generation
 
+    def fileno(self) -> int:
+        """The lock file's descriptor (-1 once released): a plugin of an ADD inherits it."""
+        return self._fd if self.held else -1
+
     def release(self) -> None:
         """Release the lock. Releasing twice is harmless."""
         self._release()

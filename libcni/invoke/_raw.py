@@ -1,10 +1,11 @@
 """Running a plugin binary as a child process.
 
-One call is one :class:`_Run`: a small state machine over the child's three
-pipes and its pidfd. It does no waiting of its own; the synchronous driver
-(``select.poll``) and the asynchronous one (``_loop``: an epoll per event loop) only tell it
-which descriptor is ready, so both share every rule: how output is collected,
-how the process group is killed and reaped, and how the outcome is decoded.
+One call is one :class:`_Run`: the child started by ``os.posix_spawn``, its
+three pipes and its pidfd. It does no waiting of its own: the synchronous
+driver (:class:`RawExec`, ``select.poll``) and the asynchronous one
+(:mod:`._async`, the event loop's readers) tell it which descriptor is ready,
+so both share every rule: how the child starts, how output is collected, how
+the process group is killed and reaped, and how the outcome is decoded.
 """
 
 from __future__ import annotations
@@ -12,18 +13,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import importlib
 import os
 import select
 import signal
 import sys
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from libcni import _log as logging  # logging, imported at first use
 from libcni._deadline import NO_LIMIT, check_timeout
-from libcni._env import Environment, encode_env
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
 from libcni.invoke._errobj import decode_error_object as _decode_error_object
 from libcni.invoke._find import find_in_path
@@ -32,40 +31,22 @@ __all__ = ["RawExec"]
 
 log = logging.getLogger("libcni.invoke")
 
+#: The descriptor number a plugin finds ``pass_fd`` at (after stdin, stdout, stderr).
+_PASSED_FD = 3
 _CHUNK = 1 << 16  # the default pipe capacity
 _STDERR_KEEP = 1 << 20  # stderr kept for logging; older bytes are dropped
 _STDOUT_MAX = 16 << 20  # more stdout than this: "output too large", the group is killed
 _STDERR_TAIL = 4096  # stderr attached to errors
 _EXCERPT = 1024  # invalid error output quoted in errors
 _DRAIN_READS = 16  # reads per stream once the leader exited (more than a pipe holds)
-_HUP = select.POLLHUP  # the same bit for poll and epoll
 _BUSY_BUDGET = 5.0  # seconds of retrying ETXTBSY
 _BUSY_FIRST_DELAY = 0.005
 _BUSY_MAX_DELAY = 0.5
-#: Start the plugin as the leader of a new process group (3.10 has no
-#: ``process_group``; a new session is also a new group there).
-_NEW_GROUP: dict[str, Any] = (
-    {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
-)
+#: How often the leader's exit is checked without a pidfd (Linux before 5.3).
+TICK = 0.02
+_MAX_WAIT = 86400.0  # the longest single poll (it takes a C int of milliseconds)
 _UNKNOWN_STATUS = -1  # wait status placeholder when the child was reaped by someone else
-#: The longest single wait (seconds): ``poll`` takes a C int of milliseconds.
-_MAX_WAIT = 86400.0
-#: Signals whose disposition a plugin must not inherit. SIGPIPE and SIGXFSZ,
-#: which Python itself ignores, are reset by ``restore_signals``; SIGKILL and
-#: SIGSTOP cannot be caught, blocked or ignored.
-_CHECKED_SIGNALS = tuple(
-    int(sig)
-    for sig in sorted(
-        set(signal.valid_signals())
-        - {signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, getattr(signal, "SIGXFSZ", 0)}
-    )
-)
-_getsignal: Callable[[int], Any]
-try:  # the C function: signal.getsignal makes an enum of every answer, 10 times slower
-    _getsignal = importlib.import_module("_signal").getsignal
-except (ImportError, AttributeError):  # pragma: no cover - another Python
-    _getsignal = signal.getsignal
-_IGNORED = int(signal.SIG_IGN)
+#: Every signal a plugin starts with at its default disposition, as Go starts it.
 _DEFAULT_SIGNALS = tuple(sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}))
 
 
@@ -92,37 +73,120 @@ def _excerpt(data: bytes) -> str:
     return text + f"... ({len(data)} bytes)" if len(data) > _EXCERPT else text
 
 
-def _nonblocking(fd: int) -> None:
-    # A fresh pipe end has no status flags, so one F_SETFL is enough.
-    fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
+def _inherited() -> list[int]:
+    """The runtime's inheritable descriptors above 2 (Python makes its own non-inheritable;
+    these came from the runtime's parent or were made so on purpose): closed in the child."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        fd = int(name)
+        try:
+            if fd > 2 and os.get_inheritable(fd):
+                out.append(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return out
 
 
-def _close_all(fds: Sequence[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+#: SIGPIPE and SIGXFSZ: Python ignores them, ``restore_signals`` resets them in the child.
+_RESET = (1 << (signal.SIGPIPE - 1)) | (1 << (signal.SIGXFSZ - 1))
+#: A new process group (3.10 has no ``process_group``; a new session is a new group too).
+_NEW_GROUP: dict[str, Any] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+)
+
+
+def _signals_clean() -> bool:
+    """Whether a child ``subprocess`` starts from this thread gets Go's signal state.
+
+    It inherits the thread's signal mask and every ignored disposition but
+    the two ``restore_signals`` resets: so nothing may be blocked or ignored
+    (the kernel's view, ``/proc/thread-self/status``: about 8 µs).
+    """
+    try:
+        with open("/proc/thread-self/status", "rb") as f:
+            text = f.read()
+        i, j = text.index(b"SigBlk:\t") + 8, text.index(b"SigIgn:\t") + 8
+        return not int(text[i : i + 16], 16) and not int(text[j : j + 16], 16) & ~_RESET
+    except (OSError, ValueError):
+        return False
+
+
+def _spawn(path: str, env: Mapping[str, str], stdio: list[int], pass_fd: int | None) -> int:
+    """Start ``path`` as the leader of a new process group, as Go starts it.
+
+    ``stdio`` become its descriptors 0 to 2; ``pass_fd`` (if any) stays open
+    in it, close-on-exec cleared in the child only (the runtime's descriptor
+    stays close-on-exec for the other threads' starts). Nothing else of the
+    runtime is inherited; the signal mask is empty and every disposition the
+    default. ``subprocess`` when this thread's signal state allows it (its
+    ``vfork`` path releases the GIL until the child's ``exec``, and closes
+    the other descriptors at a constant cost), else ``os.posix_spawn``
+    (which resets the signal state, but holds the GIL throughout).
+    """
+    if _signals_clean():
+        import subprocess  # here: about 2 ms to import, and only plugin runs need it
+
+        child = subprocess.Popen(
+            [path], executable=path, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2], env=env,
+            close_fds=True, pass_fds=() if pass_fd is None else (pass_fd,), restore_signals=True,
+            **_NEW_GROUP,
+        )  # fmt: skip
+        child.returncode = 0  # waited for and reaped here (pidfd, waitpid), never by Popen
+        return child.pid
+    sources = stdio if pass_fd is None else [*stdio, pass_fd]
+    if any(fd <= i for i, fd in enumerate(sources)):
+        # A source at or below its target (the runtime's stdio is closed and a pipe took
+        # its number, or fd 3 itself): a dup2 would clobber it or keep close-on-exec.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _PASSED_FD + 1) for fd in sources]
+        try:
+            return _spawn_clean(path, env, high)
+        finally:
+            for fd in high:
+                os.close(fd)
+    return _spawn_clean(path, env, sources)
+
+
+def _spawn_clean(path: str, env: Mapping[str, str], sources: list[int]) -> int:
+    """``os.posix_spawn`` with ``sources`` as descriptors 0, 1, 2 (and 3), the signal state reset."""
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(sources)]
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited() if fd >= len(sources)]
+    return os.posix_spawn(
+        path, [path], env, file_actions=actions, setpgroup=0, setsigmask=(),
+        setsigdef=_DEFAULT_SIGNALS,
+    )  # fmt: skip
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor readable once ``pid`` exits; ``None`` before Linux 5.3 (then polled)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 class _Run:
-    """One running plugin: pipes, pidfd, collected output, and the final decoding."""
+    """One running plugin: its pipes and pidfd, the output collected, the decoded outcome.
+
+    Made by starting the plugin: ``OSError`` (ETXTBSY, EACCES...) or
+    ``ValueError`` (a NUL in the path or the environment) when it cannot be,
+    with nothing left open.
+    """
 
     # Set by the driver: stop watching a descriptor (called before it is closed).
     unwatch: Callable[[int], None] = staticmethod(lambda fd: None)
-    # Set by the driver: called once when the leader has exited and was reaped.
+    # Set by the driver: called once the leader has exited and was reaped.
     on_exit: Callable[[], None] = staticmethod(lambda: None)
 
     def __init__(
-        self, path: str, pid: int, pidfd: int, stdin: bytes, stdio: tuple[int | None, int, int]
+        self, path: str, env: Mapping[str, str], stdin: bytes, pass_fd: int | None = None
     ) -> None:
         self.path = path
         self.name = os.path.basename(path)
-        self.pid = pid
         self.status: int | None = None  # wait status once reaped
-        self.pidfd: int | None = pidfd
-        self.stdin_fd: int | None = stdio[0]
-        self.stdout_fd: int | None = stdio[1]
-        self.stderr_fd: int | None = stdio[2]
-        self._stdin = memoryview(stdin)
         self._out: list[bytes] = []
         self._out_size = 0
         self.too_large = False  # stdout passed _STDOUT_MAX: the group was killed
@@ -130,43 +194,47 @@ class _Run:
         self._err_dropped = 0
         self._logged = False
         self.poller: select.poll | None = None  # the synchronous driver's, once made
-        self._write_stdin()
-
-    # -- what the driver watches -------------------------------------------------
+        ours: list[int] = []
+        theirs: list[int] = []
+        try:
+            for _ in range(3):
+                r, w = os.pipe2(os.O_CLOEXEC)
+                ours.append(w if not theirs else r)
+                theirs.append(r if not theirs else w)
+            self.pid = _spawn(path, env, theirs, pass_fd)
+        except BaseException:
+            for fd in ours + theirs:
+                os.close(fd)
+            raise
+        for fd in theirs:
+            os.close(fd)
+        for fd in ours:
+            os.set_blocking(fd, False)
+        self.stdin_fd: int | None = ours[0]
+        self.stdout_fd: int | None = ours[1]
+        self.stderr_fd: int | None = ours[2]
+        self.pidfd = _pidfd(self.pid)
+        self._stdin = memoryview(stdin)
+        self.write_stdin()
 
     def watched(self) -> list[tuple[int, bool]]:
         """The open descriptors as ``(fd, wants_write)``."""
         out = [(self.stdin_fd, True)] if self.stdin_fd is not None else []
         readers = (self.stdout_fd, self.stderr_fd, self.pidfd)
-        out += [(fd, False) for fd in readers if fd is not None]
-        return out
+        return out + [(fd, False) for fd in readers if fd is not None]
 
-    @property
-    def exited(self) -> bool:
-        return self.status is not None
-
-    def pipes(self) -> list[int]:
-        """The output pipes still open."""
-        return [fd for fd in (self.stdout_fd, self.stderr_fd) if fd is not None]
-
-    def ready(self, fd: int, events: int = 0) -> None:
-        """The driver saw ``fd`` ready (readable, writable, hung up or in error).
-
-        ``events`` (``poll``'s or ``epoll``'s bits, when the driver has them)
-        saves a read at the end of an output pipe: hung up and read to its end.
-        """
-        if fd == self.stdout_fd or fd == self.stderr_fd:
-            self._read(fd, events)
-        elif fd == self.pidfd:
-            self._leader_exited()
+    def ready(self, fd: int) -> None:
+        """The driver saw ``fd`` ready (readable, writable, hung up or in error)."""
+        if fd == self.pidfd:
+            self.leader_exited()
         elif fd == self.stdin_fd:
-            self._write_stdin()
+            self.write_stdin()
+        elif fd == self.stdout_fd or fd == self.stderr_fd:  # (not one closed meanwhile)
+            self._read(fd)
 
     # -- I/O -----------------------------------------------------------------------
 
-    def _close(self, fd: int | None) -> None:
-        if fd is None:
-            return
+    def _close(self, fd: int) -> None:
         if fd == self.stdin_fd:
             self.stdin_fd = None
         elif fd == self.stdout_fd:
@@ -176,83 +244,57 @@ class _Run:
         elif fd == self.pidfd:
             self.pidfd = None
         self.unwatch(fd)
-        os.close(fd)  # ours, open, closed once: cannot fail
+        os.close(fd)
 
-    def _write_stdin(self) -> None:
+    def write_stdin(self) -> None:
+        """Write what the pipe takes now; close it once all is written or the plugin left."""
         fd = self.stdin_fd
         if fd is None:
             return
         try:
             while self._stdin:
-                n = os.write(fd, self._stdin)
-                self._stdin = self._stdin[n:]
+                self._stdin = self._stdin[os.write(fd, self._stdin) :]
         except BlockingIOError:
             return
         except OSError:  # EPIPE: the plugin does not read (all of) its input
             pass
-        self._stdin = memoryview(b"")
         self._close(fd)
 
-    def _read(self, fd: int, events: int = 0) -> None:
-        """Read ``fd`` once (the driver saw it readable, so this cannot block); close it at EOF.
-
-        The read ends stay blocking: one read per readiness is enough (the pipe
-        holds 64 KiB, the size of a read) and saves a system call per pipe.
-        A pipe that hung up (no writer left) is at its end once a read returns
-        less than asked, or at once when it has nothing to read: no read of
-        the EOF then.
-        """
-        if events & _HUP and not events & select.POLLIN:
-            self._close(fd)
-            return
+    def _read(self, fd: int) -> bool:
+        """Read ``fd`` once; close it at its end. Whether there may be more now."""
         try:
             data = os.read(fd, _CHUNK)
+        except BlockingIOError:
+            return False
         except OSError:
             data = b""
         if not data:
             self._close(fd)
-            return
-        self._keep(fd, data)
-        if events & _HUP and len(data) < _CHUNK and (fd == self.stdout_fd or fd == self.stderr_fd):
+            return False
+        if fd == self.stderr_fd:
+            self._err += data
+            excess = len(self._err) - _STDERR_KEEP
+            if excess > 0:
+                del self._err[:excess]
+                self._err_dropped += excess
+            return True
+        self._out_size += len(data)
+        if self._out_size > _STDOUT_MAX:
+            # Flooding: stop reading and kill the group; memory stays bounded.
+            self.too_large = True
+            self._out.clear()
+            self.kill(signal.SIGKILL)
             self._close(fd)
-
-    def _keep(self, fd: int, data: bytes) -> None:
-        if fd == self.stdout_fd:
-            self._out_size += len(data)
-            if self._out_size > _STDOUT_MAX:
-                # Flooding: stop reading and kill the group; memory stays bounded.
-                self.too_large = True
-                self._out.clear()
-                self.kill(signal.SIGKILL)
-                self._close(fd)
-                return
-            self._out.append(data)
-            return
-        self._err += data
-        excess = len(self._err) - _STDERR_KEEP
-        if excess > 0:
-            del self._err[:excess]
-            self._err_dropped += excess
+            return False
+        self._out.append(data)
+        return True
 
     def _drain(self) -> None:
-        """Read what the pipes hold now, without waiting for writers that are still alive.
-
-        One ``poll`` without waiting says which pipes have data or hung up;
-        bounded: a surviving child that keeps writing must not keep us here.
-        """
-        for _ in range(_DRAIN_READS):
-            fds = self.pipes()
-            if not fds:
-                return
-            poller = select.poll()
-            for fd in fds:
-                poller.register(fd, select.POLLIN)
-            ready = poller.poll(0)
-            if not ready:
-                return
-            for fd, events in ready:
-                if fd == self.stdout_fd or fd == self.stderr_fd:
-                    self._read(fd, events)
+        """Read what the pipes hold now; bounded: a survivor that keeps writing must not keep us."""
+        for fd in (self.stdout_fd, self.stderr_fd):
+            for _ in range(_DRAIN_READS):
+                if fd is None or not self._read(fd):
+                    break
 
     # -- process group ---------------------------------------------------------------
 
@@ -262,30 +304,32 @@ class _Run:
         Only while the leader is not reaped: its zombie keeps the group ID from
         being reused, so the signal cannot reach an unrelated group.
         """
-        if self.status is not None:
-            return
-        try:
-            os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
+        if self.status is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
 
-    def _reap(self) -> None:
-        try:
-            _, status = os.waitpid(self.pid, 0)
-        except ChildProcessError:  # reaped by someone else (SIGCHLD ignored...)
-            status = _UNKNOWN_STATUS
-        self.status = status
+    def exited(self) -> bool:
+        """Whether the leader has exited (and then was reaped, its group killed)."""
+        if self.status is None and self.pidfd is None:
+            # No pidfd: look without reaping (WNOWAIT), so the group ID stays ours.
+            try:
+                if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                    self.leader_exited()
+            except ChildProcessError:
+                self.leader_exited()
+        return self.status is not None
 
-    def _leader_exited(self) -> None:
+    def leader_exited(self) -> None:
         """The leader is gone: keep what it wrote, kill what remains of its group, reap."""
         if self.status is not None:
             return
-        if self.stdout_fd is not None or self.stderr_fd is not None:
-            self._drain()
+        self._drain()
         self.kill(signal.SIGKILL)
-        if self.stdout_fd is not None or self.stderr_fd is not None:
-            self._drain()
-        self._reap()
+        self._drain()
+        try:
+            self.status = os.waitpid(self.pid, 0)[1]
+        except ChildProcessError:  # reaped by someone else (SIGCHLD ignored...)
+            self.status = _UNKNOWN_STATUS
         self.close()
         self.on_exit()
 
@@ -293,16 +337,13 @@ class _Run:
         """Release everything; a leader still running is killed with its group and reaped."""
         if self.status is None:
             self.kill(signal.SIGKILL)
-            self._reap()
+            self.leader_exited()
+            return
         for fd in (self.stdin_fd, self.stdout_fd, self.stderr_fd, self.pidfd):
             if fd is not None:
                 self._close(fd)
 
     # -- outcome -----------------------------------------------------------------------
-
-    @property
-    def succeeded(self) -> bool:
-        return self.status == 0
 
     def _stderr_tail(self) -> str:
         return bytes(self._err[-_STDERR_TAIL:]).decode("utf-8", errors="replace")
@@ -342,7 +383,7 @@ class _Run:
                 code=CODE_INTERNAL,
                 **self._context(),
             )
-        if self.succeeded:
+        if self.status == 0:
             self._log_stderr(logging.DEBUG)
             return b"".join(self._out)
         self._log_stderr(logging.WARNING)
@@ -379,244 +420,6 @@ class _Run:
             f"its process group was killed ({_status_text(self.status)})",
             **self._context(),
         )
-
-
-def _signals_clean() -> bool:
-    """Whether a child ``vfork``-ed from this thread starts with Go's signal state.
-
-    It inherits the calling thread's signal mask and every ignored
-    disposition (``restore_signals`` resets only SIGPIPE and SIGXFSZ, which
-    Python ignores; handlers are reset by the exec). So: nothing blocked in
-    this thread, nothing else ignored as the :mod:`signal` module knows it
-    (dispositions set through it, and those the process inherited). About
-    2 µs; reading the kernel's view from ``/proc`` costs 15 to 60 µs.
-    """
-    if signal.pthread_sigmask(signal.SIG_BLOCK, ()):
-        return False
-    return _IGNORED not in map(_getsignal, _CHECKED_SIGNALS)
-
-
-#: ``_posixsubprocess.fork_exec``'s arguments after ``restore_signals`` (new
-#: process group, no uid/gid/umask change, no preexec_fn, vfork allowed), for
-#: the Python versions whose signature is known; others go through ``Popen``.
-_FORK_EXEC_TAIL: tuple[Any, ...] | None = {
-    (3, 10): (
-        True,
-        None,
-        None,
-        None,
-        -1,
-        None,
-    ),  # start_new_session, gid, gids, uid, umask, preexec
-    (3, 11): (False, 0, None, None, None, -1, None, True),  # ..., process_group=0, ..., allow_vfork
-    (3, 12): (False, 0, None, None, None, -1, None, True),
-    (3, 13): (False, 0, None, None, None, -1, None, True),
-}.get(sys.version_info[:2])
-_fork_exec: Any = getattr(importlib.import_module("_posixsubprocess"), "fork_exec", None)
-if _fork_exec is None:  # pragma: no cover - another Python
-    _FORK_EXEC_TAIL = None
-
-
-def _exec_failure(failure: bytes, path: str) -> OSError:
-    """The ``OSError`` a vfork child reported on its exec-error pipe (``OSError:<hex errno>:...``)."""
-    _, _, hex_errno = failure.partition(b":")
-    try:
-        code = int(hex_errno.partition(b":")[0], 16)
-    except ValueError:
-        code = errno.EIO
-    return OSError(code or errno.EIO, os.strerror(code or errno.EIO), path)
-
-
-def _spawn_popen(path: str, env: Mapping[str, str], stdin: int, stdout: int, stderr: int) -> int:
-    """Start ``path`` through ``Popen`` (a Python whose ``fork_exec`` signature is unknown)."""
-    # Not os.posix_spawn: both start the child in its own process group with
-    # the pipes as its stdio and SIGPIPE/SIGXFSZ reset, but posix_spawn holds
-    # the GIL until the child has exec'd, so threads starting plugins at once
-    # queue behind each other (8 threads reached 1.25x the throughput of one,
-    # against 1.86x this way).
-    import subprocess  # here: only this fallback needs it (about 2 ms to import)
-
-    child = subprocess.Popen(
-        [path],
-        executable=path,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        env=env,
-        close_fds=True,
-        restore_signals=True,  # Python ignores SIGPIPE and SIGXFSZ; exec keeps that
-        **_NEW_GROUP,
-    )
-    # We wait for and reap the child ourselves (pidfd, waitpid); a Popen
-    # that believes it already finished never waits for, or reaps, a pid.
-    child.returncode = 0
-    return child.pid
-
-
-def _spawn_clean(path: str, env: Mapping[str, str], stdin: int, stdout: int, stderr: int) -> int:
-    """Start ``path`` with an empty signal mask and every disposition at its default.
-
-    For a calling thread that blocks signals, or a process that ignores some
-    (a plugin must see the SIGTERM of a timeout). The
-    vfork child would inherit both; ``posix_spawn`` resets them in the child,
-    without ever unblocking anything in the runtime.
-    """
-    if min(stdin, stdout, stderr) < 3:
-        # Our own stdio is closed and a pipe took its number: the child's
-        # dup2 onto 0-2 would clobber it (subprocess's vfork path copes).
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (stdin, stdout, stderr)]
-        try:
-            return _spawn_clean(path, env, *high)
-        finally:
-            _close_all(high)
-    actions: list[tuple[int, ...]] = [
-        (os.POSIX_SPAWN_DUP2, stdin, 0),
-        (os.POSIX_SPAWN_DUP2, stdout, 1),
-        (os.POSIX_SPAWN_DUP2, stderr, 2),
-    ]
-    # No descriptor of the runtime but those three (subprocess's close_fds).
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc/self/fd"):
-            fd = int(name)
-            if fd > 2 and fd not in (stdin, stdout, stderr):
-                with contextlib.suppress(OSError):
-                    if os.get_inheritable(fd):
-                        actions.append((os.POSIX_SPAWN_CLOSE, fd))
-    return os.posix_spawn(
-        path,
-        [path],
-        env,
-        file_actions=actions,
-        setpgroup=0,
-        setsigmask=(),
-        setsigdef=_DEFAULT_SIGNALS,
-    )
-
-
-class _Launch:
-    """One start of a plugin, in three steps, so that the blocking one can run in another thread.
-
-    ``__init__`` (the caller's thread): the three pipes, and the exec-error
-    pipe of the vfork path. :meth:`spawn` (any thread): the start itself,
-    which waits until the child has called ``exec``; the vfork path when that
-    thread blocks no signal and nothing is ignored (:func:`_signals_clean`),
-    else ``os.posix_spawn`` (:func:`_spawn_clean`). :meth:`finish` (the
-    caller's thread): the outcome of the ``exec`` (``OSError`` when it
-    failed: ETXTBSY, EACCES...), the child's ends closed, ``stdin`` written,
-    the pidfd: the :class:`_Run`. :meth:`abort` undoes whatever was done.
-    """
-
-    __slots__ = ("env", "fds", "path", "pid", "vforked")
-
-    def __init__(self, path: str, env: Mapping[str, str]) -> None:
-        self.path = path
-        self.env = env
-        self.pid = -1
-        self.vforked = False
-        fds: list[int] = []
-        try:
-            for _ in range(4):  # stdin, stdout, stderr; the exec-error pipe (vfork path)
-                fds += os.pipe2(os.O_CLOEXEC)
-            if fds[7] < 3:  # our stdio is closed: the child's dup2 onto 0-2 must not hit it
-                fds[7] = fcntl.fcntl(low := fds[7], fcntl.F_DUPFD_CLOEXEC, 3)
-                os.close(low)
-        except BaseException:
-            _close_all(fds)
-            raise
-        self.fds = fds
-
-    def spawn(self) -> None:
-        """Start the child; return once it has called ``exec`` (or failed to).
-
-        Touches nothing but this object: safe in a thread of its own.
-        """
-        in_r, _, _, out_w, _, err_w, fail_r, fail_w = self.fds
-        env = self.env
-        clean = _signals_clean()
-        if clean and _FORK_EXEC_TAIL is not None:
-            exe = os.fsencode(self.path)
-            envb = env.encoded() if isinstance(env, Environment) else encode_env(env)
-            self.vforked = True
-            self.pid = _fork_exec(
-                (exe,), (exe,), True, (fail_w,), None, envb,
-                in_r, -1, -1, out_w, -1, err_w, fail_r, fail_w,
-                True, *_FORK_EXEC_TAIL,
-            )  # fmt: skip
-        elif clean:
-            self.pid = _spawn_popen(self.path, env, in_r, out_w, err_w)
-        else:
-            self.pid = _spawn_clean(self.path, env, in_r, out_w, err_w)
-
-    def finish(self, stdin: bytes) -> _Run:
-        """The started plugin as a :class:`_Run`; ``OSError`` if its ``exec`` failed.
-
-        Either way nothing is left to :meth:`abort`.
-        """
-        fds = self.fds
-        in_r, in_w, out_r, out_w, err_r, err_w, fail_r, fail_w = fds
-        pid = self.pid
-        try:
-            if fail_w >= 0:  # (a starting thread closed it already)
-                os.close(fail_w)
-                fds[7] = -1
-            # EOF: the exec closed the child's copy (close-on-exec).
-            failure = os.read(fail_r, 50000) if self.vforked else b""
-            os.close(fail_r)
-            fds[6] = -1
-            if failure:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
-                self.pid = -1
-                raise _exec_failure(failure, self.path)
-            os.close(in_r)
-            fds[0] = -1
-            os.close(out_w)
-            fds[3] = -1
-            os.close(err_w)
-            fds[5] = -1
-            if len(stdin) > select.PIPE_BUF:
-                _nonblocking(in_w)  # written as the plugin reads it
-            else:
-                # At most PIPE_BUF bytes always fit in a fresh pipe: write them now.
-                try:
-                    if stdin:
-                        os.write(in_w, stdin)
-                except BrokenPipeError:  # the plugin exited already
-                    pass
-                os.close(in_w)
-                fds[1] = -1
-                stdin = b""
-            pidfd = os.pidfd_open(pid)
-        except BaseException:
-            self.abort()
-            raise
-        return _Run(self.path, pid, pidfd, stdin, (in_w if stdin else None, out_r, err_r))
-
-    def abort(self) -> None:
-        """Close every descriptor left; a started child is killed with its group and reaped."""
-        _close_all([fd for fd in self.fds if fd >= 0])
-        self.fds = [-1] * 8
-        if self.pid > 0:
-            with contextlib.suppress(OSError):
-                os.killpg(self.pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
-            self.pid = -1
-
-
-def _start(path: str, env: Mapping[str, str], stdin: bytes) -> _Run:
-    """Start the plugin once, in this thread; ``OSError`` from starting it (ETXTBSY, EACCES...) propagates.
-
-    ``env`` as an :class:`Environment` is encoded once for all the plugins
-    of an operation.
-    """
-    launch = _Launch(path, env)
-    try:
-        launch.spawn()
-    except BaseException:
-        launch.abort()
-        raise
-    return launch.finish(stdin)
 
 
 class _Retry:
@@ -666,48 +469,13 @@ class _Retry:
         ) from err
 
 
-def _starting(
-    path: str, env: Mapping[str, str], stdin: bytes, deadline: float | None, timeout: float | None
-) -> Generator[float, None, _Run]:
-    """Start the plugin, yielding how long to sleep before each retry (the one retry loop).
-
-    Driven by the synchronous path (``time.sleep``); the asynchronous one is
-    ``_loop._start`` (which starts off the event loop); :class:`_Retry` decides.
-    """
-    retry = None
-    while True:
-        try:
-            return _start(path, env, stdin)
-        except (OSError, ValueError) as e:
-            retry = retry or _Retry(path, deadline, timeout)
-            yield retry.after(e)
-
-
-def _terminating(run: _Run, grace: float) -> Generator[float | None, bool, None]:
-    """The one termination sequence: SIGTERM to the group, ``grace`` seconds, then SIGKILL.
-
-    Yields the deadline of each wait for the leader to exit (``None``: as
-    long as it takes) and is sent whether it did. Used on timeout,
-    cancellation and ``KeyboardInterrupt`` alike, by both paths.
-    """
-    run.kill(signal.SIGTERM)
-    if not (yield time.monotonic() + grace):
-        run.kill(signal.SIGKILL)
-        yield None
-
-
 def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else deadline - time.monotonic()
 
 
 def _deadline(timeout: float | None) -> float | None:
-    """The monotonic end of ``timeout`` seconds from now (``None``: no limit).
-
-    The checks and the meaning of "no limit" are :mod:`libcni._deadline`'s
-    (:func:`~libcni._deadline.check_timeout`, :data:`~libcni._deadline.NO_LIMIT`);
-    the plugin runs keep the end as a bare number, which the event loop's
-    timers and ``poll`` take as it is.
-    """
+    """The monotonic end of ``timeout`` seconds from now (``None``: no limit, as in
+    :mod:`libcni._deadline`, whose checks these are)."""
     timeout = check_timeout(timeout)
     return None if timeout is None or timeout > NO_LIMIT else time.monotonic() + timeout
 
@@ -715,14 +483,13 @@ def _deadline(timeout: float | None) -> float | None:
 class RawExec:
     """The default :class:`~libcni.invoke.Exec`: runs plugin binaries as child processes.
 
-    Each call starts the binary (``vfork`` and ``exec`` through
-    :mod:`subprocess`, which releases the GIL meanwhile; no arguments,
-    ``argv[0]`` is the path, ``env`` is the complete environment) as the
-    leader of a new process group, feeds it ``stdin`` and collects standard output and
-    standard error without ever blocking on one of them. When the leader
-    exits, what remains of its process group is killed with SIGKILL, so
-    neither a leftover child nor one holding the output pipes open survives or
-    delays the call.
+    Each call starts the binary (``os.posix_spawn``: no arguments, ``argv[0]``
+    is the path, ``env`` is the complete environment, an empty signal mask and
+    default dispositions) as the leader of a new process group, feeds it
+    ``stdin`` and collects standard output and standard error without ever
+    blocking on one of them. When the leader exits, what remains of its
+    process group is killed with SIGKILL, so neither a leftover child nor one
+    holding the output pipes open survives or delays the call.
 
     On timeout (a deadline over the whole call) the group receives SIGTERM,
     then SIGKILL after ``grace`` seconds, and
@@ -741,10 +508,14 @@ class RawExec:
         """See :func:`libcni.invoke.find_in_path`."""
         return find_in_path(plugin, paths)
 
-    # -- synchronous ------------------------------------------------------------------
-
     def exec_plugin(
-        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+        self,
+        path: str,
+        stdin: bytes,
+        env: Mapping[str, str],
+        timeout: float | None,
+        *,
+        pass_fd: int | None = None,
     ) -> bytes:
         """Run the plugin at ``path``; return its standard output if it exits 0.
 
@@ -757,22 +528,23 @@ class RawExec:
         (not executable, vanished, still busy being written after ~5 s of
         retries) raises ``PluginError`` code 5. ``timeout`` (seconds, ``None``:
         no limit) bounds the whole call: :class:`~libcni.errors.PluginTimeoutError`.
+        ``pass_fd``: a descriptor the plugin (and its children) inherit; the
+        operations pass an ADD's attachment lock this way, so that it is held
+        while any process of the ADD lives.
         """
         deadline = _deadline(timeout)
-        starting = _starting(path, env, stdin, deadline, timeout)
+        retry = None
         while True:
             try:
-                time.sleep(next(starting))
-            except StopIteration as started:
-                run: _Run = started.value
+                run = _Run(path, env, stdin, pass_fd)
                 break
+            except (OSError, ValueError) as e:
+                retry = retry or _Retry(path, deadline, timeout)
+                time.sleep(retry.after(e))
         try:
             try:
                 exited = self._wait(run, deadline)
-            except (
-                KeyboardInterrupt,
-                SystemExit,
-            ):  # a signal handler raised: end it as a timeout does
+            except (KeyboardInterrupt, SystemExit):  # a signal handler raised: as a timeout
                 self._terminate(run)
                 raise
             if not exited:
@@ -783,11 +555,11 @@ class RawExec:
             run.close()
 
     def _terminate(self, run: _Run) -> None:
-        steps = _terminating(run, self.grace)
-        with contextlib.suppress(StopIteration):
-            until = next(steps)
-            while True:
-                until = steps.send(self._wait(run, until))
+        """SIGTERM to the group, ``grace`` seconds, then SIGKILL (timeout, interrupt)."""
+        run.kill(signal.SIGTERM)
+        if not self._wait(run, time.monotonic() + self.grace):
+            run.kill(signal.SIGKILL)
+            self._wait(run, None)
 
     @staticmethod
     def _wait(run: _Run, deadline: float | None) -> bool:
@@ -798,27 +570,31 @@ class RawExec:
             run.unwatch = poller.unregister
             for fd, write in run.watched():
                 poller.register(fd, select.POLLOUT if write else select.POLLIN)
-        while not run.exited:
+        tick = _MAX_WAIT if run.pidfd is not None else TICK
+        while not run.exited():
             left = _remaining(deadline)
             if left is not None and left <= 0:
                 return False
-            ms = -1 if left is None else max(1, int(min(left, _MAX_WAIT) * 1000 + 0.999))
-            for fd, events in poller.poll(ms):
-                run.ready(fd, events)
+            wait = tick if left is None else min(left, tick)
+            for fd, _ in poller.poll(max(1, int(wait * 1000 + 0.999))):
+                run.ready(fd)
         return True
 
-    # -- asynchronous -----------------------------------------------------------------
-
     async def aexec_plugin(
-        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+        self,
+        path: str,
+        stdin: bytes,
+        env: Mapping[str, str],
+        timeout: float | None,
+        *,
+        pass_fd: int | None = None,
     ) -> bytes:
         """:meth:`exec_plugin` as a coroutine, on the running event loop.
 
         Cancelling it terminates the plugin's process group (SIGTERM, then
         SIGKILL after ``grace`` seconds), reaps it, and re-raises
-        :class:`asyncio.CancelledError`. How the runs of a loop share it:
-        ``libcni.invoke._loop``.
+        :class:`asyncio.CancelledError`.
         """
-        from libcni.invoke._loop import aexec  # asyncio: not at ``import libcni``
+        from libcni.invoke._async import aexec  # asyncio: not at ``import libcni``
 
-        return await aexec(self, path, stdin, env, timeout)
+        return await aexec(self, path, stdin, env, timeout, pass_fd)

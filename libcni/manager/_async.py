@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._deadline import Deadline, apoll
 from .._drive import finish
 from ..aio import AsyncCNIConfig
-from ..invoke import Exec, operation_ended, operation_started, step
+from ..invoke import Exec
 from ..values import Args, CapabilityArgs, NetworkAttachment
 from . import _attach, _gc, _ready, _setup, _teardown
 from ._base import _ManagerBase
@@ -77,18 +77,11 @@ class AsyncNetworkManager(_ManagerBase):
         )
 
     async def _operation(self, op: Op, name: str, container_id: str = "") -> Any:
-        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``.
-
-        Its plugins start in the order the operations began (``invoke._loop``).
-        """
-        order = operation_started()
-        try:
-            if self._watch is None:
-                return await self._drive(op)
-            with self._watch.span("operation", name, container_id=container_id) as parent:
-                return await self._under(parent)._drive(op)
-        finally:
-            operation_ended(order)
+        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
+        if self._watch is None:
+            return await self._drive(op)
+        with self._watch.span("operation", name, container_id=container_id) as parent:
+            return await self._under(parent)._drive(op)
 
     async def _drive(self, op: Op) -> Any:
         outcome: Any = None
@@ -123,7 +116,6 @@ class AsyncNetworkManager(_ManagerBase):
         if isinstance(effect, Together):
             return await self._together(effect.calls, effect.width)
         if isinstance(effect, LockContainer):
-            await step()
             return await self._lock(effect)
         if isinstance(effect, Pause):
             await asyncio.sleep(effect.seconds)
@@ -135,10 +127,10 @@ class AsyncNetworkManager(_ManagerBase):
                 raise effect.timed_out() from None
         assert isinstance(effect, Blocking)
         # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
-        # cache: a worker thread would queue them behind other operations' fsyncs. With
-        # many operations ready at once, a turn of the loop runs a few of their steps,
-        # the oldest operations' first (invoke._loop.step).
-        await step()
+        # cache: a worker thread would queue them behind other operations' fsyncs. The
+        # loop turns first: many operations begun at once share the turns instead of
+        # running all their steps up to their first plugin in one (docs/performance.md).
+        await asyncio.sleep(0)
         return effect.call(*effect.args)
 
     async def _together(self, calls: Sequence[Call | Op], width: int = 0) -> list[Outcome]:

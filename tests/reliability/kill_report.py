@@ -8,15 +8,19 @@ repository::
     python tests/reliability/kill_report.py --json go.json --impl go     # Go libcni 1.1.2
     python tests/reliability/kill_report.py --render before.json after.json go.json
     python tests/reliability/kill_report.py --trials 5 --ops add --no-instants  # a quick look
+    python tests/reliability/kill_report.py --modes restart --no-instants --json r.json  # issue 28
 
 For the runtime (``--impl``: libcni from the ``--libcni`` checkout, or a Go
 runtime on Debian's Go libcni 1.1.2), each operation (``--ops``: ``setup`` is
 ``NetworkManager.setup``, ``add`` is ``add_network_list``; Go has only
 ``add``, as ``AddNetworkList``) and kill mode (``--modes``: ``process``, the
-runtime alone; ``group``, the runtime and every plugin it started),
-``--trials`` kills at uniformly random instants of the operation, cycling
-through the variants (the container's namespace kept, with and without
-``bridge``'s masquerading; removed before gc; a live neighbour container);
+runtime alone; ``group``, the runtime and every plugin it started;
+``restart``, the runtime alone while one of its plugins, made to dawdle, runs,
+and the recovering runtime started at once, while the orphaned plugins still
+run), ``--trials`` kills at uniformly random instants of the operation (of a
+plugin's run, for ``restart``), cycling through the variants (the
+container's namespace kept, with and without ``bridge``'s masquerading;
+removed before gc, but for ``restart``; a live neighbour container);
 then the exact instants, namespace kept and removed (``--no-instants`` to
 skip them), and the instants at which a reference plugin cannot undo what it
 did (``ipam-torn`` needs strace). ``killtest.py`` says how each trial runs,
@@ -58,9 +62,12 @@ from reliability.killtest import (
     instant_trials,
     missing_requirements,
     random_trials,
+    restart_trials,
 )
 
 NETWORK_RESOURCES = ("reservations", "veths", "ctr_ifaces", "chains", "rules")
+#: The kill modes of random kills (the others: "instant", "none").
+RANDOM_MODES = ("process", "group", "restart")
 SHORT = {
     "reservations": "addr",
     "veths": "veth",
@@ -90,11 +97,18 @@ def _held(t: Trial) -> bool:
 
 def summary_table(runs: Sequence[tuple[str, list[Trial]]]) -> list[str]:
     """One row per runtime, operation and kill mode (random kills only); the resource
-    columns count the trials that left that resource after the restarted runtime's gc."""
+    columns count the trials that left that resource after the restarted runtime's gc.
+
+    ``restart`` only: "orphans at restart" counts the trials in which a plugin the
+    killed runtime left still ran when the recovering runtime started, "left after a
+    second gc" those in which a second gc (after the orphans ended) left something
+    still; "held resources at restart" is not measured (the recovering runtime starts
+    at once, with no time for a count)."""
     head = (
         "| runtime | operation | kill | trials | in the window | held resources at restart | "
-        "leaked | leaked in the window | addresses | veth pairs | iptables chains / rules | "
-        "entries | records | gc failed | plugin limits | temp files | lock files |"
+        "orphans at restart | leaked | leaked in the window | addresses | veth pairs | "
+        "iptables chains / rules | entries | records | gc failed | left after a second gc | "
+        "plugin limits | temp files | lock files |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
 
@@ -104,9 +118,10 @@ def summary_table(runs: Sequence[tuple[str, list[Trial]]]) -> list[str]:
     for label, trials in runs:
         groups: dict[tuple[str, str], list[Trial]] = defaultdict(list)
         for t in trials:
-            if t.mode in ("process", "group"):
+            if t.mode in RANDOM_MODES:
                 groups[(t.op, t.mode)].append(t)
         for (op, mode), ts in groups.items():
+            restart = mode == "restart"
             window = [t for t in ts if t.phase in WINDOW]
             leaked = [t for t in ts if t.leaked]
             cells = [
@@ -115,7 +130,8 @@ def summary_table(runs: Sequence[tuple[str, list[Trial]]]) -> list[str]:
                 mode,
                 str(len(ts)),
                 str(len(window)),
-                str(sum(_held(t) for t in ts)),
+                "-" if restart else str(sum(_held(t) for t in ts)),
+                str(sum(t.orphans_at_restart > 0 for t in ts)) if restart else "-",
                 str(len(leaked)),
                 f"{sum(t.leaked for t in window)}/{len(window)}",
                 str(n(ts, "reservations")),
@@ -124,6 +140,7 @@ def summary_table(runs: Sequence[tuple[str, list[Trial]]]) -> list[str]:
                 str(n(ts, "entries")),
                 str(n(ts, "records")),
                 str(sum(1 for t in ts if t.gc_error)),
+                str(sum(1 for t in leaked if _second_gc_left(t))),
                 str(sum(1 for t in leaked if t.plugin_limit)),
                 str(sum(t.temp for t in ts)),
                 str(sum(t.locks for t in ts)),
@@ -132,18 +149,23 @@ def summary_table(runs: Sequence[tuple[str, list[Trial]]]) -> list[str]:
     return lines
 
 
+def _second_gc_left(t: Trial) -> bool:
+    """Whether a second gc (run when the first failed or left something) left something."""
+    return t.after_second_gc is None or any(t.after_second_gc.values()) or bool(t.second_gc_error)
+
+
 def phase_table(runs: Sequence[tuple[str, list[Trial]]]) -> list[str]:
-    """Where the random kills landed, and which of them leaked what (both modes together)."""
+    """Where the random kills landed, and which of them leaked what (all modes together)."""
     order = {p: i for i, p in enumerate(PHASE_ORDER)}
     lines = [
-        "| runtime | operation | the kill landed | trials (process/group) | leaked | "
+        "| runtime | operation | the kill landed | trials (process/group/restart) | leaked | "
         "what leaked (trials) |",
         "|---|---|---|---|---|---|",
     ]
     for label, trials in runs:
         groups: dict[tuple[str, str], list[Trial]] = defaultdict(list)
         for t in trials:
-            if t.mode in ("process", "group"):
+            if t.mode in RANDOM_MODES:
                 groups[(t.op, t.phase)].append(t)
         for (op, phase), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], order[kv[0][1]])):
             what: dict[str, int] = defaultdict(int)
@@ -155,9 +177,9 @@ def phase_table(runs: Sequence[tuple[str, list[Trial]]]) -> list[str]:
                     what["gc error"] += 1
                 if t.plugin_limit:
                     what[t.plugin_limit] += 1
-            procs = sum(t.mode == "process" for t in ts)
+            by_mode = "/".join(str(sum(t.mode == m for t in ts)) for m in RANDOM_MODES)
             lines.append(
-                f"| {label} | {op} | {phase} | {len(ts)} ({procs}/{len(ts) - procs}) | "
+                f"| {label} | {op} | {phase} | {len(ts)} ({by_mode}) | "
                 f"{sum(t.leaked for t in ts)} | "
                 + (", ".join(f"{k} {v}" for k, v in what.items()) or "-")
                 + " |"
@@ -216,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--label", help="the runtime's name in the tables")
     ap.add_argument("--trials", type=int, default=40, help="random kills per operation and mode")
     ap.add_argument("--ops", default="setup,add")
-    ap.add_argument("--modes", default="process,group")
+    ap.add_argument("--modes", default=",".join(RANDOM_MODES))
     ap.add_argument("--no-instants", action="store_true")
     ap.add_argument("--seed", type=int, default=18)
     ap.add_argument("--json", type=Path, help="write every trial to this file")
@@ -259,7 +281,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for op in ["add"] if impl == "go" else args.ops.split(","):
             for mode in args.modes.split(","):
                 print(f"{impl} {op} {mode}: {args.trials} trials", file=sys.stderr, flush=True)
-                for t in random_trials(runner, impl, op, mode, args.trials, rng):
+                if mode == "restart":
+                    kills = restart_trials(runner, impl, op, args.trials, rng)
+                else:
+                    kills = random_trials(runner, impl, op, mode, args.trials, rng)
+                for t in kills:
                     note(t)
             if args.no_instants:
                 continue

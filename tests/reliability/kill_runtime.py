@@ -107,7 +107,9 @@ def _install_hooks(req: dict[str, Any], events: int) -> None:
     network_types: list[str] = req["plugin_types"]
     real_exec = RawExec.exec_plugin
 
-    def exec_plugin(self: Any, path: str, stdin: bytes, env: Any, timeout: Any) -> bytes:
+    def exec_plugin(
+        self: Any, path: str, stdin: bytes, env: Any, timeout: Any, **options: Any
+    ) -> bytes:
         ptype = os.path.basename(path)
         command = env.get("CNI_COMMAND", "?")
         mine = command == "ADD" and ptype in network_types
@@ -115,7 +117,7 @@ def _install_hooks(req: dict[str, Any], events: int) -> None:
             _die()
         _log(events, f"start {ptype} {command}")
         try:
-            out: bytes = real_exec(self, path, stdin, env, timeout)
+            out: bytes = real_exec(self, path, stdin, env, timeout, **options)  # pass_fd
         except BaseException:
             _log(events, f"end {ptype} {command} error")
             raise

@@ -48,6 +48,17 @@ test writes ``go`` and, after a random delay, kills it:
   tree dies at the instant the runtime stopped, as when a service's cgroup
   is killed. (libcni starts each plugin in a process group of its own, so
   ``killpg`` of the runtime's group would not reach them.)
+- ``restart`` (issue 28: a supervisor restarts the runtime at once): every
+  reference plugin runs through a wrapper (``_DAWDLE_WRAPPER``, first in the
+  plugin path and so in ``CNI_PATH``) that sleeps on ADD, then execs the
+  real plugin; the runtime alone gets SIGKILL at a random instant of one
+  plugin's run (``restart_trials``: the *target*, which it learns from the
+  runtime's log), and the recovering runtime's gc starts as soon as the
+  runtime is dead, while the orphaned plugins still run (the launcher, their
+  subreaper, tells which still run: ``Trial.orphans_at_restart``,
+  ``orphans_after_gc``). The leaks are counted once every orphan has ended
+  (the launcher has exited); the second gc (``after_second_gc``) tells
+  whether a later gc would find them.
 - ``instant``: the runtime kills itself at an exact instant (fault injection
   in the runtime child: see ``kill_runtime.py``), or a wrapper ``host-local``
   (a shell script placed before the real one in the plugin path) kills the
@@ -58,8 +69,8 @@ test writes ``go`` and, after a random delay, kills it:
   the ``write`` that fills its new reservation file) and ``masq-chain`` (an
   ``iptables`` wrapper kills ``bridge`` as it creates its masquerading chain).
 
-The test waits for every orphaned plugin to end before the restart (a real
-restart takes longer than a plugin).
+In the modes but ``restart``, the test waits for every orphaned plugin to end
+before the restart (a restart that takes longer than a plugin).
 
 **Where the kill landed** (the *phase*) comes from the runtime's own log (it
 logs each plugin's start and end, and logs nothing once dead) and from the
@@ -199,6 +210,19 @@ exec {real} "$@"
 """
 
 
+#: ``restart``: a plugin of the trial's plugin directory, first in the path (``CNI_PATH``
+#: too, so ``bridge`` finds the ``host-local`` one), that dawdles on ADD and then
+#: becomes the real plugin (``exec``: same process, stdin and environment; the
+#: ``sleep`` has ended, no extra process lingers).
+_DAWDLE_WRAPPER = """#!/bin/sh
+if [ "$CNI_COMMAND" = ADD ]; then sleep {sleep:.3f}; fi
+exec {real}
+"""
+#: ``restart``: the plugins run through ``_DAWDLE_WRAPPER``, and each one's longest dawdle.
+DAWDLERS = ("loopback", "bridge", "host-local", "portmap")
+DAWDLE = 2.0
+
+
 class KillTestError(AssertionError):
     """A trial could not be run (not a leak: the harness or the runtime failed)."""
 
@@ -262,10 +286,14 @@ class Trial:
 
     impl: str  # "python" (libcni) or "go" (Go libcni 1.1.2)
     op: str  # "setup" (NetworkManager.setup) or "add" (add_network_list / AddNetworkList)
-    mode: str  # "process", "group", "instant" or "none" (not killed: a control)
+    mode: str  # "process", "group", "restart", "instant" or "none" (not killed: a control)
     variant: str = "kept"  # "kept", "gone", "neighbour" or "plain"
     kill_at: str = ""  # the instant (mode "instant")
-    delay: float = 0.0  # seconds after "go" (modes "process" and "group")
+    #: seconds after "go" (modes "process" and "group"), after the start of ``target``
+    #: ("restart")
+    delay: float = 0.0
+    target: str = ""  # "restart": the plugin the runtime runs when it is killed
+    dawdles: dict[str, float] = field(default_factory=dict)  # "restart": each wrapper's sleep
     # -- outcome
     phase: str = ""
     completed: bool = False  # the operation returned before the kill
@@ -278,6 +306,11 @@ class Trial:
     after_second_gc: dict[str, int] | None = None
     second_gc_error: str = ""
     neighbour_damage: list[str] = field(default_factory=list)
+    #: "restart": the processes the killed runtime left (its plugins) still running when
+    #: the recovering runtime started, and when its gc returned.
+    orphans_at_restart: int = 0
+    orphans_after_gc: int = 0
+    gc_seconds: float = 0.0  # "restart": how long the recovering runtime took
     detail: str = ""  # what leaked, by name
     torn: int = 0  # leaked reservations whose file holds no container ID
 
@@ -316,6 +349,8 @@ class Trial:
 
     def label(self) -> str:
         how = self.kill_at if self.mode == "instant" else f"{self.mode} {self.delay * 1000:.0f}ms"
+        if self.mode == "restart":
+            how = f"restart, {self.target} +{self.delay * 1000:.0f}ms"
         return f"{self.impl} {self.op} [{how}, netns {self.variant}]"
 
     def describe(self) -> str:
@@ -328,6 +363,12 @@ class Trial:
             extra += f"; live container damaged: {self.neighbour_damage}"
         if self.detail:
             extra += f"; {self.detail}"
+        if self.mode == "restart":
+            extra += (
+                f"; dawdles {self.dawdles}; orphaned plugins running at the restart "
+                f"{self.orphans_at_restart}, after its gc ({self.gc_seconds}s) "
+                f"{self.orphans_after_gc}"
+            )
         if self.after_second_gc is not None:
             left = ", ".join(f"{k}={v}" for k, v in self.after_second_gc.items() if v)
             extra += f"; a second gc left {left or 'nothing'}"
@@ -657,6 +698,20 @@ class Runtime:
         else:
             kill_tree(self.proc.pid, self.pidfd)
 
+    def dead(self, timeout: float) -> bool:
+        """Whether the runtime process has ended (waiting up to ``timeout`` seconds)."""
+        return bool(select.select([self.pidfd], [], [], timeout)[0])
+
+    def orphans(self) -> list[int]:
+        """The plugins under the launcher (after the runtime's death: those it left, which
+        the launcher adopted; a dawdling wrapper's ``sleep`` is not counted)."""
+        found = []
+        for pid in descendants(self.proc.pid):
+            with contextlib.suppress(OSError):
+                if pid != self.pid and Path(f"/proc/{pid}/comm").read_text().strip() != "sleep":
+                    found.append(pid)
+        return found
+
     def wait(self) -> list[str]:
         """Wait for the runtime and every process it started; return what it printed."""
         try:
@@ -759,10 +814,25 @@ class Runner:
         }
 
     def _start(
-        self, world: World, impl: str, op: str, cid: str, netns: str, kill_at: str = ""
+        self,
+        world: World,
+        impl: str,
+        op: str,
+        cid: str,
+        netns: str,
+        kill_at: str = "",
+        dawdles: dict[str, float] | None = None,
     ) -> Runtime:
         plugin_dirs = [PLUGIN_DIR]
         env = _python_env(self.libcni)
+        if dawdles:
+            world.wrappers.mkdir(exist_ok=True)
+            for ptype in DAWDLERS:
+                wrapper = world.wrappers / ptype
+                real = os.path.join(PLUGIN_DIR, ptype)
+                wrapper.write_text(_DAWDLE_WRAPPER.format(sleep=dawdles.get(ptype, 0), real=real))
+                wrapper.chmod(0o755)
+            plugin_dirs = [str(world.wrappers), PLUGIN_DIR]
         if kill_at.startswith("ipam-"):
             world.wrappers.mkdir(exist_ok=True)
             wrapper = world.wrappers / "host-local"
@@ -867,25 +937,43 @@ class Runner:
             self._setup_neighbour(world, trial.impl, trial.op, neighbour)
         before = snapshot(world)
         assert world.ctr is not None
-        rt = self._start(world, trial.impl, trial.op, cid, world.ctr.path, trial.kill_at)
+        known = {cid: world.ctr.path}
+        if world.neighbour is not None:
+            known[neighbour] = world.neighbour.path
+        valid = [neighbour] if world.neighbour is not None else []
+        restart = trial.mode == "restart"
+        rt = self._start(
+            world, trial.impl, trial.op, cid, world.ctr.path, trial.kill_at, trial.dawdles
+        )
         try:
             rt.ready(self.libcni if trial.impl == "python" else None)
             started = rt.go()
             if trial.mode in ("process", "group"):
                 time.sleep(max(0.0, started + trial.delay - time.monotonic()))
                 rt.kill(trial.mode)
-            lines = rt.wait()
+            if restart:
+                self._kill_in_plugin(world, trial, rt)
+                events = _events(world)
+                trial.phase = classify(trial.op, cid, world.cache, events)
+                # The recovering runtime at once, while the orphaned plugins still run.
+                trial.orphans_at_restart = len(rt.orphans())
+                gc_start = time.monotonic()
+                trial.gc_error = self._gc(world, trial.impl, valid, known)
+                trial.gc_seconds = round(time.monotonic() - gc_start, 3)
+                trial.orphans_after_gc = len(rt.orphans())
+            lines = rt.wait()  # the runtime, and every plugin it left, have ended
         except BaseException:
             rt.abort()
             raise
         done = [x for x in lines if x.startswith("done")]
         trial.completed = bool(done)
-        if done:
+        if done and not restart:
             self.calibration.setdefault((trial.impl, trial.op), []).append(
                 float(done[0].split()[1])
             )
-        events = world.events.read_text().splitlines() if world.events.exists() else []
-        trial.phase = classify(trial.op, cid, world.cache, events)
+        if not restart:
+            events = _events(world)
+            trial.phase = classify(trial.op, cid, world.cache, events)
         if trial.mode == "none":
             trial.phase = "not killed"
             if not done:
@@ -893,18 +981,40 @@ class Runner:
         elif trial.mode == "instant" and done:
             raise KillTestError(f"{trial.label()}: the instant was never reached:\n{rt._log()}")
         errors = [e for e in events if e.endswith(" error")]
-        if errors and trial.mode in ("none", "instant"):
+        if errors and trial.mode in ("none", "instant", "restart"):
             raise KillTestError(f"{trial.label()}: a plugin failed: {errors}\n{rt._log()}")
 
-        if trial.variant == "gone":
-            world.ctr.delete()
-        mid, _ = difference(snapshot(world), before)
-        trial.before_gc = {k: mid[k] for k in RESOURCES}
-        known = {cid: world.ctr.path}
-        if world.neighbour is not None:
-            known[neighbour] = world.neighbour.path
-        valid = [neighbour] if world.neighbour is not None else []
-        trial.gc_error = self._gc(world, trial.impl, valid, known)
+        if not restart:
+            if trial.variant == "gone":
+                world.ctr.delete()
+            mid, _ = difference(snapshot(world), before)
+            trial.before_gc = {k: mid[k] for k in RESOURCES}
+            trial.gc_error = self._gc(world, trial.impl, valid, known)
+        self._count(world, trial, before, neighbour)
+        if trial.leaked and self.second_gc:
+            trial.second_gc_error = self._gc(world, trial.impl, valid, known)
+            counts, _ = difference(snapshot(world), before)
+            trial.after_second_gc = {k: counts[k] for k in RESOURCES}
+
+    def _kill_in_plugin(self, world: World, trial: Trial, rt: Runtime) -> None:
+        """``restart``: SIGKILL the runtime alone ``trial.delay`` seconds after it started
+        plugin ``trial.target`` (its ADD), and wait until it is dead."""
+        want = f"start {trial.target} ADD"
+        deadline = time.monotonic() + TIMEOUT
+        while want not in _events(world):
+            if rt.dead(0) or time.monotonic() > deadline:
+                raise KillTestError(
+                    f"{trial.label()}: the runtime ended without running {trial.target}:\n"
+                    f"{rt._log()}"
+                )
+            time.sleep(0.002)
+        time.sleep(trial.delay)
+        rt.kill("process")
+        if not rt.dead(TIMEOUT):
+            raise KillTestError(f"{trial.label()}: the runtime outlived its SIGKILL")
+
+    def _count(self, world: World, trial: Trial, before: Snapshot, neighbour: str) -> None:
+        """What the trial left after the restarted runtime's gc (``trial.leaks`` and more)."""
         after = snapshot(world)
         counts, names = difference(after, before)
         trial.leaks = {k: counts[k] for k in RESOURCES}
@@ -917,10 +1027,6 @@ class Runner:
         )
         if world.neighbour is not None:
             trial.neighbour_damage = _neighbour_damage(before, after, neighbour)
-        if trial.leaked and self.second_gc:
-            trial.second_gc_error = self._gc(world, trial.impl, valid, known)
-            counts, _ = difference(snapshot(world), before)
-            trial.after_second_gc = {k: counts[k] for k in RESOURCES}
 
     # -- calibration: how long an operation takes here, now --------------------------
 
@@ -932,6 +1038,14 @@ class Runner:
                 self.run(Trial(impl, op, "none"))
             runs = self.calibration[(impl, op)]
         return statistics.median(runs[-9:])
+
+
+def _events(world: World) -> list[str]:
+    """The runtime's log so far (``kill_runtime.py``: one line per event)."""
+    try:
+        return world.events.read_text().splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def _neighbour_damage(before: Snapshot, after: Snapshot, cid: str) -> list[str]:
@@ -989,6 +1103,48 @@ def random_trials(
         length = runner.duration(impl, op)
         trial = Trial(
             impl, op, mode, variants[i % len(variants)], delay=rng.uniform(0, 1.1 * length)
+        )
+        yield runner.run(trial)
+
+
+#: ``restart``: the variants (no ``gone``: a runtime restarted at once has its containers).
+RESTART_VARIANTS = ("kept", "plain", "kept", "neighbour")
+
+
+def restart_trials(
+    runner: Runner,
+    impl: str,
+    op: str,
+    n: int,
+    rng: random.Random,
+    variants: Sequence[str] = RESTART_VARIANTS,
+) -> Iterator[Trial]:
+    """``n`` kills of the runtime alone while one of its plugins runs, each restarted at once.
+
+    Each plugin of the chain the runtime runs (``loopback`` for a setup, ``bridge``,
+    ``portmap``) is the target in turn of a random choice; every plugin from the
+    target on dawdles a random 0 to ``DAWDLE`` seconds (``host-local`` too, inside
+    ``bridge``), those before it not at all (they have returned before the kill, how
+    long they took changes nothing but the trial's length); the kill comes at a
+    uniformly random instant of the target's run (its dawdle, ``host-local``'s for
+    ``bridge``, and 0.1 s for the real plugin's own work).
+    """
+    chain = [t for _, _, types in networks_of(op) for t in types]
+    for i in range(n):
+        target = rng.choice(chain)
+        later = chain[chain.index(target) :]
+        if "bridge" in later:
+            later.append("host-local")
+        dawdles = {t: round(rng.uniform(0, DAWDLE), 3) for t in later}
+        span = dawdles[target] + (dawdles["host-local"] if target == "bridge" else 0) + 0.1
+        trial = Trial(
+            impl,
+            op,
+            "restart",
+            variants[i % len(variants)],
+            delay=rng.uniform(0, span),
+            target=target,
+            dawdles=dawdles,
         )
         yield runner.run(trial)
 

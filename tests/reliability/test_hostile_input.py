@@ -657,7 +657,7 @@ def test_fuzz_cli_environment_gives_one_line_errors(
                 kwargs["exec"] = sb.exec
                 super().__init__(*args, **kwargs)
 
-        mp.setattr(cli, "CNIConfig", FakeCNI)
+        mp.setattr(cli._cni, "CNIConfig", FakeCNI)
         mp.setenv("NETCONFPATH", str(netdir))
         mp.setenv("CNI_PATH", str(sb.plugins))
         mp.setenv("CNI_CACHE_DIR", str(sb.cache))

@@ -1,0 +1,262 @@
+"""The asynchronous plugin runs of :class:`~libcni.invoke.RawExec` (``aexec_plugin``).
+
+Imported by the first ``aexec_plugin`` (``import libcni`` imports no asyncio).
+The rules of a run are ``_raw``'s; here the event loop waits for them: the
+plugin's pipes and its pidfd are the loop's readers (and its stdin a writer
+while the plugin has not read it all), so the loop learns of the plugin's
+output and of its exit without ever blocking.
+
+The start itself (``_raw._spawn``, which waits until the child has called
+``exec``) runs in one of :data:`SPAWN_THREADS` ``libcni-spawn`` threads:
+``subprocess``'s ``vfork`` path releases the GIL meanwhile, so the loop
+goes on while a child is slow to ``exec`` (the machine busy, the binary on
+a slow file system).
+
+One limit, which nothing above this module knows: at most :data:`SLOTS`
+plugins of a loop are *young* at once (started less than :data:`AGE` seconds
+ago and still running); a further start waits for one, the oldest tasks' first (a
+task's place is that of its first plugin): with many containers set up at
+once the first ones are ready first, as with threads. With 128 containers set up at once, 128 plugins (and their
+``iptables``) on two CPUs would leave the loop's thread unscheduled for
+hundreds of milliseconds; a plugin that lasts (one waiting on the network)
+stops counting at :data:`AGE`, so it never holds the others back for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import heapq
+import itertools
+import os
+import signal
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import PluginTimeoutError
+from ._raw import TICK, _deadline, _remaining, _Retry, _Run, _timed_out
+
+if TYPE_CHECKING:
+    from ._raw import RawExec
+
+__all__ = ["AGE", "SLOTS", "aexec"]
+
+#: Plugins of a loop that may be young at once (twice the CPUs: enough to keep them busy).
+SLOTS = max(2, 2 * (os.cpu_count() or 1))
+#: Seconds after which a plugin no longer counts against :data:`SLOTS` (the reference
+#: plugins take 20 to 60 ms; a plugin that waits for a DHCP lease lasts seconds).
+AGE = 0.1
+
+
+class _Slots:
+    """The young plugins of one loop (:data:`SLOTS`, :data:`AGE`)."""
+
+    def __init__(self) -> None:
+        self.free = SLOTS
+        self.waiting: list[tuple[int, int, asyncio.Future[bool]]] = []  # a heap
+
+    async def take(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        deadline: float | None,
+        name: str,
+        timeout: float | None,
+    ) -> Callable[[], None]:
+        """Wait for a slot (until ``deadline``); the function that gives it back (at most once)."""
+        order = _ORDER.get()
+        if not order:  # the task's first plugin: its place for all its plugins
+            order = next(_orders)
+            _ORDER.set(order)
+        if self.free and not self.waiting:
+            self.free -= 1
+        else:
+            waiter: asyncio.Future[bool] = loop.create_future()
+            heapq.heappush(self.waiting, (order, next(_orders), waiter))
+            left = _remaining(deadline)
+            timer = None if left is None else loop.call_later(max(left, 0), _settle, waiter, False)
+            try:
+                given = await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled() and waiter.result():
+                    self._give()  # handed a slot as it was cancelled
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if not given:
+                raise PluginTimeoutError(
+                    _timed_out(name, timeout),
+                    f"it was still waiting for its turn to start ({len(self.waiting)} waiting)",
+                    plugin=name,
+                )
+        age: asyncio.TimerHandle | None = None
+
+        def give() -> None:
+            nonlocal age
+            if age is not None:
+                age.cancel()
+                age = None
+                self._give()
+
+        age = loop.call_later(AGE, give)
+        return give
+
+    def _give(self) -> None:
+        while self.waiting:
+            waiter = heapq.heappop(self.waiting)[2]
+            if not waiter.done():
+                waiter.set_result(True)
+                return
+        self.free += 1
+
+
+#: The place of a task in the order of starts: its first plugin's (0: none yet).
+_ORDER: contextvars.ContextVar[int] = contextvars.ContextVar("libcni_order", default=0)
+_orders = itertools.count(1)
+
+
+def _settle(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+_slots: Any = weakref.WeakKeyDictionary()
+
+
+def _slots_of(loop: asyncio.AbstractEventLoop) -> _Slots:
+    slots: _Slots | None = _slots.get(loop)
+    if slots is None:
+        slots = _Slots()
+        with contextlib.suppress(TypeError):  # a loop without weak references: no shared limit
+            _slots[loop] = slots
+    return slots
+
+
+#: Threads that start plugins for the loops of this process (made at the first start,
+#: again in a forked child): the loop never waits for a child's ``exec``.
+SPAWN_THREADS = 2
+_starter: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+
+
+def _starting_threads() -> concurrent.futures.ThreadPoolExecutor:
+    global _starter
+    if _starter is None or _starter[0] != os.getpid():
+        pool = concurrent.futures.ThreadPoolExecutor(
+            SPAWN_THREADS, "libcni-spawn", _unblock_signals
+        )
+        _starter = (os.getpid(), pool)
+    return _starter[1]
+
+
+def _unblock_signals() -> None:
+    """A starting thread blocks nothing (the ``subprocess`` path's condition), whatever
+    the thread that made it blocks."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
+def _close_started(future: asyncio.Future[_Run]) -> None:
+    """A start whose task was cancelled meanwhile: kill and reap what it started."""
+    if not future.cancelled() and future.exception() is None:
+        future.result().close()
+
+
+async def _start(
+    loop: asyncio.AbstractEventLoop,
+    path: str,
+    env: Mapping[str, str],
+    stdin: bytes,
+    pass_fd: int | None,
+    deadline: float | None,
+    timeout: float | None,
+) -> _Run:
+    """Start the plugin in a ``libcni-spawn`` thread, retrying a busy binary
+    (:class:`~._raw._Retry`) without blocking the loop. A task cancelled meanwhile
+    leaves the start to end in its thread; what it started is then killed and reaped."""
+    retry = None
+    while True:
+        start = loop.run_in_executor(_starting_threads(), _Run, path, env, stdin, pass_fd)
+        try:
+            return await asyncio.shield(start)
+        except asyncio.CancelledError:
+            start.add_done_callback(_close_started)
+            raise
+        except (OSError, ValueError) as e:
+            retry = retry or _Retry(path, deadline, timeout)
+            await asyncio.sleep(retry.after(e))
+
+
+def _watch(loop: asyncio.AbstractEventLoop, run: _Run) -> None:
+    for fd, write in run.watched():
+        (loop.add_writer if write else loop.add_reader)(fd, run.ready, fd)
+
+    def unwatch(fd: int) -> None:
+        if not loop.remove_reader(fd):
+            loop.remove_writer(fd)
+
+    run.unwatch = unwatch
+
+
+async def _exited(loop: asyncio.AbstractEventLoop, run: _Run, deadline: float | None) -> bool:
+    """Wait until ``run``'s leader exited (True) or ``deadline`` passed (False)."""
+    if run.status is not None:
+        return True
+    done: asyncio.Future[bool] = loop.create_future()
+    run.on_exit = lambda: _settle(done, True)
+    left = _remaining(deadline)
+    timers = [] if left is None else [loop.call_later(max(left, 0), _settle, done, False)]
+
+    def tick() -> None:  # no pidfd: look now and then
+        if not run.exited():
+            timers.append(loop.call_later(TICK, tick))
+
+    if run.pidfd is None:
+        tick()
+    try:
+        return await done
+    finally:
+        del run.on_exit
+        for timer in timers:
+            timer.cancel()
+
+
+async def _terminate(loop: asyncio.AbstractEventLoop, run: _Run, grace: float) -> None:
+    """SIGTERM to the group, ``grace`` seconds, then SIGKILL (timeout, cancellation)."""
+    run.kill(signal.SIGTERM)
+    if not await _exited(loop, run, time.monotonic() + grace):
+        run.kill(signal.SIGKILL)
+        await _exited(loop, run, None)
+
+
+async def aexec(
+    exec_: RawExec,
+    path: str,
+    stdin: bytes,
+    env: Mapping[str, str],
+    timeout: float | None,
+    pass_fd: int | None = None,
+) -> bytes:
+    """:meth:`RawExec.aexec_plugin`."""
+    loop = asyncio.get_running_loop()
+    deadline = _deadline(timeout)
+    give = await _slots_of(loop).take(loop, deadline, os.path.basename(path), timeout)
+    try:
+        run = await _start(loop, path, env, stdin, pass_fd, deadline, timeout)
+        try:
+            _watch(loop, run)
+            try:
+                exited = await _exited(loop, run, deadline)
+            except asyncio.CancelledError:
+                await _terminate(loop, run, exec_.grace)
+                raise
+            if not exited:
+                await _terminate(loop, run, exec_.grace)
+                raise run.timeout_error(timeout)
+            return run.result()
+        finally:
+            run.close()
+    finally:
+        give()
