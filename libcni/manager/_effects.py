@@ -23,26 +23,6 @@ from ..conf import NetworkConfigList
 from ..errors import LockTimeoutError, PluginTimeoutError
 from ..values import RuntimeConf
 
-__all__ = [
-    "Blocking",
-    "Call",
-    "Effect",
-    "LockContainer",
-    "LoopbackUp",
-    "NetworkCalls",
-    "Op",
-    "Outcome",
-    "Pause",
-    "Together",
-    "call_add",
-    "call_check",
-    "call_delete",
-    "call_gc",
-    "call_status",
-    "call_timeout",
-    "time_left",
-]
-
 
 @attrs.frozen
 class LoopbackUp:

@@ -61,18 +61,6 @@ from ._values import (
     NetworkRequest,
 )
 
-__all__ = [
-    "RETRY_FIRST",
-    "RETRY_MAX",
-    "Run",
-    "attempt",
-    "del_dead_attempts",
-    "plan",
-    "refuse_not_netns",
-    "setup",
-    "undo",
-]
-
 log = logging.getLogger("libcni")
 
 #: The back-off before the first retry of an ADD that failed with code 11 (seconds);

@@ -25,22 +25,6 @@ from ._config import ConfigWatcher
 from ._effects import Blocking, Op
 from ._values import LOOPBACK_IFNAME, LoadedNetworks, NetworkRequest
 
-__all__ = [
-    "INTERNAL_LOOPBACK",
-    "LOOPBACK_CONFIG",
-    "NO_CAPS",
-    "ContainerRequest",
-    "Item",
-    "Loopback",
-    "Settings",
-    "State",
-    "ifnames",
-    "loopback_mode",
-    "quoted",
-    "requests",
-    "why",
-]
-
 LOOPBACK_CONFIG = (
     b'{"cniVersion": "1.0.0", "name": "cni-loopback", "plugins": [{"type": "loopback"}]}'
 )
