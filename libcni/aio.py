@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import _ops_info as info
 from . import request as rq
 from ._deadline import Deadline, apoll
-from ._drive import adrive
+from ._drive import adrive, finish
 from ._effects import CacheIO, Effect, GCNetwork, RunPlugin
 from ._ops import VALIDATE, Op, Operations, as_list, as_plugin, exec_options, logged
 from ._ops_gc import gc
@@ -39,17 +39,12 @@ async def _in_thread(call: functools.partial[Any]) -> Any:
     the call to finish, then propagates."""
     loop = asyncio.get_running_loop()
     done = loop.run_in_executor(None, call)
-    try:
-        return await asyncio.shield(done)
-    except asyncio.CancelledError as cancelled:
-        while not done.done():
-            try:
-                await asyncio.wait((done,))
-            except asyncio.CancelledError:
-                continue
+    cancelled = await finish(done)
+    if cancelled is not None:
         if not done.cancelled():
             done.exception()  # retrieved: asyncio would log it as never retrieved
         raise cancelled
+    return done.result()
 
 
 class AsyncCNIConfig(Operations):
