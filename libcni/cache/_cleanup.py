@@ -117,7 +117,7 @@ class CleanUp:
                         self.locks_dir,
                         name[1:],
                         exclusive=True,
-                        blocking=False,
+                        timeout=0,
                         entry=os.path.join(self.results_dir, name[1:]),
                     )
                     if lk is None:
@@ -194,7 +194,7 @@ class CleanUp:
                 # still missing then (an ADD may have written it meanwhile).
                 entry = os.path.join(self.results_dir, name) if of_entry else None
                 lk = acquire(
-                    self.locks_dir, name, subdir=subdir, exclusive=True, blocking=False, entry=entry
+                    self.locks_dir, name, subdir=subdir, exclusive=True, timeout=0, entry=entry
                 )
                 if lk is not None and lk._release(remove=not of_entry):
                     removed.append(lk.path)

@@ -19,13 +19,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import CacheError
 from . import _files
+from ._cleanup import CleanUp
 from ._entry import CacheEntry, CorruptEntryError, loads
 from ._files import TEMP_PREFIX, FileIdent, _complete, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
+from ._layout import CacheDirs
 from ._lock import CacheLock
 from ._locks import Locks
 from ._names import (
@@ -37,7 +39,7 @@ from ._names import (
     _usable_listed,
     _usable_record,
 )
-from ._store import ResultCache
+from ._records import Records
 
 __all__ = ["GCScan", "GCWork"]
 
@@ -71,6 +73,17 @@ def prefixes(name: str) -> list[str]:
         out.append(name[:i])
         i = name.find("-", i + 1)
     return out
+
+
+class _Cache(Protocol):
+    """What a scan uses of a ``ResultCache`` (not imported: it imports this module)."""
+
+    dirs: CacheDirs
+    wal: Records
+    locks: Locks
+    cleanup: CleanUp
+    results_dir: str
+    records_dir: str
 
 
 class _Read:
@@ -110,7 +123,7 @@ class GCScan:
     every attachment of which is valid; ``networks``: the run's."""
 
     def __init__(
-        self, cache: ResultCache, keep: Iterable[str] | None = None, networks: Iterable[str] = ()
+        self, cache: _Cache, keep: Iterable[str] | None = None, networks: Iterable[str] = ()
     ) -> None:
         self.cache = cache
         self.keep = frozenset(keep) if keep else frozenset()

@@ -255,11 +255,11 @@ def _try_flock(fd: int, op: int) -> bool | None:
         return None
 
 
-def _flock(fd: int, op: int, blocking: bool, deadline: Deadline | None, path: str) -> bool:
-    """``flock`` ``fd``: wait (``blocking``), try until ``deadline`` (the shared back-off of
+def _flock(fd: int, op: int, deadline: Deadline | None, wait: bool, path: str) -> bool:
+    """``flock`` ``fd``: ``wait`` for it, try until ``deadline`` (the shared back-off of
     ``libcni._deadline``), or try once; whether it got it."""
     try:
-        if blocking:
+        if wait:
             fcntl.flock(fd, op)
             return True
         if deadline is None:
@@ -277,31 +277,28 @@ def acquire(
     *,
     subdir: str = "",
     exclusive: bool,
-    blocking: bool,
-    timeout: float | None = None,
+    timeout: float | None,
     entry: str | None = None,
     dirs: Callable[[str], int] | None = None,
 ) -> CacheLock | None:
-    """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if busy and not ``blocking``.
+    """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if still busy after ``timeout``.
 
-    ``blocking`` waits for the lock, for at most ``timeout`` seconds when it
-    is a number (``None`` then when it is still busy), trying again after the
-    pauses of ``libcni._deadline.backoff``; ``None`` and more than
-    ``NO_LIMIT`` (``math.inf``) wait in ``flock`` as long as it takes. The
-    directories (0700) and the lock file (0600) are created as needed; none
-    of them is reached through a symlink. ``entry``: see :class:`CacheLock`.
-    ``dirs(action)``: gives a checked descriptor of the lock file's directory,
-    kept open by the caller (the cache's :class:`~._fs.DirFds`), used instead
-    of opening the directory (asked again at each try: a directory replaced
-    meanwhile is noticed); ``action`` is for its errors, as ``open_dir``'s.
+    ``timeout`` 0 (or less) tries once; a number waits at most that many
+    seconds, trying again after the pauses of ``libcni._deadline.backoff``;
+    ``None`` and more than ``NO_LIMIT`` (``math.inf``) wait in ``flock`` as
+    long as it takes. The directories (0700) and the lock file (0600) are
+    created as needed; none of them is reached through a symlink. ``entry``:
+    see :class:`CacheLock`. ``dirs(action)``: gives a checked descriptor of
+    the lock file's directory, kept open by the caller (the cache's
+    :class:`~._fs.DirFds`), used instead of opening the directory (asked
+    again at each try: a directory replaced meanwhile is noticed); ``action``
+    is for its errors, as ``open_dir``'s.
     """
     base = os.path.join(dir_path, subdir) if subdir else dir_path
     path = os.path.join(base, name)
     op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-    deadline: Deadline | None = None
-    if blocking and timeout is not None and timeout <= NO_LIMIT:
-        deadline = Deadline(max(timeout, 0.0))  # a bounded wait polls
-        blocking = False
+    wait = timeout is None or timeout > NO_LIMIT
+    deadline = Deadline(timeout) if timeout is not None and 0 < timeout <= NO_LIMIT else None
     while True:
         fd = (
             _open_lock_file(dir_path, subdir, base, name, path)
@@ -309,7 +306,7 @@ def acquire(
             else _open_registered(name, dirs(f"lock {path}"), path)
         )
         try:
-            if not _flock(fd, op, blocking, deadline, path):
+            if not _flock(fd, op, deadline, wait, path):
                 _close_registered(fd)
                 return None
             ident = _ident(fd)

@@ -269,7 +269,7 @@ class Records:
             self.locks_dir,
             fit_name(name, "record"),
             exclusive=True,
-            blocking=False,
+            timeout=0,
             entry=os.path.join(self.results_dir, name),
         )
         if lk is None:

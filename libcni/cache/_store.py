@@ -32,6 +32,7 @@ from ._cleanup import CleanUp
 from ._entry import CacheEntry
 from ._files import MAX_ENTRY_SIZE, TEMP_PREFIX, TEMP_STALE_AFTER, FileIdent
 from ._fs import check_name, fit_name
+from ._gc import GCScan
 from ._layout import CacheDirs
 from ._lock import CacheLock
 from ._locks import Locks
@@ -88,63 +89,52 @@ class ResultCache:
     def __repr__(self) -> str:
         return f"ResultCache({self.dir!r})"
 
-    # -- entries (results/) ---------------------------------------------------
+    # -- entries (results/): see Entries ----------------------------------------------
 
     def write(self, entry: CacheEntry, data: bytes | None = None) -> None:
-        """Store ``entry`` (``data``: its JSON, if made already) atomically and durably,
-        replacing any previous one of the same attachment (never another attachment's
-        sharing its file name: ``CacheError``); call it holding the attachment's
-        :meth:`lock` (see ``Entries.write``)."""
+        """Store ``entry`` atomically and durably, holding its :meth:`lock`."""
         self.results.write(entry, data)
 
     def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
-        """The entry of one attachment, or ``None`` when there is none (or the file holds
-        another attachment's); a corrupt file raises :class:`CorruptEntryError`, one that
-        cannot be read a plain ``CacheError`` (see ``Entries.read``)."""
+        """The entry of one attachment, or ``None``."""
         return self.results.read(network, container_id, ifname)
 
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
-        """Remove the entry of one attachment; whether a file was removed (another
-        attachment's is left; an unreadable one raises ``CacheError``)."""
+        """Remove the entry of one attachment; whether a file was removed."""
         return self.results.remove(network, container_id, ifname)
 
     def check_owner(self, network: str, container_id: str, ifname: str) -> None:
-        """Raise ``CacheError`` if the attachment's entry path holds another attachment's
-        entry (what :meth:`write` checks, for a caller that wants to know first)."""
+        """Raise ``CacheError`` if the entry's path holds another attachment's entry."""
         self.results.check_owner(network, container_id, ifname)
 
     def entries(self, container_id: str = "") -> list[CacheEntry]:
-        """Every readable ``cniCacheV1`` entry, of one container if ``container_id``, sorted
-        by file name (see ``Entries.entries``)."""
+        """Every readable entry, of one container if ``container_id``, by file name."""
         return self.results.entries(container_id)
 
     def entry_path(self, network: str, container_id: str, ifname: str) -> str:
-        """The path of the entry of one attachment (names checked as everywhere)."""
+        """The path of the entry of one attachment."""
         return self.results.entry_path(network, container_id, ifname)
 
-    # -- write-ahead records (records/<containerID>/) ----------------------------
+    # -- write-ahead records (records/<containerID>/): see Records ----------------------
 
     def records(self, container_id: str = "") -> list[CacheEntry]:
-        """Every usable write-ahead record, of one container if ``container_id`` (its
-        index), sorted by file name (see ``Records.records``)."""
+        """Every usable record, of one container if ``container_id``, by file name."""
         return self.wal.records(container_id)
 
     def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
-        """The write-ahead record of one attachment, or ``None`` when there is none (see
-        ``Records.read``)."""
+        """The write-ahead record of one attachment, or ``None``."""
         return self.wal.read(network, container_id, ifname)
 
     def record_path(self, network: str, container_id: str, ifname: str) -> str:
-        """The path of the write-ahead record of one attachment (names checked as everywhere)."""
+        """The path of the write-ahead record of one attachment."""
         return self.wal.path(network, container_id, ifname)
 
-    # -- locks (locks/) --------------------------------------------------------------
+    # -- locks (locks/): see Locks ----------------------------------------------------
 
     def lock(
         self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
     ) -> CacheLock:
-        """Take the exclusive lock of one attachment, waiting at most ``timeout`` seconds
-        (``LockTimeoutError``); the held lock, a context manager (see ``Locks.lock``)."""
+        """Take the exclusive lock of one attachment, waiting at most ``timeout`` seconds."""
         return self.locks.lock(network, container_id, ifname, timeout=timeout)
 
     def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
@@ -154,8 +144,7 @@ class ResultCache:
     def network_lock(
         self, network: str, exclusive: bool, *, timeout: float | None = None
     ) -> CacheLock:
-        """Take the lock of a whole network (shared for ADD and DEL, exclusive for GC),
-        waiting at most ``timeout`` seconds."""
+        """Take the lock of a whole network, waiting at most ``timeout`` seconds."""
         return self.locks.network_lock(network, exclusive, timeout=timeout)
 
     def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
@@ -163,8 +152,7 @@ class ResultCache:
         return self.locks.try_network_lock(network, exclusive)
 
     def container_lock(self, container_id: str, timeout: float | None = None) -> CacheLock:
-        """Take the exclusive lock of a whole container (the network manager's), waiting at
-        most ``timeout`` seconds."""
+        """Take the lock of a whole container, waiting at most ``timeout`` seconds."""
         return self.locks.container_lock(container_id, timeout)
 
     def try_container_lock(self, container_id: str) -> CacheLock | None:
@@ -267,15 +255,7 @@ class ResultCache:
         that cannot be listed raises ``CacheError``.
         """
         action = "list the containers"
-        owners: dict[str, set[str]] = {}  # a record's file name -> the containers holding it
-        top = self.dirs.fd(self.records_dir, create=False, action=action)
-        for cid in [] if top is None else _files._listed(top, self.records_dir, action):
-            try:
-                if top is not None and self.dirs.container_checked(top, cid, action):
-                    for name in os.listdir(f"{self.records_dir}/{cid}"):
-                        owners.setdefault(name, set()).add(cid)
-            except (OSError, CacheError):
-                continue  # refused, or gone meanwhile: as records() skips it
+        owners = self._record_owners(action)  # a record's file name -> the containers holding it
         found: set[str] = set()
         dfd = self.dirs.fd(self.results_dir, create=False, action=action)
         for name in [] if dfd is None else _files._listed(dfd, self.results_dir, action):
@@ -292,6 +272,18 @@ class ResultCache:
                 if self.wal.records(cid):
                     found.add(cid)
         return sorted(found)
+
+    def _record_owners(self, action: str) -> dict[str, set[str]]:
+        owners: dict[str, set[str]] = {}
+        top = self.dirs.fd(self.records_dir, create=False, action=action)
+        for cid in [] if top is None else _files._listed(top, self.records_dir, action):
+            try:
+                if top is not None and self.dirs.container_checked(top, cid, action):
+                    for name in os.listdir(f"{self.records_dir}/{cid}"):
+                        owners.setdefault(name, set()).add(cid)
+            except (OSError, CacheError):
+                continue  # refused, or gone meanwhile: as records() skips it
+        return owners
 
     def remove_corrupt(
         self,
@@ -323,8 +315,6 @@ class ResultCache:
         - a file whose attachment lock is held (the lock of every attachment
           with that file name): an operation may be writing it right now.
         """
-        from ._gc import GCScan  # (it builds on this module)
-
         scan = GCScan(self, networks=(network,))
         scan.survey()
         work = scan.collect(network, tuple(valid), older_than, records=False)
