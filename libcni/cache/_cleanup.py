@@ -119,6 +119,7 @@ class CleanUp:
                         exclusive=True,
                         timeout=0,
                         entry=os.path.join(self.results_dir, name[1:]),
+                        dirs=self.dirs.lock_dir,
                     )
                     if lk is None:
                         continue  # its ADD runs
@@ -194,7 +195,13 @@ class CleanUp:
                 # still missing then (an ADD may have written it meanwhile).
                 entry = os.path.join(self.results_dir, name) if of_entry else None
                 lk = acquire(
-                    self.locks_dir, name, subdir=subdir, exclusive=True, timeout=0, entry=entry
+                    self.locks_dir,
+                    name,
+                    subdir=subdir,
+                    exclusive=True,
+                    timeout=0,
+                    entry=entry,
+                    dirs=lambda action: self.dirs.lock_dir(action, subdir),
                 )
                 if lk is not None and lk._release(remove=not of_entry):
                     removed.append(lk.path)

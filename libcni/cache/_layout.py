@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from ..errors import CacheError
 from ._files import _strerror
-from ._fs import DIR_MODE, DirFds, _create_dir_error, open_subdir, untrusted
+from ._fs import DirFds, open_subdir, untrusted
 
 __all__ = ["CacheDirs"]
 
@@ -51,21 +51,15 @@ class CacheDirs:
         return top if not subdir else self._fds.subdir(top, self.locks_dir, subdir, action=action)
 
     @contextlib.contextmanager
-    def container_dir(
-        self, container_id: str, *, create: bool, action: str
-    ) -> Iterator[tuple[int, int] | None]:
+    def container_dir(self, container_id: str, *, action: str) -> Iterator[tuple[int, int] | None]:
         """``(records_fd, container_fd)`` of ``records/<containerID>``; ``None`` if it is missing.
 
         Both directories are checked as ``results/`` is (``open_dir``,
         ``open_subdir``: owned by the euid, writable by no one else, never
-        through a symlink); ``create`` makes them (mode 0700).
+        through a symlink).
         """
-        top = self.fd(self.records_dir, create=create, action=action)
-        sub = (
-            None
-            if top is None
-            else self.open_container(top, container_id, create=create, action=action)
-        )
+        top = self.fd(self.records_dir, create=False, action=action)
+        sub = None if top is None else self.open_container(top, container_id, action=action)
         if top is None or sub is None:
             yield None
             return
@@ -74,23 +68,10 @@ class CacheDirs:
         finally:
             os.close(sub)
 
-    def open_container(
-        self, top: int, container_id: str, *, create: bool, action: str
-    ) -> int | None:
+    def open_container(self, top: int, container_id: str, *, action: str) -> int | None:
         """The checked descriptor of ``records/<containerID>`` (``top``: ``records/``'s)."""
         path = f"{self.records_dir}/{container_id}"
-        for _ in range(10):
-            sub = open_subdir(top, container_id, path, action=action, create=False)
-            if sub is not None or not create:
-                return sub
-            # A DEL of the container's last record may remove it again meanwhile.
-            try:
-                os.mkdir(container_id, DIR_MODE, dir_fd=top)
-            except FileExistsError:
-                pass
-            except OSError as e:
-                raise _create_dir_error(e, path, action) from None
-        raise CacheError(f"cannot {action}: {path} keeps being removed")
+        return open_subdir(top, container_id, path, action=action, create=False)
 
     def container_checked(self, top: int, container_id: str, action: str) -> bool:
         """Whether ``records/<containerID>`` exists, checked with one ``lstat`` through

@@ -30,7 +30,6 @@ from types import TracebackType
 
 from .._deadline import NO_LIMIT, Deadline, poll
 from ..errors import CacheError
-from ._fs import open_dir, open_subdir
 
 __all__ = ["CacheLock", "acquire"]
 
@@ -228,24 +227,6 @@ class CacheLock:
         return f"<CacheLock {mode} {state} {self.path!r}>"
 
 
-def _open_lock_file(dir_path: str, subdir: str, base: str, name: str, path: str) -> int:
-    action = f"lock {path}"
-    dfd = open_dir(dir_path, create=True, action=action)
-    if dfd is None:  # pragma: no cover - open_dir(create=True) never returns None
-        raise CacheError(f"cannot {action}: {dir_path} is missing")
-    try:
-        if subdir:
-            parent, dfd = dfd, -1
-            try:
-                dfd = open_subdir(parent, subdir, base, action=action)
-            finally:
-                os.close(parent)
-        return _open_registered(name, dfd, path)
-    finally:
-        if dfd >= 0:
-            os.close(dfd)
-
-
 def _try_flock(fd: int, op: int) -> bool | None:
     """One ``flock`` of ``fd`` that does not wait: ``True``, or ``None`` if it is busy."""
     try:
@@ -278,8 +259,8 @@ def acquire(
     subdir: str = "",
     exclusive: bool,
     timeout: float | None,
+    dirs: Callable[[str], int],
     entry: str | None = None,
-    dirs: Callable[[str], int] | None = None,
 ) -> CacheLock | None:
     """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if still busy after ``timeout``.
 
@@ -300,11 +281,7 @@ def acquire(
     wait = timeout is None or timeout > NO_LIMIT
     deadline = Deadline(timeout) if timeout is not None and 0 < timeout <= NO_LIMIT else None
     while True:
-        fd = (
-            _open_lock_file(dir_path, subdir, base, name, path)
-            if dirs is None
-            else _open_registered(name, dirs(f"lock {path}"), path)
-        )
+        fd = _open_registered(name, dirs(f"lock {path}"), path)
         try:
             if not _flock(fd, op, deadline, wait, path):
                 _close_registered(fd)

@@ -158,7 +158,7 @@ class Records:
             return None  # the directory was removed meanwhile (its last record DELeted)
         except FileExistsError:
             # One is there (an earlier ADD of it): replaced atomically.
-            dfd = self.dirs.open_container(top, container_id, create=False, action=action)
+            dfd = self.dirs.open_container(top, container_id, action=action)
             if dfd is None:
                 return None
             try:
@@ -208,9 +208,7 @@ class Records:
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.records_dir, container_id, name)
-        with self.dirs.container_dir(
-            container_id, create=False, action=f"read the record {path}"
-        ) as d:
+        with self.dirs.container_dir(container_id, action=f"read the record {path}") as d:
             if d is None:
                 return None
             record, ident = _record_at(d[1], name, path, network, container_id, ifname)
@@ -237,7 +235,7 @@ class Records:
             return _unlink_record(
                 top, f"{container_id}/{name}", top=top, container_id=container_id, action=action
             )
-        with self.dirs.container_dir(container_id, create=False, action=action) as dirs:
+        with self.dirs.container_dir(container_id, action=action) as dirs:
             if dirs is None:
                 return False
             top, dfd = dirs
@@ -265,17 +263,19 @@ class Records:
         """
         path = os.path.join(self.records_dir, container_id, name)
         action = f"remove the record {path}"
+        entry = os.path.join(self.results_dir, name)
         lk = acquire(
             self.locks_dir,
             fit_name(name, "record"),
             exclusive=True,
             timeout=0,
-            entry=os.path.join(self.results_dir, name),
+            entry=entry,
+            dirs=self.dirs.lock_dir,
         )
         if lk is None:
             return False
         try:
-            with self.dirs.container_dir(container_id, create=False, action=action) as dirs:
+            with self.dirs.container_dir(container_id, action=action) as dirs:
                 if dirs is None or self._has_entry(name):
                     return False
                 top, dfd = dirs
@@ -357,7 +357,7 @@ class Records:
                 containers = _listed(top, self.records_dir, action)
         for cid in sorted(containers):
             try:
-                with self.dirs.container_dir(cid, create=False, action=action) as dirs:
+                with self.dirs.container_dir(cid, action=action) as dirs:
                     if dirs is not None:
                         self._records_in(dirs[1], cid, out)
             except CacheError:
