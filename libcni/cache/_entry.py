@@ -94,11 +94,7 @@ def _pairs(value: Iterable[Iterable[str]]) -> tuple[tuple[str, str], ...]:
     """Converter of ``cni_args``: any iterable of pairs becomes a tuple of 2-tuples."""
     if isinstance(value, tuple) and all(type(p) is tuple and len(p) == 2 for p in value):
         return value
-    out: list[tuple[str, str]] = []
-    for pair in value:
-        k, v = pair
-        out.append((k, v))
-    return tuple(out)
+    return tuple((k, v) for k, v in value)
 
 
 def loads(data: bytes | str, source: str) -> Any:
@@ -303,27 +299,11 @@ class CacheEntry:
                 f"cache entry {source} is not a JSON object", type(obj).__name__
             )
         if obj.get("kind") != CNI_CACHE_V1:
-            return cls(
-                container_id=container_id,
-                network_name=network_name,
-                ifname=ifname,
-                config=b"",
-                result=obj,
-                kind="",
-            )
+            return cls(container_id, network_name, ifname, b"", result=obj, kind="")
         entry = cls.from_dict(obj, source=source)
-        if (
-            (container_id and not entry.container_id)
-            or (network_name and not entry.network_name)
-            or (ifname and not entry.ifname)
-        ):
-            entry = attrs.evolve(
-                entry,
-                container_id=entry.container_id or container_id,
-                network_name=entry.network_name or network_name,
-                ifname=entry.ifname or ifname,
-            )
-        return entry
+        given = {"container_id": container_id, "network_name": network_name, "ifname": ifname}
+        lacking: dict[str, Any] = {k: v for k, v in given.items() if v and not getattr(entry, k)}
+        return attrs.evolve(entry, **lacking) if lacking else entry
 
 
 # completed_json appends the result to the record's JSON: it must be the last field.

@@ -54,35 +54,28 @@ def check_name(value: object, what: str) -> str:
         raise ValidationError(
             f"invalid {what} for the cache: not a string", repr(value)[:200], code=CODE_INVALID_ENV
         )
+    code, problem = _CODES.get(what, CODE_INVALID_ENV), ""
     if not value:
-        raise ValidationError(
-            f"invalid {what} for the cache: must not be empty",
-            "",
-            code=_CODES.get(what, CODE_INVALID_ENV),
-        )
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate ("x\ud800"): no file name, no environment variable.
-            raise ValidationError(
-                f"invalid {what} for the cache: not encodable as UTF-8 (a lone surrogate)",
-                repr(value)[:300],
-                code=_CODES.get(what, CODE_INVALID_ENV),
-            ) from None
-    if "/" in value or "\0" in value or value in (".", ".."):
-        raise ValidationError(
-            f"invalid {what} for the cache: must not be '.', '..' or contain '/' or NUL",
-            repr(value)[:300],
-            code=CODE_INVALID_CONFIG if what == "network name" else CODE_INVALID_ENV,
-        )
-    if what == "network name" and value.startswith("."):
-        raise ValidationError(
-            "invalid network name for the cache: must not start with '.'",
-            repr(value)[:300],
-            code=CODE_INVALID_CONFIG,
-        )
+        problem = "must not be empty"
+    elif not value.isascii() and not _encodable(value):  # a lone surrogate ("x\ud800")
+        problem = "not encodable as UTF-8 (a lone surrogate)"
+    elif "/" in value or "\0" in value or value in (".", ".."):
+        problem = "must not be '.', '..' or contain '/' or NUL"
+        code = CODE_INVALID_CONFIG if what == "network name" else CODE_INVALID_ENV
+    elif what == "network name" and value.startswith("."):
+        problem = "must not start with '.'"
+    if problem:
+        shown = repr(value)[:300] if value else ""
+        raise ValidationError(f"invalid {what} for the cache: {problem}", shown, code=code)
     return value
+
+
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def fit_name(name: str, what: str) -> str:
@@ -168,28 +161,16 @@ def _create_dir_error(e: OSError, path: str, action: str) -> CacheError:
 
 def _not_dir_error(path: str, action: str) -> CacheError:
     try:
-        st = os.lstat(path)
+        problem = untrusted(os.lstat(path), path, action)
     except OSError:
-        return CacheError(f"cannot {action}: {path} is not a directory")
-    if stat.S_ISLNK(st.st_mode):
-        return CacheError(f"cannot {action}: {path} is a symbolic link; refusing to follow it")
-    return CacheError(f"cannot {action}: {path} is not a directory")
-
-
-def _trusted(fd: int, path: str, action: str) -> int:
-    """``fd`` if its directory is owned by the euid and writable by no one else.
-
-    Otherwise it is closed and ``CacheError`` names ``path``: a directory
-    another user planted (in a cache directory others can write) or may
-    write into could hold entries or lock files of theirs.
-    """
-    _checked(fd, path, action)
-    return fd
+        problem = None
+    return problem or CacheError(f"cannot {action}: {path} is not a directory")
 
 
 def _checked(fd: int, path: str, action: str) -> os.stat_result:
-    """The status of the directory ``fd`` if it is trusted (:func:`_trusted`); else it is
-    closed and ``CacheError`` raised."""
+    """The status of the directory ``fd`` if it is trusted (:func:`untrusted`); else it is
+    closed and ``CacheError`` names ``path``: a directory another user planted, or may
+    write into, could hold entries or lock files of theirs."""
     try:
         st = os.fstat(fd)
     except OSError as e:  # pragma: no cover - fstat of an open descriptor
@@ -409,7 +390,9 @@ def open_subdir(
     """
     for _ in range(2):
         try:
-            return _trusted(os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path, action)
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+            _checked(fd, path, action)
+            return fd
         except FileNotFoundError:
             if not create:
                 return None

@@ -1,23 +1,11 @@
 """``ResultCache``: the on-disk cache of attachments, a facade over its parts.
 
-Each job of the cache is a part in its own module, an object of its own, and
-:class:`ResultCache` holds one of each over one shared :class:`~._layout.CacheDirs`:
-
-- ``cache.results`` (:class:`~._results.Entries`): the entries of ``results/``;
-- ``cache.wal`` (:class:`~._records.Records`): the write-ahead records of
-  ``records/<containerID>/``;
-- ``cache.locks`` (:class:`~._locks.Locks`): the attachment, network and
-  container locks (files of ``locks/``, taken as :mod:`._lock` says);
-- ``cache.cleanup`` (:class:`~._cleanup.CleanUp`): GC's removals of what is
-  stale or corrupt;
-
-on :mod:`._files` (reading and writing one file) and :mod:`._names` (whose a
-file is). The operations call the parts; the facade keeps the methods a tool
-that inspects or migrates a cache uses, and what spans two parts: a
-container's index (:meth:`ResultCache.attachments_of`) and the containers cached
-(:meth:`ResultCache.containers`), DEL's end
-(:meth:`ResultCache.forget`) and GC's clean-up of one network's corrupt
-entries (:meth:`ResultCache.remove_corrupt`, a :class:`~._gc.GCScan` of it).
+Each job of the cache is a part in its own module (HACKING.md has the
+table): ``cache.results`` (:class:`~._results.Entries`), ``cache.wal``
+(:class:`~._records.Records`), ``cache.locks`` (:class:`~._locks.Locks`),
+``cache.cleanup`` (:class:`~._cleanup.CleanUp`), over one shared
+``cache.dirs`` (:class:`~._layout.CacheDirs`). The facade keeps what a tool
+that inspects or migrates a cache uses, and what spans two parts.
 """
 
 from __future__ import annotations
@@ -50,25 +38,14 @@ __all__ = [
 
 
 class ResultCache:
-    """The cache of attachments under ``dir`` (the Go library's cache layout).
+    """The cache of attachments under ``dir`` (the Go library's layout: docs/cache.rst).
 
-    Entries are ``<dir>/results/<network>-<containerID>-<ifname>`` files in
-    the ``cniCacheV1`` format; locks are files of ``<dir>/locks/``. The
-    directories are created (mode 0700) on first use, entry and lock files
-    have mode 0600. Every method checks the three names first and raises
+    Every method checks the three names first and raises
     :class:`~libcni.errors.ValidationError` for one that is empty, ``.``,
     ``..`` or holds ``/`` or NUL, for a network name starting with ``.``, and
     for a file name longer than 255 bytes: nothing is ever read, written or
-    removed outside ``<dir>/results/``.
-
-    An attachment's lock file goes away with its entry (when the lock is
-    released and the attachment has no entry), and GC removes the ones no
-    one holds that have no entry; a waiter that locked a file removed
-    meanwhile retries on the file now at the path, so exclusion always holds.
-
-    The parts, each an object of its own module: ``results`` (entries),
-    ``wal`` (write-ahead records), ``locks``, ``cleanup`` (GC's removals),
-    over ``dirs`` (the directories, kept open).
+    removed outside ``<dir>/results/``. An attachment's lock file goes away
+    with its entry (on release), and GC removes the ones no one holds.
     """
 
     def __init__(self, dir: str | os.PathLike[str]) -> None:
@@ -190,16 +167,13 @@ class ResultCache:
         """What the cache holds of one container: its complete entries and its records
         without an entry (in progress), each by file name.
 
-        The container's records directory is its index: an ADD records every
-        attachment there before its first plugin runs, and the record stays
-        until the attachment is DELeted (a record marked complete whose entry
-        is gone was DELeted by another tool: it is dropped, not listed). So
-        only ``records/<containerID>/`` is listed, and each attachment's entry
-        is read by its name: the cost does not depend on what else is cached. A container without that directory
-        (or with nothing in it) was set up by the Go library or an older
-        libcni: it is found as :meth:`entries` finds it, by a listing of
-        ``results/``. A records directory that is refused (another owner,
-        writable by others, a symlink) raises ``CacheError``.
+        Only ``records/<containerID>/`` (the container's index) is listed and
+        each attachment's entry read by its name: the cost does not depend on
+        what else is cached. A container without that directory (set up by
+        the Go library or an older libcni) is found by a listing of
+        ``results/``, as :meth:`entries` does. A record marked complete whose
+        entry is gone is dropped, not listed; a refused records directory
+        raises ``CacheError``.
         """
         fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
         action = f"list the attachments of container {container_id!r}"
