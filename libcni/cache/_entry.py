@@ -56,10 +56,8 @@ def completed_json(record_json: bytes, result: dict[str, Any] | None) -> bytes:
     """The ``cniCacheV1`` JSON of the entry a record becomes when its ADD returned ``result``.
 
     ``record_json`` is the record's :meth:`CacheEntry.to_json`; the bytes are
-    those of ``to_json()`` of the entry with that result (``result`` is the
-    last member in Go's order), without encoding the rest again: ADD encodes
-    its attachment once, for its record, and reuses it for its entry. It relies on
-    ``result`` being the last field of :class:`CacheEntry` (asserted below the class).
+    those of the entry's ``to_json()``, made without encoding the rest again
+    (``result`` is the last field in Go's order, asserted below the class).
     """
     if not record_json.startswith(_RECORD_HEAD) or not record_json.endswith(b"}"):
         raise ValueError("not the JSON of a record")
@@ -83,10 +81,8 @@ def _dump_kind(kind: str) -> str:
 class CorruptEntryError(CacheError):
     """A cache entry whose *content* is unusable: empty, not JSON, wrongly typed, too large.
 
-    Internal to libcni (callers see a :class:`~libcni.errors.CacheError`): it
-    tells an entry that is broken, which DEL goes past and GC may remove, from
-    one that could not be read (too many open files, EIO, permission denied),
-    which nothing removes.
+    Internal (callers see a ``CacheError``): a broken entry, which DEL goes
+    past and GC may remove, unlike one that could not be read.
     """
 
 
@@ -235,12 +231,8 @@ class CacheEntry:
         cls, obj: Any, *, source: str = "<cache entry>", kind: str = CNI_CACHE_V1
     ) -> CacheEntry:
         """Decode a ``cniCacheV1`` object (or, with ``kind``, a record); ``CorruptEntryError``
-        naming ``source`` and the bad field.
-
-        Missing and ``null`` fields take their zero value (``""``, ``b""``,
-        ``()``, ``{}``, ``None``), as the Go decoder leaves them. A record
-        holds no ``result``.
-        """
+        naming ``source`` and the bad field. Missing and ``null`` fields take their zero value,
+        as in Go; a record holds no ``result``."""
         if not isinstance(obj, dict):
             raise CorruptEntryError(
                 f"cache entry {source} is not a JSON object", type(obj).__name__
@@ -267,13 +259,11 @@ class CacheEntry:
         ifname: str = "",
         source: str = "<cache entry>",
     ) -> CacheEntry:
-        """Decode a cache file's content, either format.
+        """Decode a cache file's content, either format; ``CorruptEntryError`` naming ``source``.
 
-        A ``cniCacheV1`` object gives its entry; the names it lacks are taken
-        from the arguments. Any other JSON object is a legacy bare result:
-        ``kind=""``, ``config=b""`` and the names from the arguments. Empty
-        content, invalid JSON, a non-object or a wrongly typed ``cniCacheV1``
-        field raise ``CorruptEntryError`` naming ``source``.
+        A ``cniCacheV1`` object gives its entry (the names it lacks from the
+        arguments); any other JSON object is a legacy bare result (``kind=""``,
+        ``config=b""``, the names from the arguments).
         """
         return cls.from_object(
             loads(data, source),

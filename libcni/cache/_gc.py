@@ -1,17 +1,11 @@
-"""GC's view of the cache for one run: one listing, each file read at most once.
+"""GC's view of the cache for one run (:class:`GCScan`): one listing, each file read at most once.
 
-A :class:`GCScan` lists ``results/``, ``records/`` and each container's
-directory once (:meth:`GCScan.survey`: under the lock of the run's first
-network, or before any lock to discover the networks known only from the
-cache) and splits the names by the networks they can belong to
-(``<network>-<containerID>-<ifname>``). Under each network's GC lock,
-:meth:`GCScan.refresh` lists ``results/`` again if it changed, and
-:meth:`GCScan.collect` says what GC of that network must do: its stale
-entries and records (to DEL), the valid attachments met (for the plugins'
-GC), its unusable records; it removes its unusable entries itself. The
-entries of valid containers are not read when their file names settle whose
-they are. Only ``CNIConfig.gc_networks`` (``_ops._gc``) and
-``ResultCache.remove_corrupt`` make one; it never leaves the run.
+:meth:`GCScan.survey` lists ``results/``, ``records/`` and each container's
+directory once and splits the names by the networks they can belong to;
+under each network's GC lock :meth:`GCScan.refresh` lists ``results/`` again
+if it changed, and :meth:`GCScan.collect` says what GC of that network must
+do (and removes its unusable entries). Made only by ``CNIConfig.gc_networks``
+and ``ResultCache.remove_corrupt``.
 """
 
 from __future__ import annotations
@@ -142,12 +136,9 @@ class GCScan:
     # -- listing -------------------------------------------------------------------
 
     def survey(self, discover: bool = False) -> None:
-        """List ``results/``, ``records/`` and each container's directory, once.
-
-        ``discover``: read the entries that none of the run's networks (nor a
-        record's network) can claim, to learn the networks known only from
-        the cache (:meth:`networks`). A refused directory raises ``CacheError``.
-        """
+        """List ``results/``, ``records/`` and each container's directory, once; ``discover``:
+        also read the entries no known network can claim, to learn the networks known only
+        from the cache (:meth:`networks`). A refused directory raises ``CacheError``."""
         self.surveyed = True
         self._list_results()
         self._list_records()
@@ -262,11 +253,8 @@ class GCScan:
         *,
         records: bool = True,
     ) -> GCWork:
-        """What GC of ``network`` must do; call it holding the network's GC lock.
-
-        ``valid``: the valid attachments given. Removes the network's entries
-        whose content is unusable (as :meth:`ResultCache.remove_corrupt` says).
-        """
+        """What GC of ``network`` must do, holding its GC lock (``valid``: the valid attachments
+        given); removes the network's unusable entries (:meth:`ResultCache.remove_corrupt`)."""
         check_name(network, "network name")
         self._known.add(network)
         work = GCWork()
@@ -479,10 +467,9 @@ def _classify(
     keep: frozenset[str],
     work: GCWork,
 ) -> str:
-    """What the entry ``name`` (at ``path``) read for GC of ``network`` is: ``"broken"``
-    (unusable), ``"unnamed"`` (it names no network and is unusable or unreadable: whose it
-    is is told once every entry was read), else ``""`` (gone, another network's, usable,
-    or noted in ``work``: a container of ``keep``'s, or stale)."""
+    """What the entry ``name`` read for GC of ``network`` is: ``"broken"`` (unusable),
+    ``"unnamed"`` (names no network, unusable or unreadable: told once every entry was
+    read), else ``""`` (gone, another network's, usable, or noted in ``work``)."""
     obj, held = got.obj, got.held
     if got.state == "missing" or held[0] not in ("", network):
         return ""  # gone, or another network's

@@ -1,21 +1,11 @@
-"""Advisory ``flock`` locks on files of ``<cache dir>/locks/``.
+"""Advisory ``flock`` locks on files of ``<cache dir>/locks/``, whose files can be removed safely.
 
-The protocol that lets lock files be removed without ever letting two
-holders in:
-
-- To take a lock, open (or create) the file at its path, ``flock`` it, then
-  check that the file locked is still the one at the path (``fstat`` of the
-  descriptor against ``stat`` of the path). If it is not (a holder removed it
-  meanwhile, or an operator removed it or the whole ``locks/`` directory),
-  close it and start again on the file now at the path.
-- A lock file is removed only by a holder of its *exclusive* lock, and only
-  while it is still the file at the path. A waiter that wakes up on the
-  removed file then sees that it is no longer at the path, and retries.
-
-``flock`` locks belong to the open file description, which a child forked
-without ``exec`` shares; the child's copies of every held lock are closed in
-the child right after ``fork`` (:func:`os.register_at_fork`), so such a child
-(a ``multiprocessing`` worker) never keeps the runtime's locks alive.
+Take: open (or create) the file, ``flock`` it, then check it is still the
+file at the path (else close it and start again on the one there now).
+Only a holder of the *exclusive* lock removes a lock file, while it is still
+at the path. A child forked without ``exec`` closes its copies of every held
+lock at once (:func:`os.register_at_fork`): it never keeps the runtime's
+locks alive.
 """
 
 from __future__ import annotations
@@ -100,10 +90,8 @@ def _close_registered(fd: int) -> None:
 
 
 def _remove_locked(ident: tuple[int, int], path: str) -> bool:
-    """Remove the lock file ``path``, locked exclusively, if it is still the one there.
-
-    ``ident`` is ``(st_dev, st_ino)`` of the locked file.
-    """
+    """Remove the lock file ``path``, locked exclusively (``ident``: its ``(st_dev, st_ino)``),
+    if it is still the one there."""
     try:
         if _at_path(ident, path):
             os.unlink(path)
@@ -170,11 +158,8 @@ class CacheLock:
         self._release()
 
     def _release(self, remove: bool = False) -> bool:
-        """Release the lock; whether its lock file was removed.
-
-        It is removed when the lock is exclusive and either ``remove`` or its
-        ``entry`` is missing.
-        """
+        """Release the lock; whether its lock file was removed (exclusive, and ``remove`` or its
+        ``entry`` missing)."""
         fd, self._fd = self._fd, -1
         if fd < 0 or self._generation != _generation:
             return False  # released, or the parent's lock (its copy was closed at fork)
@@ -264,16 +249,12 @@ def acquire(
 ) -> CacheLock | None:
     """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if still busy after ``timeout``.
 
-    ``timeout`` 0 (or less) tries once; a number waits at most that many
-    seconds, trying again after the pauses of ``libcni._deadline.backoff``;
-    ``None`` and more than ``NO_LIMIT`` (``math.inf``) wait in ``flock`` as
-    long as it takes. The directories (0700) and the lock file (0600) are
-    created as needed; none of them is reached through a symlink. ``entry``:
-    see :class:`CacheLock`. ``dirs(action)``: gives a checked descriptor of
-    the lock file's directory, kept open by the caller (the cache's
-    :class:`~._fs.DirFds`), used instead of opening the directory (asked
-    again at each try: a directory replaced meanwhile is noticed); ``action``
-    is for its errors, as ``open_dir``'s.
+    ``timeout`` 0 (or less) tries once; a number waits at most that long, trying
+    again after the pauses of ``libcni._deadline.backoff``; ``None`` or more
+    than ``NO_LIMIT`` waits in ``flock``. ``dirs(action)`` gives the checked,
+    kept descriptor of the lock file's directory (created as needed, 0700;
+    asked again at each try); the file is created 0600, never through a
+    symlink. ``entry``: see :class:`CacheLock`.
     """
     base = os.path.join(dir_path, subdir) if subdir else dir_path
     path = os.path.join(base, name)

@@ -33,14 +33,12 @@ class Locks:
     def lock(
         self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
     ) -> CacheLock:
-        """Take the exclusive lock of one attachment, waiting for it; returns the held lock.
+        """Take the exclusive lock of one attachment, waiting at most ``timeout`` seconds.
 
-        Use it as ``with cache.lock(net, cid, ifname): ...`` or call
-        ``release()``. It excludes other threads and other processes working on
-        the same attachment; different attachments never block each other.
-        ``timeout`` bounds the wait (seconds; ``None`` or ``math.inf``: as long
-        as it takes): :class:`~libcni.errors.LockTimeoutError` when it runs out.
-        On release, the lock file is removed if the attachment has no entry.
+        ``None`` or ``math.inf``: as long as it takes; else ``LockTimeoutError``
+        when it runs out. It excludes other threads and processes; different
+        attachments never block each other. Its file goes on release if the
+        attachment has no entry.
         """
         lk = self._attachment(network, container_id, ifname, timeout)
         if lk is None:
@@ -70,13 +68,8 @@ class Locks:
     def network_lock(
         self, network: str, exclusive: bool, *, timeout: float | None = None
     ) -> CacheLock:
-        """Take the lock of a whole network, waiting for it; returns the held lock.
-
-        ADD and DEL hold it shared (they run in parallel with each other), GC
-        exclusive (it excludes them). The lock file is
-        ``<dir>/locks/networks/<network>``, which no attachment lock can be.
-        ``timeout`` bounds the wait, as for :meth:`lock`.
-        """
+        """Take a network's lock (``locks/networks/<network>``), waiting at most ``timeout``
+        seconds: shared for ADD and DEL, exclusive for GC."""
         lk = self._network(network, exclusive, timeout)
         if lk is None:
             raise lock_timeout(f"network {network!r}", self.network_lock_path(network), timeout)
@@ -98,18 +91,11 @@ class Locks:
         )
 
     def container_lock(self, container_id: str, timeout: float | None = None) -> CacheLock:
-        """Take the exclusive lock of a whole container, waiting at most ``timeout`` seconds.
+        """Take a container's lock (``locks/containers/<containerID>``, the network manager's
+        across a setup, teardown or check), waiting at most ``timeout`` seconds.
 
-        The network manager holds it across a setup, teardown or check so
-        that those of one container never interleave, across threads and
-        processes. The lock file is ``<dir>/locks/containers/<containerID>``,
-        which no attachment lock (always ``<network>-<id>-<ifname>``, directly
-        in ``locks/``) nor network lock can be. ``timeout`` bounds the wait,
-        as for :meth:`lock`. On release the lock file is removed when the
-        container has no records (``records/<containerID>`` is missing: libcni
-        holds nothing of it), so a container torn down leaves no lock file;
-        GC removes the lock files no one holds.
-        """
+        Its file goes on release when the container has no ``records/`` directory
+        (libcni holds nothing of it); GC removes the ones no one holds."""
         lk = self._container(container_id, timeout)
         if lk is None:
             path = self.container_lock_path(container_id)

@@ -1,10 +1,10 @@
 """``ResultCache``: the on-disk cache of attachments, a facade over its parts.
 
-Each job of the cache is a part in its own module (HACKING.md has the
-table): ``cache.results`` (:class:`~._results.Entries`), ``cache.wal``
-(:class:`~._records.Records`), ``cache.locks`` (:class:`~._locks.Locks`),
-``cache.cleanup`` (:class:`~._cleanup.CleanUp`), over one shared
-``cache.dirs`` (:class:`~._layout.CacheDirs`). The facade keeps what a tool
+Each job of the cache is a part in its own module: ``cache.results``
+(:class:`~._results.Entries`), ``cache.wal`` (:class:`~._records.Records`),
+``cache.locks`` (:class:`~._locks.Locks`), ``cache.cleanup``
+(:class:`~._cleanup.CleanUp`), over one shared ``cache.dirs``
+(:class:`~._layout.CacheDirs`). The facade keeps what a tool
 that inspects or migrates a cache uses, and what spans two parts.
 """
 
