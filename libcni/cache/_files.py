@@ -158,7 +158,7 @@ def _fill(
 ) -> None:
     """Write ``data`` to the new file ``fd`` (``name`` in ``dfd``), fsync it if ``fsync``, close
     it unless ``keep``; on failure it is closed and removed, ``CacheError(error)`` raised."""
-    try:
+    with _removed_on_failure(dfd, name, error):
         try:
             _write_all(fd, data)  # all of it, in one call, almost always
             if fsync:
@@ -169,24 +169,26 @@ def _fill(
         finally:
             if not keep:
                 os.close(fd)
-    except OSError as e:
-        _unlink_quietly(dfd, name)
-        raise CacheError(error, _strerror(e)) from None
-    except BaseException:
-        _unlink_quietly(dfd, name)
-        raise
 
 
 def _rename_or_remove(dfd: int, tmp: str, *, to: str, error: str) -> None:
     """Rename ``tmp`` to ``to`` in ``dfd`` (the new file takes its place at once); on
     failure ``tmp`` is removed and ``CacheError(error)`` raised (anything else re-raised)."""
-    try:
+    with _removed_on_failure(dfd, tmp, error):
         os.rename(tmp, to, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(dfd: int, name: str, error: str) -> Iterator[None]:
+    """Remove the file ``name`` of ``dfd`` if the block fails: ``CacheError(error)`` for an
+    ``OSError``, anything else re-raised."""
+    try:
+        yield
     except OSError as e:
-        _unlink_quietly(dfd, tmp)
+        _unlink_quietly(dfd, name)
         raise CacheError(error, _strerror(e)) from None
     except BaseException:
-        _unlink_quietly(dfd, tmp)
+        _unlink_quietly(dfd, name)
         raise
 
 

@@ -22,13 +22,11 @@ from ._entry import CacheEntry, CorruptEntryError, loads
 from ._files import TEMP_PREFIX, FileIdent, _complete, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
 from ._layout import CacheDirs
-from ._lock import CacheLock
 from ._locks import Locks
 from ._names import (
     _names_held,
     _only_of,
     _shared_name,
-    _splits,
     _usable_entry,
     _usable_listed,
     _usable_record,
@@ -348,12 +346,12 @@ class GCScan:
             return
         cutoff = time.time() - older_than
         for name in broken:
-            lk = None
+            lk, splits = None, _dash_splits(name[len(network) + 1 :])
             try:
-                # Every attachment of this file name takes this lock (another network's
-                # ADD sharing the name may be writing it).
-                lk = _try_lock_file(cache.locks, network, name)
-                if lk is None and _splits(name[len(network) + 1 :]):
+                # Every attachment of this file name takes this lock, whatever the split
+                # (another network's ADD sharing the name may be writing it).
+                lk = cache.locks.try_lock(network, *splits[0]) if splits else None
+                if lk is None and splits:
                     continue  # busy: an operation works on it right now
                 removed = self._unlink(dfd, network, name, cutoff, action)
             except CacheError as e:
@@ -487,20 +485,6 @@ def _classify(
     if entry.ifname:
         work.stale.append(entry)
     return ""
-
-
-def _try_lock_file(locks: Locks, network: str, name: str) -> CacheLock | None:
-    """The attachment lock of the entry file ``name`` of ``network``, without waiting.
-
-    ``None`` if it is busy, or if no attachment can have that file name
-    (then no one can be writing it).
-    """
-    rest = name[len(network) + 1 :]
-    i = rest.find("-", 1, len(rest) - 1)
-    if i <= 0:
-        return None
-    # Any split gives the same lock file: the one of every attachment named so.
-    return locks.try_lock(network, rest[:i], rest[i + 1 :])
 
 
 def _read_file(

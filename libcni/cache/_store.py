@@ -219,14 +219,10 @@ class ResultCache:
     def containers(self) -> list[str]:
         """Every container with an entry or a record (complete or in progress), sorted.
 
-        One listing of ``records/`` and of each container's directory in it,
-        one of ``results/``: an entry whose file name is also a record's
-        belongs to that record's container (libcni writes both), so it is not
-        read. Only the entries without a record (the Go library's, cnitool's,
-        an older libcni's) are read, for their ``containerId``, and the
-        records of a container without an entry (in progress; one marked
-        complete whose entry is gone is dropped, not counted). A directory
-        that cannot be listed raises ``CacheError``.
+        One listing of ``records/`` (and each container's directory) and one of
+        ``results/``: only the entries without a record (the Go library's,
+        cnitool's, an older libcni's) are read, for their ``containerId``. A
+        directory that cannot be listed raises ``CacheError``.
         """
         action = "list the containers"
         owners = self._record_owners(action)  # a record's file name -> the containers holding it
@@ -267,27 +263,16 @@ class ResultCache:
     ) -> tuple[list[str], list[CacheError]]:
         """Remove the entries of ``network`` whose content is unusable; GC's clean-up.
 
-        Returns the file names removed and the errors met (GC collects them;
-        none stops the clean-up). An entry is unusable when it is empty, not
-        JSON, not an object, larger than ``MAX_ENTRY_SIZE``, a symlink or
-        not a regular file, or a ``cniCacheV1`` object with wrongly typed
-        fields or with names that are not the ones its file name is made of
-        (a legacy bare result is usable). Never removed:
-
-        - an entry that cannot be *read* (too many open files, EIO,
-          permission denied): its content may be fine; the error is returned;
-        - an entry named in ``valid`` (``(container ID, interface name)``
-          pairs), by its file name or by the names inside;
-        - an entry of another network: one whose ``networkName`` is another,
-          or, for content that names no network, one whose file name can also
-          be ``<other>-<containerID>-<ifname>`` for a network ``<other>``
-          met in this scan (``a-b-c-eth0`` can be network ``a-b``'s when
-          collecting ``a``);
-        - a file modified less than ``older_than`` seconds ago: a writer that
-          does not write atomically (the Go library writes in place) may be
-          filling it right now;
-        - a file whose attachment lock is held (the lock of every attachment
-          with that file name): an operation may be writing it right now.
+        Returns the file names removed and the errors met (none stops it).
+        Unusable: empty, not JSON, not an object, over ``MAX_ENTRY_SIZE``, a
+        symlink or not a regular file, a ``cniCacheV1`` object wrongly typed or
+        not named as its file (a legacy bare result is usable). Never removed: an
+        entry that cannot be *read* (its error is returned); one named in
+        ``valid`` (``(container ID, interface name)`` pairs); another network's
+        (by its ``networkName``, or, naming none, by a file name that can be a
+        network's met in this scan: ``a-b-c-eth0`` may be ``a-b``'s); one modified
+        less than ``older_than`` seconds ago (the Go library writes in place); one
+        whose attachment lock is held.
         """
         scan = GCScan(self, networks=(network,))
         scan.survey()
