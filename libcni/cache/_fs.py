@@ -8,7 +8,6 @@ import os
 import stat
 import threading
 import weakref
-from typing import Literal, overload
 
 from ..errors import (
     CODE_INVALID_CONFIG,
@@ -284,6 +283,7 @@ class DirFds:
         if kept is not None:
             return kept
         fd = open_subdir(parent_fd, name, path, action=action)
+        assert fd is not None  # (created)
         try:
             fst = os.fstat(fd)
         except OSError as e:
@@ -340,16 +340,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-@overload
-def open_subdir(
-    parent_fd: int, name: str, path: str, *, action: str, create: Literal[True] = ...
-) -> int: ...
-@overload
-def open_subdir(
-    parent_fd: int, name: str, path: str, *, action: str, create: bool
-) -> int | None: ...
 
 
 def open_subdir(

@@ -16,7 +16,6 @@ import fcntl
 import os
 import threading
 from collections.abc import Callable
-from types import TracebackType
 
 from .._deadline import NO_LIMIT, Deadline, poll
 from ..errors import CacheError
@@ -54,15 +53,13 @@ def _after_fork_in_parent() -> None:
 
 def _after_fork_in_child() -> None:
     """Close the child's copies of the parent's lock files (never unlock them: shared)."""
-    global _generation, _guard_taken_for_fork
+    global _generation
     _generation += 1
     for fd in _held:
         with contextlib.suppress(OSError):
             os.close(fd)
     _held.clear()
-    if _guard_taken_for_fork:
-        _guard_taken_for_fork = False
-        _fork_guard.release()
+    _after_fork_in_parent()  # the guard is released in both
 
 
 os.register_at_fork(
@@ -191,12 +188,7 @@ class CacheLock:
     def __enter__(self) -> CacheLock:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def __del__(self) -> None:
