@@ -103,42 +103,31 @@ def attachment_name(network: str, container_id: str, ifname: str) -> str:
 
 def _fsync_dir(path: str) -> None:
     """Best effort: make a new directory entry in ``path`` durable."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _mkdirs(path: str) -> None:
-    """Create ``path`` and its missing parents, each with mode 0700."""
-    missing: list[str] = []
+    """Create ``path`` and its missing parents, each with mode 0700 and fsynced in its parent."""
     p = path.rstrip("/") or "/"
-    while True:
+    try:
+        os.mkdir(p, DIR_MODE)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        parent = os.path.dirname(p)
+        if not parent or parent == p:
+            raise
+        _mkdirs(parent)
         try:
             os.mkdir(p, DIR_MODE)
         except FileExistsError:
-            break
-        except FileNotFoundError:
-            parent = os.path.dirname(p)
-            if not parent or parent == p:
-                raise
-            missing.append(p)
-            p = parent
-            continue
-        _fsync_dir(os.path.dirname(p))
-        break
-    for q in reversed(missing):
-        try:
-            os.mkdir(q, DIR_MODE)
-        except FileExistsError:
-            continue
-        _fsync_dir(os.path.dirname(q))
+            return
+    _fsync_dir(os.path.dirname(p))
 
 
 def _open_dir_error(e: OSError, path: str, action: str) -> CacheError:

@@ -159,12 +159,9 @@ class GCScan:
             st = os.fstat(dfd)
             listed_at = time.time_ns()
             try:
-                names = os.listdir(dfd)
-            except OSError as e:
-                path = self.cache.results_dir
-                self._errors.append(
-                    CacheError(f"cannot {action}: cannot list {path}", _strerror(e))
-                )
+                names = _listed(dfd, self.cache.results_dir, action)
+            except CacheError as e:
+                self._errors.append(e)
                 names = []
         finally:
             os.close(dfd)

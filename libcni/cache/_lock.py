@@ -11,7 +11,6 @@ locks alive.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import threading
@@ -223,9 +222,7 @@ def _flock(fd: int, op: int, deadline: Deadline | None, wait: bool, path: str) -
         if deadline is None:
             return _try_flock(fd, op) is not None
         return poll(lambda: _try_flock(fd, op), deadline) is not None
-    except OSError as e:
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):  # pragma: no cover - BlockingIOError
-            return False
+    except OSError as e:  # (a busy lock is a BlockingIOError, caught by _try_flock)
         raise CacheError(f"cannot lock {path}", e.strerror or str(e)) from None
 
 

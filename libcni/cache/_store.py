@@ -279,11 +279,5 @@ class ResultCache:
         work = scan.collect(network, tuple(valid), older_than, records=False)
         return work.removed, work.errors
 
-    def remove_unreadable(
-        self,
-        network: str,
-        valid: Iterable[tuple[str, str]] = (),
-        older_than: float = 30.0,
-    ) -> tuple[list[str], list[CacheError]]:
-        """The former name of :meth:`remove_corrupt`, which never removes an unreadable entry."""
-        return self.remove_corrupt(network, valid, older_than)
+    remove_unreadable = remove_corrupt
+    """The former name of :meth:`remove_corrupt`, which never removes an unreadable entry."""
