@@ -17,6 +17,7 @@ of the wrong type is an error (here a :class:`CorruptEntryError`, a
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -35,17 +36,12 @@ RECORD_V1 = "libcniRecordV1"
 """The kind of a write-ahead record (``<dir>/records/``): an entry without ``result``."""
 
 
-_encode: Callable[[Any], str] | None = None
-
-
+@functools.cache
 def _encoder() -> Callable[[Any], str]:
     """The compact JSON encoder of entries, made once (``import libcni`` spares ``json``)."""
-    global _encode
-    if _encode is None:
-        import json
+    import json
 
-        _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-    return _encode
+    return json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 _RECORD_HEAD = b'{"kind":"' + RECORD_V1.encode() + b'"'
