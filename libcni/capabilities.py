@@ -1,46 +1,43 @@
 """Typed, validated capability arguments: what runtimes pass as ``runtimeConfig``.
 
-CNI's conventions name the capability arguments every runtime may pass to
-the plugins that declare them (``"capabilities": {"portMappings": true}``):
-port mappings, a bandwidth limit, IP ranges, DNS settings, static IPs, a
-MAC, an InfiniBand GUID, a device ID, aliases, the cgroup path and the pod
-annotations. :class:`RuntimeConfig` holds them as checked values (what Go
-runtimes get from go-cni's ``WithCapability*`` options and ocicni's
-``RuntimeConfig``), and gives the JSON object the plugins expect:
-
->>> rc = RuntimeConfig(
-...     port_mappings=[PortMapping(8080, 80)],
-...     bandwidth=Bandwidth(ingress_rate=1_000_000, ingress_burst=100_000),
-... )
->>> rc.capability_args()["portMappings"]
-[{'hostPort': 8080, 'containerPort': 80, 'protocol': 'tcp'}]
-
-Every value is checked when it is built: a bad one raises
-:class:`~libcni.errors.ValidationError` (code 7) naming the field and the
-value, before anything runs:
+:class:`RuntimeConfig` holds the capability arguments CNI's conventions name
+(port mappings, a bandwidth limit, IP ranges, DNS settings, static IPs, a MAC,
+an InfiniBand GUID, a device ID, aliases, the cgroup path, the pod
+annotations) as immutable, checked values, and gives the JSON object the
+plugins expect. A bad value raises :class:`~libcni.errors.ValidationError`
+(code 7) naming the field and the value, when it is built:
 
 >>> PortMapping(8080, 0)
 Traceback (most recent call last):
     ...
 libcni.errors.ValidationError: PortMapping.container_port: 0 is not a port number (1 to 65535)
-
-A :class:`RuntimeConfig` is accepted wherever capability arguments are
-(``RuntimeConf``, ``NetworkManager.setup``, ``NetworkRequest``...). The
-values are immutable; addresses are stored in their canonical text
-(``"FD00::1"`` becomes ``"fd00::1"``), MACs in lower case with colons.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 import attrs
 
-from .errors import CODE_INVALID_CONFIG, ValidationError
+from ._checks import (
+    IPAddress,
+    _address,
+    _cidr,
+    _hardware,
+    _instances,
+    _int,
+    _invalid,
+    _ip_or_cidr,
+    _mac,
+    _optional,
+    _port,
+    _strings,
+    _text,
+)
+from .errors import ValidationError
 
 __all__ = [
     "POD_ANNOTATIONS",
@@ -58,145 +55,6 @@ POD_ANNOTATIONS = "io.kubernetes.cri.pod-annotations"
 
 _PROTOCOLS = ("tcp", "udp", "sctp")
 _UINT64_MAX = 2**64 - 1
-_EXCERPT = 120
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-# -- the checks (each raises a ValidationError naming the field and the value) --------
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
-
-
-def _invalid(field: str, value: object, why: str) -> ValidationError:
-    return ValidationError(f"{field}: {_shown(value)} {why}", code=CODE_INVALID_CONFIG)
-
-
-def _int(field: str, value: object, low: int, high: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _invalid(field, value, f"is not {what} (an int from {low} to {high})")
-    if not low <= value <= high:
-        raise _invalid(field, value, f"is not {what} ({low} to {high})")
-    return int(value)
-
-
-def _port(field: str, value: object) -> int:
-    return _int(field, value, 1, 65535, "a port number")
-
-
-def _text(field: str, value: object) -> str:
-    """A non-empty string without NUL."""
-    if not isinstance(value, str) or not value or "\0" in value:
-        raise _invalid(field, value, "is not a non-empty string (without NUL)")
-    return value
-
-
-def _address(field: str, value: object) -> IPAddress:
-    """An IPv4 or IPv6 address, in the forms Go's ``net.ParseIP`` accepts (no zone, as text or object)."""
-    ip = value
-    if isinstance(value, str) and "%" not in value and value.strip() == value:
-        try:
-            ip = ipaddress.ip_address(value)
-        except ValueError:
-            ip = None
-    if isinstance(ip, (ipaddress.IPv4Address, ipaddress.IPv6Address)) and not getattr(
-        ip, "scope_id", None
-    ):
-        return ip
-    raise _invalid(field, value, "is not an IP address (without a zone)")
-
-
-_PREFIX = re.compile(r"0|[1-9][0-9]{0,2}")
-_NETWORKS = (
-    ipaddress.IPv4Network,
-    ipaddress.IPv6Network,
-    ipaddress.IPv4Interface,
-    ipaddress.IPv6Interface,
-)
-
-
-def _cidr(field: str, value: object, *, network: bool) -> tuple[IPAddress, int]:
-    """``ADDRESS/PREFIX`` (Go's ``net.ParseCIDR``); with ``network``, no host bits set."""
-    if isinstance(value, _NETWORKS):
-        value = str(value)  # a zone stays in the text, and is refused there
-    if not isinstance(value, str) or value.count("/") != 1:
-        raise _invalid(field, value, "is not in CIDR notation (ADDRESS/PREFIX)")
-    text, prefix = value.split("/")
-    try:
-        address = _address(field, text)
-    except ValidationError:
-        raise _invalid(field, value, "is not in CIDR notation (ADDRESS/PREFIX)") from None
-    if _PREFIX.fullmatch(prefix) is None or int(prefix) > address.max_prefixlen:
-        raise _invalid(field, value, f"has an invalid prefix length (0 to {address.max_prefixlen})")
-    length = int(prefix)
-    if network:
-        net = ipaddress.ip_network(f"{address}/{length}", strict=False)
-        if net.network_address != address:
-            raise _invalid(field, value, f"has host bits set (the network is {net})")
-    return address, length
-
-
-def _ip_or_cidr(field: str, value: object) -> str:
-    """An address, or an address with its prefix length (host bits allowed)."""
-    if (isinstance(value, str) and "/" in value) or isinstance(value, _NETWORKS):
-        address, length = _cidr(field, value, network=False)
-        return f"{address}/{length}"
-    return str(_address(field, value))
-
-
-_MAC_SEPARATED = re.compile(r"[0-9A-Fa-f]{2}(?:([:-])[0-9A-Fa-f]{2})(?:\1[0-9A-Fa-f]{2})*")
-_MAC_DOTTED = re.compile(r"[0-9A-Fa-f]{4}(?:\.[0-9A-Fa-f]{4})*")
-
-
-def _hardware(field: str, value: object, sizes: Sequence[int], what: str) -> str:
-    """A hardware address in the forms Go's ``net.ParseMAC`` accepts, of one of ``sizes`` bytes.
-
-    ``aa:bb:cc:dd:ee:ff``, ``aa-bb-cc-dd-ee-ff`` or ``aabb.ccdd.eeff``; stored
-    in lower case with colons.
-    """
-    if isinstance(value, str):
-        if _MAC_SEPARATED.fullmatch(value):
-            octets = re.split("[:-]", value)
-        elif _MAC_DOTTED.fullmatch(value):
-            octets = [g[i : i + 2] for g in value.split(".") for i in (0, 2)]
-        else:
-            octets = []
-        if len(octets) in sizes:
-            return ":".join(o.lower() for o in octets)
-    raise _invalid(field, value, f"is not {what}")
-
-
-def _mac(field: str, value: object) -> str:
-    """A MAC address an interface can take: unicast (a 6 or 8 byte one; an IPoIB one of 20 too)."""
-    mac = _hardware(field, value, (6, 8, 20), "a MAC address")
-    if len(mac) < 59 and (int(mac[:2], 16) & 1 or not mac.strip("0:")):
-        raise _invalid(field, value, "is not a unicast MAC address (multicast or all zeros)")
-    return mac
-
-
-def _strings(field: str, value: object, check: Any) -> tuple[Any, ...]:
-    """A sequence (not a string) whose items pass ``check(f"{field}[i]", item)``."""
-    if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Sequence):
-        raise _invalid(field, value, "is not a sequence (a list or a tuple)")
-    return tuple(check(f"{field}[{i}]", item) for i, item in enumerate(value))
-
-
-def _instances(field: str, value: object, cls: type) -> tuple[Any, ...]:
-    def one(where: str, item: object) -> Any:
-        if not isinstance(item, cls):
-            raise _invalid(where, item, f"is not a {cls.__name__}")
-        return item
-
-    return _strings(field, value, one)
-
-
-def _optional(field: str, value: object, cls: type) -> Any:
-    if value is not None and not isinstance(value, cls):
-        raise _invalid(field, value, f"is not a {cls.__name__} (or None)")
-    return value
 
 
 # -- the values --------------------------------------------------------------------------
@@ -225,10 +83,10 @@ class PortMapping:
         if not isinstance(protocol, str) or protocol.lower() not in _PROTOCOLS:
             raise _invalid("PortMapping.protocol", protocol, "is not tcp, udp or sctp")
         self.__attrs_init__(
-            _port("PortMapping.host_port", host_port),
-            _port("PortMapping.container_port", container_port),
-            protocol.lower(),
-            str(_address("PortMapping.host_ip", host_ip)) if host_ip != "" else "",
+            host_port=_port("PortMapping.host_port", host_port),
+            container_port=_port("PortMapping.container_port", container_port),
+            protocol=protocol.lower(),
+            host_ip=str(_address("PortMapping.host_ip", host_ip)) if host_ip != "" else "",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -336,19 +194,15 @@ class IPRange:
         start, end = inside["range_start"], inside["range_end"]
         if start is not None and end is not None and int(start) > int(end):
             raise _invalid("IPRange.range_start", range_start, f"is after range_end {end}")
-        self.__attrs_init__(str(net), *(None if ip is None else str(ip) for ip in inside.values()))
+        self.__attrs_init__(
+            subnet=str(net), **{k: None if ip is None else str(ip) for k, ip in inside.items()}
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the convention (unset members left out)."""
-        out: dict[str, Any] = {"subnet": self.subnet}
-        for key, value in (
-            ("rangeStart", self.range_start),
-            ("rangeEnd", self.range_end),
-            ("gateway", self.gateway),
-        ):
-            if value is not None:
-                out[key] = value
-        return out
+        out = {"subnet": self.subnet, "rangeStart": self.range_start, "rangeEnd": self.range_end}
+        out["gateway"] = self.gateway
+        return {key: value for key, value in out.items() if value is not None}
 
 
 def _domain(field: str, value: object) -> str:
@@ -380,22 +234,15 @@ class DNSConfig:
         options: Sequence[str] = (),
     ) -> None:
         self.__attrs_init__(
-            _strings("DNSConfig.servers", servers, lambda f, v: str(_address(f, v))),
-            _strings("DNSConfig.searches", searches, _domain),
-            _strings("DNSConfig.options", options, _domain),
+            servers=_strings("DNSConfig.servers", servers, lambda f, v: str(_address(f, v))),
+            searches=_strings("DNSConfig.searches", searches, _domain),
+            options=_strings("DNSConfig.options", options, _domain),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the convention (empty lists left out)."""
-        return {
-            key: list(value)
-            for key, value in (
-                ("servers", self.servers),
-                ("searches", self.searches),
-                ("options", self.options),
-            )
-            if value
-        }
+        out = {"servers": self.servers, "searches": self.searches, "options": self.options}
+        return {key: list(value) for key, value in out.items() if value}
 
 
 def _range_sets(value: object) -> tuple[tuple[IPRange, ...], ...]:
@@ -430,6 +277,15 @@ def _optional_text(field: str, value: object) -> str | None:
     return None if value is None else _text(field, value)
 
 
+def _json(value: Any) -> Any:
+    """A member's JSON form: typed values as their objects, sequences as lists."""
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value.to_dict() if hasattr(value, "to_dict") else value
+
+
 @attrs.frozen(init=False)
 class RuntimeConfig:
     """The capability arguments of one attachment, typed and checked.
@@ -448,19 +304,22 @@ class RuntimeConfig:
     non-empty strings; ``pod_annotations`` a mapping of strings.
     """
 
-    port_mappings: tuple[PortMapping, ...]
-    bandwidth: Bandwidth | None
-    ip_ranges: tuple[tuple[IPRange, ...], ...]
-    dns: DNSConfig | None
-    ips: tuple[str, ...]
-    mac: str | None
-    infiniband_guid: str | None
-    device_id: str | None
-    aliases: tuple[str, ...]
-    cgroup_path: str | None
-    pod_annotations: Mapping[str, str] | None = attrs.field(hash=False)
+    # Each member with its capability's key: capability_args() writes what is set.
+    port_mappings: tuple[PortMapping, ...] = attrs.field(metadata={"key": "portMappings"})
+    bandwidth: Bandwidth | None = attrs.field(metadata={"key": "bandwidth"})
+    ip_ranges: tuple[tuple[IPRange, ...], ...] = attrs.field(metadata={"key": "ipRanges"})
+    dns: DNSConfig | None = attrs.field(metadata={"key": "dns"})
+    ips: tuple[str, ...] = attrs.field(metadata={"key": "ips"})
+    mac: str | None = attrs.field(metadata={"key": "mac"})
+    infiniband_guid: str | None = attrs.field(metadata={"key": "infinibandGUID"})
+    device_id: str | None = attrs.field(metadata={"key": "deviceID"})
+    aliases: tuple[str, ...] = attrs.field(metadata={"key": "aliases"})
+    cgroup_path: str | None = attrs.field(metadata={"key": "cgroupPath"})
+    pod_annotations: Mapping[str, str] | None = attrs.field(
+        metadata={"key": POD_ANNOTATIONS}, hash=False
+    )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  (the public constructor: one keyword per capability, a public name)
         self,
         port_mappings: Sequence[PortMapping] = (),
         bandwidth: Bandwidth | None = None,
@@ -475,13 +334,13 @@ class RuntimeConfig:
         pod_annotations: Mapping[str, str] | None = None,
     ) -> None:
         self.__attrs_init__(
-            _instances("RuntimeConfig.port_mappings", port_mappings, PortMapping),
-            _optional("RuntimeConfig.bandwidth", bandwidth, Bandwidth),
-            _range_sets(ip_ranges),
-            _optional("RuntimeConfig.dns", dns, DNSConfig),
-            _strings("RuntimeConfig.ips", ips, _ip_or_cidr),
-            None if mac is None else _mac("RuntimeConfig.mac", mac),
-            None
+            port_mappings=_instances("RuntimeConfig.port_mappings", port_mappings, PortMapping),
+            bandwidth=_optional("RuntimeConfig.bandwidth", bandwidth, Bandwidth),
+            ip_ranges=_range_sets(ip_ranges),
+            dns=_optional("RuntimeConfig.dns", dns, DNSConfig),
+            ips=_strings("RuntimeConfig.ips", ips, _ip_or_cidr),
+            mac=None if mac is None else _mac("RuntimeConfig.mac", mac),
+            infiniband_guid=None
             if infiniband_guid is None
             else _hardware(
                 "RuntimeConfig.infiniband_guid",
@@ -489,10 +348,10 @@ class RuntimeConfig:
                 (8,),
                 "an InfiniBand GUID (8 bytes, e.g. c2:11:22:33:44:55:66:77)",
             ),
-            _optional_text("RuntimeConfig.device_id", device_id),
-            _strings("RuntimeConfig.aliases", aliases, _text),
-            _optional_text("RuntimeConfig.cgroup_path", cgroup_path),
-            _annotations(pod_annotations),
+            device_id=_optional_text("RuntimeConfig.device_id", device_id),
+            aliases=_strings("RuntimeConfig.aliases", aliases, _text),
+            cgroup_path=_optional_text("RuntimeConfig.cgroup_path", cgroup_path),
+            pod_annotations=_annotations(pod_annotations),
         )
 
     def capability_args(self) -> dict[str, Any]:
@@ -501,31 +360,11 @@ class RuntimeConfig:
         >>> RuntimeConfig(ips=["10.1.2.3/24"], mac="AA-BB-CC-DD-EE-FF").capability_args()
         {'ips': ['10.1.2.3/24'], 'mac': 'aa:bb:cc:dd:ee:ff'}
         """
-        out: dict[str, Any] = {}
-        if self.port_mappings:
-            out["portMappings"] = [pm.to_dict() for pm in self.port_mappings]
-        if self.bandwidth is not None:
-            out["bandwidth"] = self.bandwidth.to_dict()
-        if self.ip_ranges:
-            out["ipRanges"] = [[r.to_dict() for r in rs] for rs in self.ip_ranges]
-        if self.dns is not None:
-            out["dns"] = self.dns.to_dict()
-        if self.ips:
-            out["ips"] = list(self.ips)
-        for key, value in (
-            ("mac", self.mac),
-            ("infinibandGUID", self.infiniband_guid),
-            ("deviceID", self.device_id),
-        ):
-            if value is not None:
-                out[key] = value
-        if self.aliases:
-            out["aliases"] = list(self.aliases)
-        if self.cgroup_path is not None:
-            out["cgroupPath"] = self.cgroup_path
-        if self.pod_annotations is not None:
-            out[POD_ANNOTATIONS] = dict(self.pod_annotations)
-        return out
+        return {
+            f.metadata["key"]: _json(value)
+            for f in attrs.fields(RuntimeConfig)
+            if (value := getattr(self, f.name)) is not None and value != ()
+        }
 
 
 # -- the same rules for the plain mappings ---------------------------------------------
@@ -554,12 +393,22 @@ def _get(obj: Mapping[str, Any], key: str, default: Any) -> Any:
 @_objects
 def _plain_port_mapping(o: Mapping[str, Any]) -> PortMapping:
     protocol, host_ip = _get(o, "protocol", "tcp"), _get(o, "hostIP", "")
-    return PortMapping(o.get("hostPort"), o.get("containerPort"), protocol, host_ip)  # type: ignore[arg-type]
+    return PortMapping(
+        host_port=o.get("hostPort"),  # type: ignore[arg-type]
+        container_port=o.get("containerPort"),  # type: ignore[arg-type]
+        protocol=protocol,
+        host_ip=host_ip,
+    )
 
 
 @_objects
 def _plain_ip_range(o: Mapping[str, Any]) -> IPRange:
-    return IPRange(o.get("subnet"), o.get("rangeStart"), o.get("rangeEnd"), o.get("gateway"))  # type: ignore[arg-type]
+    return IPRange(
+        subnet=o.get("subnet"),  # type: ignore[arg-type]
+        range_start=o.get("rangeStart"),
+        range_end=o.get("rangeEnd"),
+        gateway=o.get("gateway"),
+    )
 
 
 def _plain_range_set(where: str, value: object) -> tuple[IPRange, ...]:
@@ -569,14 +418,20 @@ def _plain_range_set(where: str, value: object) -> tuple[IPRange, ...]:
     return ranges
 
 
-_BANDWIDTH = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
+#: Bandwidth's members by name, with their JSON keys (DNSConfig's are the same).
+_BANDWIDTH = {
+    "ingress_rate": "ingressRate",
+    "ingress_burst": "ingressBurst",
+    "egress_rate": "egressRate",
+    "egress_burst": "egressBurst",
+}
 _DNS = ("servers", "searches", "options")
 #: Each well-known capability with the check of its plain JSON form.
 _PLAIN: dict[str, Callable[[str, Any], object]] = {
     "portMappings": lambda where, value: _strings(where, value, _plain_port_mapping),
-    "bandwidth": _objects(lambda o: Bandwidth(*(_get(o, k, 0) for k in _BANDWIDTH))),
+    "bandwidth": _objects(lambda o: Bandwidth(**{k: _get(o, j, 0) for k, j in _BANDWIDTH.items()})),
     "ipRanges": lambda where, value: _strings(where, value, _plain_range_set),
-    "dns": _objects(lambda o: DNSConfig(*(_get(o, k, ()) for k in _DNS))),
+    "dns": _objects(lambda o: DNSConfig(**{k: _get(o, k, ()) for k in _DNS})),
     "ips": lambda where, value: _strings(where, value, _ip_or_cidr),
     "mac": _mac,
 }
