@@ -117,7 +117,9 @@ class GCScan:
     def __init__(
         self, cache: _Cache, keep: Iterable[str] | None = None, networks: Iterable[str] = ()
     ) -> None:
-        self.cache = cache
+        self._cache = cache
+        # The ResultCache given, for GC's callers: typed Any, its import would be a cycle.
+        self.cache: Any = cache
         self.keep = frozenset(keep) if keep else frozenset()
         self.surveyed = False
         self.names: set[str] = set()  # results/ (temporaries left out)
@@ -151,7 +153,7 @@ class GCScan:
 
     def _list_results(self) -> None:
         action = "list the cache entries"
-        dfd = open_dir(self.cache.results_dir, create=False, action=action)
+        dfd = open_dir(self._cache.results_dir, create=False, action=action)
         if dfd is None:
             self.names, self._listed = set(), None
             return
@@ -159,7 +161,7 @@ class GCScan:
             st = os.fstat(dfd)
             listed_at = time.time_ns()
             try:
-                names = _listed(dfd, self.cache.results_dir, action)
+                names = _listed(dfd, self._cache.results_dir, action)
             except CacheError as e:
                 self._errors.append(e)
                 names = []
@@ -176,7 +178,7 @@ class GCScan:
         self.names = new
 
     def _list_records(self) -> None:
-        action, base = "list the records", self.cache.records_dir
+        action, base = "list the records", self._cache.records_dir
         top = open_dir(base, create=False, action=action)
         if top is None:
             return
@@ -203,7 +205,7 @@ class GCScan:
     def refresh(self) -> None:
         """List ``results/`` again if it may have changed since (under the next network's lock)."""
         try:
-            st = os.stat(self.cache.results_dir, follow_symlinks=False)
+            st = os.stat(self._cache.results_dir, follow_symlinks=False)
             now: tuple[int, ...] | None = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
         except OSError:
             now = None
@@ -336,7 +338,7 @@ class GCScan:
 
     def _remove(self, network: str, broken: list[str], older_than: float, work: GCWork) -> None:
         """Remove the unusable entries ``broken``, unless modified lately or locked."""
-        cache = self.cache
+        cache = self._cache
         action = f"clean up unreadable entries of network {network}"
         dfd = cache.dirs.fd(cache.results_dir, create=False, action=action) if broken else None
         if dfd is None:
@@ -370,7 +372,7 @@ class GCScan:
                 return False
             for cid, _ in _dash_splits(name[len(network) + 1 :]):
                 if name in self._containers.get(cid, ()):
-                    self.cache.wal.unmark(cid, name)  # its record is in progress again
+                    self._cache.wal.unmark(cid, name)  # its record is in progress again
             os.unlink(name, dir_fd=dfd)
         except FileNotFoundError:
             return False
@@ -382,11 +384,11 @@ class GCScan:
     # -- reading -------------------------------------------------------------------
 
     def _path(self, name: str) -> str:
-        return f"{self.cache.results_dir}/{name}"
+        return f"{self._cache.results_dir}/{name}"
 
     def _results_fd(self) -> int | None:
-        results = self.cache.results_dir
-        return self.cache.dirs.fd(results, create=False, action="read the cache entries")
+        results = self._cache.results_dir
+        return self._cache.dirs.fd(results, create=False, action="read the cache entries")
 
     def _read(self, dfd: int, name: str, network: str | None) -> _Read:
         """The entry ``name``, read once (as :meth:`_load`)."""
@@ -398,7 +400,7 @@ class GCScan:
     def _record(self, cid: str, name: str, network: str | None) -> _Read:
         """The record ``name`` of ``cid``, read once (as :meth:`_load`); its ``obj`` is the
         usable record, else ``None``."""
-        cache = self.cache
+        cache = self._cache
         top = cache.dirs.fd(cache.records_dir, create=False, action="read the records")
         if top is None:
             return _Read("missing")
@@ -419,7 +421,7 @@ class GCScan:
     def _complete(self, cid: str, name: str) -> bool:
         """Whether the record ``name`` of ``cid`` is marked complete (its ADD returned) while
         ``results/`` holds no entry of it: another tool DELeted the attachment."""
-        cache = self.cache
+        cache = self._cache
         top = cache.dirs.fd(cache.records_dir, create=False, action="read the records")
         ident = None if top is None else _stat_ident(top, f"{cid}/{name}")
         return ident is not None and _complete(ident) and name not in self.names
@@ -445,7 +447,7 @@ class GCScan:
     def clean_up(self) -> tuple[list[str], list[str]]:
         """What killed writers left (temporary entries once stale, temporary records), then
         the lock files no one holds; the paths removed of the first two kinds."""
-        cache = self.cache
+        cache = self._cache
         temporaries = cache.cleanup.remove_stale_temporaries(self._temporaries)
         records = cache.cleanup.sweep_records(self._containers)
         cache.cleanup.remove_orphan_locks(self.names)
