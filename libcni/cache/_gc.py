@@ -118,8 +118,6 @@ class GCScan:
         self, cache: _Cache, keep: Iterable[str] | None = None, networks: Iterable[str] = ()
     ) -> None:
         self._cache = cache
-        # The ResultCache given, for GC's callers: typed Any, its import would be a cycle.
-        self.cache: Any = cache
         self.keep = frozenset(keep) if keep else frozenset()
         self.surveyed = False
         self.names: set[str] = set()  # results/ (temporaries left out)
