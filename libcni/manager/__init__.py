@@ -1,15 +1,8 @@
 """The networks of a container: :class:`NetworkManager` and :class:`AsyncNetworkManager`.
 
-What a container runtime needs on top of the operations of ``CNIConfig``
-: attach a container to the loopback network and to its
-networks with interface names, roll back a setup that failed half-way, tear
-down from the cache (with the configuration cached at ADD), check, inspect
-the merged view, report readiness and collect garbage across every network.
-The configuration is always the one on disk now, and setup, teardown and
-check of one container never interleave (across threads, tasks and
-processes). The rules live in one module per operation family (``_setup``;
-``_teardown``, ``_attach``; ``_gc``; ``_ready``) over a small typed state
-(``_state``), yielding the effects of ``_effects``; this module performs them
+What a runtime needs on top of ``CNIConfig``: setup with rollback, teardown
+from the cache, check, inspect, readiness and GC across every network. The
+rules (``_setup``, ``_teardown``...) yield effects; this module performs them
 with blocking calls, :class:`AsyncNetworkManager` with ``await``.
 """
 
@@ -175,21 +168,15 @@ class NetworkManager(_ManagerBase):
         is logged (once per network and name). ``timeout`` bounds all the ADDs
         together (retries included); each rollback DEL has its own.
         """
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
+        )
         view: ContainerNetworks = self._operation(
-            _setup.setup(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=networks,
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                parallel,
-                timeout,
-            ),
-            "setup",
-            container_id,
+            _setup.setup(self._state, req, parallel, timeout), "setup", container_id
         )
         return view
 
@@ -214,21 +201,14 @@ class NetworkManager(_ManagerBase):
         wiped) is DELeted with its current configuration, the interface name
         setup would have given it, and ``args``/``capability_args``.
         """
-        self._operation(
-            _teardown.teardown(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=networks,
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                timeout,
-            ),
-            "teardown",
-            container_id,
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
         )
+        self._operation(_teardown.teardown(self._state, req, timeout), "teardown", container_id)
 
     def check(self, container_id: str, netns: str = "", *, timeout: float | None = None) -> None:
         """CHECK every cached attachment of the container, with what it cached (and its
@@ -268,20 +248,15 @@ class NetworkManager(_ManagerBase):
         checks are setup's. A failed ADD is rolled back (that network only):
         :class:`~libcni.errors.SetupError`.
         """
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=[network],
+            args=args,
+            capability_args=capability_args,
+        )
         view: ContainerNetworks = self._operation(
-            _attach.attach(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=[network],
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                timeout,
-            ),
-            "attach",
-            container_id,
+            _attach.attach(self._state, req, timeout), "attach", container_id
         )
         return view
 

@@ -1,13 +1,5 @@
-"""``AsyncNetworkManager``: every operation of ``NetworkManager`` as a coroutine.
-
-The rules are the same generators (``_setup``, ``_teardown``...); the effects
-are awaited: operations of an :class:`~libcni.aio.AsyncCNIConfig`, parallel
-ADDs as tasks, the container lock polled without blocking the loop; the
-configuration check and cache reads (stats and small files) inline, as
-``AsyncCNIConfig`` reads its cache. A cancelled setup rolls back (the
-rollback DELs finish even if cancelled again) before ``CancelledError``
-propagates.
-"""
+"""``AsyncNetworkManager``: the same rules, their effects awaited (a cancelled setup rolls
+back, its DELs finished, before ``CancelledError`` propagates)."""
 
 from __future__ import annotations
 
@@ -77,7 +69,6 @@ class AsyncNetworkManager(_ManagerBase):
         )
 
     async def _operation(self, op: Op, name: str, container_id: str = "") -> Any:
-        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
         if self._watch is None:
             return await self._drive(op)
         with self._watch.span("operation", name, container_id=container_id) as parent:
@@ -156,8 +147,7 @@ class AsyncNetworkManager(_ManagerBase):
 
     @staticmethod
     async def _lock(effect: LockContainer) -> Any:
-        """The container lock without blocking the loop: the tries and pauses of the blocking
-        wait (``libcni._deadline``), and its error when the time is up."""
+        """The container lock, polled without blocking the loop."""
         cache, container_id = effect.cache, effect.container_id
         lock = await apoll(lambda: cache.try_container_lock(container_id), Deadline(effect.timeout))
         if lock is None:
@@ -183,21 +173,15 @@ class AsyncNetworkManager(_ManagerBase):
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.setup`; a cancelled setup rolls back, then re-raises."""
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
+        )
         view: ContainerNetworks = await self._operation(
-            _setup.setup(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=networks,
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                parallel,
-                timeout,
-            ),
-            "setup",
-            container_id,
+            _setup.setup(self._state, req, parallel, timeout), "setup", container_id
         )
         return view
 
@@ -212,20 +196,15 @@ class AsyncNetworkManager(_ManagerBase):
         timeout: float | None = None,
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
+        )
         await self._operation(
-            _teardown.teardown(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=networks,
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                timeout,
-            ),
-            "teardown",
-            container_id,
+            _teardown.teardown(self._state, req, timeout), "teardown", container_id
         )
 
     async def check(
@@ -256,20 +235,15 @@ class AsyncNetworkManager(_ManagerBase):
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.attach`; a cancelled attach rolls back, then re-raises."""
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=[network],
+            args=args,
+            capability_args=capability_args,
+        )
         view: ContainerNetworks = await self._operation(
-            _attach.attach(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=[network],
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                timeout,
-            ),
-            "attach",
-            container_id,
+            _attach.attach(self._state, req, timeout), "attach", container_id
         )
         return view
 

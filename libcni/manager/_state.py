@@ -1,12 +1,4 @@
-"""The small typed state every rule of the manager reads, and the values they share.
-
-:class:`Settings` holds the constructor's values, checked; :class:`State` adds
-what the rules use: the cache (a ``ResultCache``, the ``CNIConfig``'s own), the
-plugin finder (a callable), the :class:`~libcni.manager._config.ConfigWatcher`
-and the memos of the manager's life (parsed cached configurations,
-readiness, capability warnings). :class:`ContainerRequest` is what setup,
-teardown and attach are asked; :class:`Item` one network ready to run.
-"""
+"""The small typed state every rule of the manager reads, and the values they share."""
 
 from __future__ import annotations
 
@@ -231,13 +223,8 @@ def requests(
 def ifnames(
     settings: Settings, container_id: str, requested: Sequence[NetworkRequest]
 ) -> list[str]:
-    """The interface name of each request, as setup gives them.
-
-    Names given in requests are reserved first (``lo`` too, with loopback);
-    every other request gets the first free ``<interface_prefix><n>`` in
-    request order. A bad or repeated name is refused (``ValidationError``,
-    ``ConfigError``).
-    """
+    """The interface name of each request: the names given (and ``lo``) reserved first, then
+    the first free ``<interface_prefix><n>`` in order; bad or repeated names refused."""
     taken: set[str] = {LOOPBACK_IFNAME} if settings.loopback else set()
     for r in requested:
         if r.ifname is None:
