@@ -74,8 +74,7 @@ class _ManagerBase:
         self._calls: NetworkCalls = CNICalls(cni, self._watch, asynchronous=self._ASYNC)
 
     def _under(self: _M, parent: int) -> _M:
-        """This manager, its calls' network events filed under the event ``parent`` (one
-        operation's): a shallow copy with calls of its own."""
+        """A shallow copy whose calls' network events are filed under the event ``parent``."""
         assert self._watch is not None
         view = copy.copy(self)
         view._calls = CNICalls(self._cni, self._watch.under(parent), asynchronous=self._ASYNC)
@@ -99,9 +98,6 @@ class _ManagerBase:
             f"{type(self).__name__}(conf_dir={settings.conf_dir!r}, "
             f"plugin_dirs={list(settings.plugin_dirs)!r}, cache_dir={self.cache_dir!r})"
         )
-
-    # Every constructor argument can be read back under its name (go-cni's GetConfig);
-    # the networks given in code are in networks().networks, with those of conf_dir.
 
     @property
     def conf_dir(self) -> str | None:
