@@ -7,12 +7,11 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._deadline import Deadline, apoll
 from .._drive import finish
 from ..aio import AsyncCNIConfig
-from ..invoke import Exec
 from ..values import Args, CapabilityArgs, NetworkAttachment
 from . import _attach, _gc, _ready, _setup, _teardown
 from ._base import _ManagerBase
@@ -30,9 +29,6 @@ from ._effects import (
 from ._sandbox import async_sandbox
 from ._state import NO_CAPS, ContainerRequest
 from ._values import ContainerNetworks, LoadedNetworks, NetworkRequest
-
-if TYPE_CHECKING:
-    from .._events import Observer
 
 __all__ = ["AsyncNetworkManager"]
 
@@ -54,19 +50,8 @@ class AsyncNetworkManager(_ManagerBase):
     """
 
     _ASYNC = True
+    _CNI = AsyncCNIConfig
     _cni: AsyncCNIConfig
-
-    @staticmethod
-    def _make_cni(
-        plugin_dirs: Sequence[str | os.PathLike[str]],
-        cache_dir: str | os.PathLike[str] | None,
-        exec: Exec | None,
-        timeout: float | None,
-        observers: Sequence[Observer] = (),
-    ) -> AsyncCNIConfig:
-        return AsyncCNIConfig(
-            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
-        )
 
     async def _operation(self, op: Op, name: str, container_id: str = "") -> Any:
         if self._watch is None:

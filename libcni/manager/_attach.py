@@ -10,13 +10,7 @@ import attrs
 from .. import _log as logging
 from .. import request as rq
 from .._deadline import Deadline
-from ..errors import (
-    AlreadyAttachedError,
-    CNIError,
-    ConfigError,
-    NotAttachedError,
-    ValidationError,
-)
+from ..errors import AlreadyAttachedError, CNIError, ConfigError, NotAttachedError, ValidationError
 from ._effects import Blocking, LockContainer, Op
 from ._held import Held, held, view
 from ._setup import Run, attempt, del_dead_attempts, plan, refuse_not_netns, undo

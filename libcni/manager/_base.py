@@ -32,6 +32,7 @@ class _ManagerBase:
 
     #: Whether the operations' calls return awaitables (``AsyncNetworkManager``).
     _ASYNC = False
+    _CNI: type[CNIConfig] | type[AsyncCNIConfig] = CNIConfig
 
     def __init__(
         self,
@@ -49,7 +50,9 @@ class _ManagerBase:
         exec: Exec | None = None,
         observers: Sequence[Observer] = (),
     ) -> None:
-        cni = self._make_cni(plugin_dirs, cache_dir, exec, timeout, observers)
+        cni = self._CNI(
+            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
+        )
         self._cni: CNIConfig | AsyncCNIConfig = cni
         # The CNIConfig's observers (checked there) are the manager's (libcni._events).
         self._watch: Watch | None = None
@@ -79,18 +82,6 @@ class _ManagerBase:
         view = copy.copy(self)
         view._calls = CNICalls(self._cni, self._watch.under(parent), asynchronous=self._ASYNC)
         return view
-
-    @staticmethod
-    def _make_cni(
-        plugin_dirs: Sequence[str | os.PathLike[str]],
-        cache_dir: str | os.PathLike[str] | None,
-        exec: Exec | None,
-        timeout: float | None,
-        observers: Sequence[Observer] = (),
-    ) -> CNIConfig | AsyncCNIConfig:
-        return CNIConfig(
-            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
-        )
 
     def __repr__(self) -> str:
         settings = self._state.settings
