@@ -162,11 +162,9 @@ class NetworkManager(_ManagerBase):
         when ``None``); on failure roll everything back and raise :class:`~libcni.errors.SetupError`.
 
         ``args`` (pairs, or a mapping) reach every network as ``CNI_ARGS``;
-        ``capability_args`` (a mapping, or a typed
-        :class:`~libcni.capabilities.RuntimeConfig`) are checked before
-        anything runs, and a capability that no network of the setup declares
-        is logged (once per network and name). ``timeout`` bounds all the ADDs
-        together (retries included); each rollback DEL has its own.
+        ``capability_args`` (a mapping, or a :class:`~libcni.capabilities.RuntimeConfig`)
+        are checked before anything runs; one no network declares is logged.
+        ``timeout`` bounds all the ADDs (retries included); each rollback DEL has its own.
         """
         req = ContainerRequest(
             container_id=container_id,
@@ -194,12 +192,10 @@ class NetworkManager(_ManagerBase):
         (or those of ``networks``), last first; every DEL runs, failures raise together as
         :class:`~libcni.errors.TeardownError`.
 
-        Each DEL uses what the cache knows: the configuration, args and
-        capability args cached (or recorded) at ADD, and, when ``netns`` is
-        empty, the netns cached for that attachment. A network named in
-        ``networks`` with nothing cached for the container (a cache lost or
-        wiped) is DELeted with its current configuration, the interface name
-        setup would have given it, and ``args``/``capability_args``.
+        Each DEL uses the configuration, args and capability args cached at ADD (and the
+        cached netns when ``netns`` is empty). A network of ``networks`` with nothing cached
+        is DELeted with its current configuration, the interface setup would give it,
+        ``args`` and ``capability_args``.
         """
         req = ContainerRequest(
             container_id=container_id,
@@ -241,12 +237,11 @@ class NetworkManager(_ManagerBase):
         """Attach a set-up container to one more network (Podman's ``network connect``);
         the container's whole merged view.
 
-        ``netns`` must be the cached one (``""`` takes it); the interface is
-        the request's, or the first free ``<interface_prefix><n>``. The network
-        already attached is :class:`~libcni.errors.AlreadyAttachedError`,
-        nothing cached :class:`~libcni.errors.NotAttachedError`; the other
-        checks are setup's. A failed ADD is rolled back (that network only):
-        :class:`~libcni.errors.SetupError`.
+        ``netns`` must be the cached one (``""`` takes it); the interface is the request's,
+        or the first free ``<interface_prefix><n>``. Already attached:
+        :class:`~libcni.errors.AlreadyAttachedError`; nothing cached:
+        :class:`~libcni.errors.NotAttachedError`; a failed ADD is rolled back (that
+        network only): :class:`~libcni.errors.SetupError`.
         """
         req = ContainerRequest(
             container_id=container_id,
@@ -264,11 +259,10 @@ class NetworkManager(_ManagerBase):
         self, container_id: str, network: str, *, timeout: float | None = None
     ) -> ContainerNetworks:
         """DEL one network of the container with what it cached (Podman's ``network
-        disconnect``); the other attachments, the loopback one included, stay. The view after.
+        disconnect``); the others, loopback included, stay. The view after.
 
-        A container with nothing cached, or not on ``network``, is
-        :class:`~libcni.errors.NotAttachedError`; a failed DEL is
-        :class:`~libcni.errors.TeardownError` (its entry stays).
+        Nothing cached, or not on ``network``: :class:`~libcni.errors.NotAttachedError`;
+        a failed DEL: :class:`~libcni.errors.TeardownError` (its entry stays).
         """
         view: ContainerNetworks = self._operation(
             _attach.detach(self._state, container_id, network, timeout), "detach", container_id
@@ -281,12 +275,10 @@ class NetworkManager(_ManagerBase):
         """Drop the container's attachments (those of ``networks``, or all, complete or in
         progress) from the cache without running any plugin; return what was dropped.
 
-        The way out for an attachment whose DEL fails every time (a plugin
-        removed for good, an argument no plugin accepts): each one dropped is
-        logged (WARNING), and returned with its configuration, netns, args and
-        capability args, so that a person can remove by hand what its plugins
-        made (interfaces, addresses, rules). A container with nothing cached
-        returns ``()``. Takes the container's lock, as :meth:`teardown`.
+        The way out for an attachment whose DEL always fails: each one is logged
+        (WARNING) and returned with its configuration, netns and args, for a person to
+        remove by hand what its plugins made. Nothing cached: ``()``. Takes the
+        container's lock, as :meth:`teardown`.
         """
         dropped: tuple[NetworkAttachment, ...] = self._drive(
             _teardown.forget(self._state, container_id, networks)
@@ -321,10 +313,9 @@ class NetworkManager(_ManagerBase):
         :class:`ContainerNetworks` (``.netns`` is the namespace's path) for the
         ``with`` block; then teardown, and the namespace removed.
 
-        When setup fails it rolls back, the namespace is removed, and the
-        :class:`~libcni.errors.SetupError` propagates. On exit the namespace
-        is removed even if the teardown fails; then the
-        :class:`~libcni.errors.TeardownError` is raised.
+        A failed setup rolls back, removes the namespace and raises its
+        :class:`~libcni.errors.SetupError`; a failed teardown raises its
+        :class:`~libcni.errors.TeardownError` after the namespace is removed.
         """
         request = ContainerRequest(
             container_id=container_id,
