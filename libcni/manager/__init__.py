@@ -92,8 +92,6 @@ class NetworkManager(_ManagerBase):
 
     _cni: CNIConfig
 
-    # -- the driver ------------------------------------------------------
-
     def _drive(self, op: Op) -> Any:
         return drive(op, self._perform)
 
@@ -139,8 +137,6 @@ class NetworkManager(_ManagerBase):
         threads = min(len(calls), width) if width else len(calls)
         with ThreadPoolExecutor(threads, thread_name_prefix="libcni-together") as pool:
             return list(pool.map(lambda call, ctx: ctx.run(one, call), calls, contexts))
-
-    # -- the operations ----------------------------------------------------
 
     def networks(self) -> LoadedNetworks:
         """The configuration as of now (re-read if anything changed on disk)."""

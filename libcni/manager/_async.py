@@ -139,8 +139,6 @@ class AsyncNetworkManager(_ManagerBase):
             raise effect.timed_out()
         return lock.release
 
-    # -- the operations ----------------------------------------------------
-
     async def networks(self) -> LoadedNetworks:
         """The configuration as of now (re-read if anything changed on disk)."""
         loaded: LoadedNetworks = await self._drive(self._state.current())

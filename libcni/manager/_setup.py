@@ -24,6 +24,7 @@ from ..errors import (
     PluginError,
     PluginTimeoutError,
     SetupError,
+    TeardownError,
     ValidationError,
 )
 from ..values import RuntimeConf, _pairs, capability_mapping
@@ -52,6 +53,7 @@ from ._state import (
     requests,
     why,
 )
+from ._teardown import delete_each
 from ._values import (
     LOOPBACK_IFNAME,
     LOOPBACK_NETWORK,
@@ -98,9 +100,6 @@ def refuse_not_netns(netns: str) -> None:
     reason = _not_netns(netns)
     if reason is not None:
         raise NamespaceError(reason)
-
-
-# -- the plan: everything refused before anything runs ------------------------
 
 
 def _check_arguments(items: Sequence[Item]) -> None:
@@ -217,9 +216,6 @@ def plan(state: State, loaded: LoadedNetworks, req: ContainerRequest) -> list[It
     _check_arguments(items)
     _warn_unused(state, items)
     return items
-
-
-# -- setup ---------------------------------------------------------------------
 
 
 def setup(state: State, req: ContainerRequest, parallel: bool, timeout: float | None) -> Op:
@@ -361,9 +357,6 @@ def attempt(state: State, item: Item, deadline: Deadline) -> Op:
         yield Pause(pause)
 
 
-# -- what an earlier setup left, and the rollback --------------------------------
-
-
 def _still_cached(
     state: State, container_id: str, items: Sequence[Item]
 ) -> tuple[tuple[str, str] | None, list[CacheEntry]]:
@@ -400,28 +393,15 @@ def del_dead_attempts(
     return None
 
 
-def _rollback(attempted: Sequence[Item], timeout: float | None) -> Op:
-    """DEL every attempted network, last first, each with a full timeout."""
-    errors: list[CNIError] = []
-    for item in reversed(attempted):
-        try:
-            yield call_delete(item.net, item.rt, timeout, protected=True)
-        except CNIError as e:
-            log.warning(
-                "rollback of network %r (%s) for container %r failed: %s",
-                item.network,
-                item.ifname,
-                item.rt.container_id,
-                e,
-            )
-            errors.append(e)
-    return errors
-
-
 def undo(state: State, container_id: str, run: Run) -> Op:
     """Roll back what ``run`` attempted, then raise why: the interruption as it is, or a
     :class:`SetupError` with the failure, the partial results and the rollback's errors."""
-    rollback_errors = yield from _rollback(run.attempted, state.timeout_or(None))
+    rollback_errors: list[CNIError] = []
+    try:  # every attempted network, last first, each with a full timeout
+        timeout = state.timeout_or(None)
+        yield from delete_each(state, container_id, run.attempted, "", timeout, "rollback", True)
+    except TeardownError as e:
+        rollback_errors = e.errors
     if run.interrupted is not None:
         raise run.interrupted
     assert run.failure is not None

@@ -37,9 +37,11 @@ def delete_each(
     netns: str,
     timeout: float | None,
     what: str,
+    protected: bool = False,
 ) -> Op:
     """DEL each of ``todo``, last first, with what it cached (and its netns when ``netns`` is
-    empty); failures raise together as :class:`TeardownError`. ``what``: for the log."""
+    empty); failures raise together as :class:`TeardownError`. ``what``: for the log;
+    ``protected`` (a rollback): each DEL finishes even if the caller is cancelled."""
     errors: list[CNIError] = []
     for att in reversed(todo):
         try:
@@ -47,7 +49,7 @@ def delete_each(
                 net, rt = att.net, att.rt
             else:  # complete (its entry is not read again) or in progress
                 net, rt = cached_net(state, att, netns or att.netns)
-            yield call_delete(net, rt, timeout)
+            yield call_delete(net, rt, timeout, protected=protected)
         except CNIError as e:
             log.warning(
                 "%s of network %r (%s) for container %r failed: %s",
