@@ -66,28 +66,22 @@ __all__ = [
 class NetworkManager(_ManagerBase):
     """Attaches containers to their networks and detaches them.
 
-    ``conf_dir`` holds the network configuration files (``None``: none);
-    ``networks``, configuration lists defined in code (e.g. with
-    :func:`~libcni.conf_list_from_bytes`), come before its files, and a file
-    naming one of them is skipped as shadowed. ``plugin_dirs`` hold the
-    plugin binaries (default: ``/opt/cni/bin``, then ``/usr/lib/cni``); a
-    network whose binary is missing is skipped until the binary appears.
-    ``cache_dir``, ``exec`` and ``timeout`` are as for
-    :class:`~libcni.CNIConfig`. Without ``default_networks`` a setup given no
-    networks attaches the first ``max_networks`` usable networks in order
-    (``0``: all). With ``loopback`` every setup first attaches the
-    ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; with
-    ``loopback="internal"`` it brings ``lo`` up in the namespace itself (no
-    plugin, nothing cached); with ``False`` neither. Other interfaces are
-    named ``<interface_prefix><n>`` unless a request names them. With
-    ``retry_attempts``, a network whose ADD fails with code 11 ("try again
-    later") is DELeted and added again, up to that many more times, with a
-    back-off, within the setup's timeout. ``observers`` are told of every
-    operation, each of its networks and each plugin run (:class:`~libcni.Event`).
+    ``conf_dir`` holds the network configuration files (``None``: none); ``networks``,
+    lists defined in code (:func:`~libcni.conf_list_from_bytes`), come first and shadow
+    files of the same name. ``plugin_dirs`` hold the binaries (default: ``/opt/cni/bin``,
+    then ``/usr/lib/cni``); a network whose binary is missing is skipped until it appears.
+    ``cache_dir``, ``exec`` and ``timeout`` are as for :class:`~libcni.CNIConfig`.
+    Without ``default_networks`` a setup given no networks attaches the first
+    ``max_networks`` usable ones (``0``: all). ``loopback``: every setup first attaches
+    the ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; ``"internal"``: it
+    brings ``lo`` up itself (nothing cached); ``False``: neither. Other interfaces are
+    ``<interface_prefix><n>`` unless a request names them. ``retry_attempts``: an ADD
+    failing with code 11 ("try again later") is DELeted and retried that many more times,
+    with a back-off, within the setup's timeout. ``observers`` are told of every
+    operation, network and plugin run (:class:`~libcni.Event`).
 
-    Every constructor argument can be read back under its name
-    (``manager.plugin_dirs``...). Safe to share between threads; nothing runs
-    in the background.
+    Every constructor argument can be read back under its name (``manager.plugin_dirs``).
+    Safe to share between threads; nothing runs in the background.
     """
 
     _cni: CNIConfig
@@ -314,10 +308,7 @@ class NetworkManager(_ManagerBase):
         :class:`~libcni.errors.TeardownError` after the namespace is removed.
         """
         request = ContainerRequest(
-            container_id=container_id,
-            networks=networks,
-            args=args,
-            capability_args=capability_args,
+            container_id=container_id, networks=networks, args=args, capability_args=capability_args
         )
         return sandbox(self, request, name, netns_dir, parallel, timeout)
 

@@ -34,7 +34,6 @@ __all__ = ["AsyncNetworkManager"]
 
 
 def _outcome(task: asyncio.Future[Any]) -> Outcome:
-    """A finished task's ``(value, error)``."""
     if task.cancelled():
         return None, asyncio.CancelledError()
     error = task.exception()
@@ -42,12 +41,8 @@ def _outcome(task: asyncio.Future[Any]) -> Outcome:
 
 
 class AsyncNetworkManager(_ManagerBase):
-    """The asyncio form of :class:`~libcni.NetworkManager`: same constructor, same rules.
-
-    Safe to share between tasks: setups of different containers run
-    concurrently; setup, teardown and check of one container one after the
-    other (also across threads and processes).
-    """
+    """The asyncio form of :class:`~libcni.NetworkManager`: same constructor, same rules;
+    safe to share between tasks (one container's operations never interleave)."""
 
     _ASYNC = True
     _CNI = AsyncCNIConfig
@@ -102,10 +97,8 @@ class AsyncNetworkManager(_ManagerBase):
             except asyncio.TimeoutError:
                 raise effect.timed_out() from None
         assert isinstance(effect, Blocking)
-        # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
-        # cache: a worker thread would queue them behind other operations' fsyncs. The
-        # loop turns first: many operations begun at once share the turns instead of
-        # running all their steps up to their first plugin in one (docs/performance.md).
+        # Short local reads, inline (a worker thread would queue them behind fsyncs), after a
+        # turn of the loop that operations begun at once share (docs/performance.md).
         await asyncio.sleep(0)
         return effect.call(*effect.args)
 
@@ -268,15 +261,9 @@ class AsyncNetworkManager(_ManagerBase):
         parallel: bool = False,
         timeout: float | None = None,
     ) -> contextlib.AbstractAsyncContextManager[ContainerNetworks]:
-        """As :meth:`NetworkManager.sandbox`, an async context manager (``async with``).
-
-        The namespace is created in a worker thread; a setup cancelled meanwhile
-        rolls back and the namespace is removed before ``CancelledError`` propagates.
-        """
+        """As :meth:`NetworkManager.sandbox`, an async context manager (``async with``); a
+        cancelled setup rolls back and removes the namespace before ``CancelledError``."""
         request = ContainerRequest(
-            container_id=container_id,
-            networks=networks,
-            args=args,
-            capability_args=capability_args,
+            container_id=container_id, networks=networks, args=args, capability_args=capability_args
         )
         return async_sandbox(self, request, name, netns_dir, parallel, timeout)

@@ -82,8 +82,7 @@ def _ifname_of(
 
 
 def attach(state: State, req: ContainerRequest, timeout: float | None) -> Op:
-    """ADD one more network to an attached container (``NetworkManager.attach``): setup's
-    checks first, a dead attempt of it DELeted; a failure rolls back that one only."""
+    """ADD one more network to an attached container (``NetworkManager.attach``)."""
     request = requests(req.networks or ())[0]  # (a list in the list is refused: one network)
     container_id = req.container_id
     rq.validate_container_id(container_id)

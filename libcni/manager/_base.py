@@ -71,9 +71,8 @@ class _ManagerBase:
             timeout=timeout,
             retry_attempts=retry_attempts,
         )
-        # The CNIConfig's own cache, so that the default directory is decided in one place.
         self._state = State(settings, cni.cache, cni.exec.find_in_path)
-        # The seam: what each Call of the rules calls (mypy checks them against it).
+        # The seam: what each Call of the rules calls.
         self._calls: NetworkCalls = CNICalls(cni, self._watch, asynchronous=self._ASYNC)
 
     def _under(self: _M, parent: int) -> _M:

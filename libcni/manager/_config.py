@@ -1,11 +1,6 @@
-"""The configuration of a network manager, always current: at the start of every operation
-:meth:`ConfigWatcher.current` makes a stat scan (``conf_dir``'s files followed through
-links, the drop-in directories its listing holds, the plugin directories, where missing
-binaries would be) and reloads what changed. A file changed within two ticks of the last
-check (:data:`RECENT`, :data:`RECENT_FINE`) is read again: a rewrite that keeps its stat
-is never missed. A reload reads, parses, completes and looks up only what changed, and
-keeps the previous :class:`LoadedNetworks` when nothing differs.
-"""
+"""The configuration of a network manager, always current: :meth:`ConfigWatcher.current` makes
+a stat scan and reloads only what changed (a file changed within two ticks of the last
+check, :data:`RECENT`, is read again: a rewrite that keeps its stat is never missed)."""
 
 from __future__ import annotations
 
@@ -51,8 +46,6 @@ _DropIn = tuple[_Stat | None, _Files]  # the directory's stat, its files
 
 
 class _Scan(NamedTuple):
-    """What a check sees."""
-
     files: _Files | str  # the configuration files of conf_dir, or why it cannot be listed
     dirs: frozenset[str]  # the names of the directories in conf_dir
     drop_ins: dict[str, _DropIn]  # network name -> its drop-in directory

@@ -19,8 +19,7 @@ from ..values import RuntimeConf
 
 @attrs.frozen
 class LoopbackUp:
-    """Effect: bring ``lo`` up in ``netns`` in a thread of its own (the kernel's routing lock
-    may keep it waiting), waited for at most ``timeout`` seconds; the outcome is ``None``."""
+    """Effect: bring ``lo`` up in ``netns`` in a thread, for at most ``timeout`` s; ``None``."""
 
     netns: str
     timeout: float | None
@@ -60,8 +59,7 @@ class LoopbackUp:
 
 
 class NetworkCalls(Protocol):
-    """The seam between the rules and the operations: what a :class:`Call` may call (one
-    method per ``CNIConfig`` operation; ``_calls.CNICalls`` implements it)."""
+    """The seam: what a :class:`Call` may call (``_calls.CNICalls`` implements it)."""
 
     def add(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
         """ADD (``add_network_list``); the outcome is the result."""
@@ -83,8 +81,7 @@ class NetworkCalls(Protocol):
 
 @attrs.frozen
 class Call:
-    """Effect: ``call(calls)`` through the seam; the outcome is its value. ``protected`` calls
-    (rollback DELs) finish even if the caller is cancelled."""
+    """Effect: ``call(calls)``, its value; ``protected`` ones finish even if cancelled."""
 
     call: Callable[[NetworkCalls], Any]
     protected: bool = False
@@ -117,8 +114,7 @@ def call_gc(nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: fl
 
 @attrs.frozen
 class Together:
-    """Effect: run ``calls`` (each a :class:`Call` or an operation) at the same time, at most
-    ``width`` at once (``0``: all); the outcome is ``[(value, error), ...]``."""
+    """Effect: run ``calls`` together, ``width`` at once (``0``: all); ``[(value, error)]``."""
 
     calls: tuple[Call | Generator[Any, Any, Any], ...]
     width: int = 0

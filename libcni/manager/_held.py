@@ -58,8 +58,7 @@ def held(state: State, container_id: str) -> list[Held]:
 
 
 def _parse_cached(state: State, config: bytes) -> NetworkConfigList:
-    """The cached configuration as a list (a single plugin's: a list of one), parsed once
-    for every container attached with it (cleared when it holds too many)."""
+    """The cached configuration as a list (a plugin's: a list of one), parsed once."""
     net = state.parsed.get(config)
     if net is None:
         net = conf_list_from_bytes(config)
@@ -74,8 +73,7 @@ def _parse_cached(state: State, config: bytes) -> NetworkConfigList:
 def cached_net(
     state: State, att: CacheEntry, netns: str, loaded: LoadedNetworks | None = None
 ) -> tuple[NetworkConfigList, RuntimeConf]:
-    """The list, args and capability args ``att`` (an entry or record) cached at ADD (the
-    current file as a fallback), as ``get_network_list_cached_config`` reads them."""
+    """The list and args ``att`` cached at ADD (else the current file's list)."""
     network = att.network_name
     rt = att.runtime_conf(netns=netns)
     try:

@@ -55,8 +55,7 @@ def _config_problem(state: State, loaded: LoadedNetworks) -> NotReadyError | Non
 
 
 def problem(state: State, loaded: LoadedNetworks) -> NotReadyError | None:
-    """Why the configuration cannot attach containers now (``None``: ready, remembered for
-    ``loaded``: a plugin installed or removed reloads, a new ``loaded``)."""
+    """Why the configuration cannot attach containers now (``None``: ready, remembered)."""
     if state.ready is loaded:
         return None
     found = _config_problem(state, loaded)

@@ -43,16 +43,7 @@ from ._effects import (
 )
 from ._held import cached_net
 from ._ready import problem
-from ._state import (
-    INTERNAL_LOOPBACK,
-    ContainerRequest,
-    Item,
-    State,
-    ifnames,
-    quoted,
-    requests,
-    why,
-)
+from ._state import INTERNAL_LOOPBACK, ContainerRequest, Item, State, ifnames, quoted, requests, why
 from ._teardown import delete_each
 from ._values import (
     LOOPBACK_IFNAME,
@@ -103,8 +94,7 @@ def refuse_not_netns(netns: str) -> None:
 
 
 def _check_arguments(items: Sequence[Item]) -> None:
-    """Refuse args ``CNI_ARGS`` cannot carry, capability args without a JSON form
-    (``ConfigError`` naming the network) and well-known ones that break their rules."""
+    """Refuse args and capability args that cannot be sent, naming the network."""
     checked: set[int] = set()
     for item in items:
         caps = item.rt.capability_args
@@ -121,8 +111,7 @@ def _check_arguments(items: Sequence[Item]) -> None:
 
 
 def _not_usable(state: State, loaded: LoadedNetworks, names: Sequence[str]) -> CNIError:
-    """Why ``names`` cannot be used: ``NotFoundError`` (not configured), ``ConfigError``
-    (unusable configuration), else ``NotReadyError`` (a binary not installed yet)."""
+    """``NotFoundError``, ``ConfigError`` or ``NotReadyError``: why ``names`` cannot be used."""
     unknown = [n for n in names if why(loaded, n) is None]
     if unknown:
         e = NotFoundError(state.settings.conf_dir or "", unknown[0])
@@ -189,8 +178,7 @@ def _requested(state: State, loaded: LoadedNetworks, req: ContainerRequest) -> l
 
 
 def plan(state: State, loaded: LoadedNetworks, req: ContainerRequest) -> list[Item]:
-    """The networks of a setup with their interface names; everything that can be refused is
-    refused here, before anything runs."""
+    """The networks of a setup with their interface names; refuses what it can."""
     container_id, netns = req.container_id, req.netns
     rq.validate_container_id(container_id)
     if not netns:
@@ -247,8 +235,7 @@ def setup(state: State, req: ContainerRequest, parallel: bool, timeout: float | 
 
 
 def _attach_all(state: State, run: Run, netns: str, parallel: bool, deadline: Deadline) -> Op:
-    """ADD the networks of ``run`` in order, or the loopback one then the others together
-    (``parallel``); the first failure stops the serial ones."""
+    """ADD the networks of ``run`` in order (``parallel``: after loopback, together)."""
     run.failure = yield from _internal_loopback(state, netns, deadline)
     if run.failure is not None:
         return None
@@ -290,8 +277,7 @@ def _internal_loopback(state: State, netns: str, deadline: Deadline) -> Op:
 
 
 def _retry_pause(state: State, e: PluginError, retries: int, deadline: Deadline) -> float | None:
-    """The back-off before attempt ``retries + 2`` after ``e``; ``None``: not retried
-    (not code 11, a timeout, no retries left, or too little time left)."""
+    """The back-off before attempt ``retries + 2`` after ``e``; ``None``: not retried."""
     if (
         retries >= state.settings.retry_attempts
         or e.code != CODE_TRY_AGAIN
@@ -360,9 +346,8 @@ def attempt(state: State, item: Item, deadline: Deadline) -> Op:
 def _still_cached(
     state: State, container_id: str, items: Sequence[Item]
 ) -> tuple[tuple[str, str] | None, list[CacheEntry]]:
-    """The ``(network, ifname)`` of an entry of the container (planned or recorded), if any:
-    an attached container is not set up again; and the records of planned attachments
-    without an entry (dead attempts, DELeted before the setup)."""
+    """The ``(network, ifname)`` of an entry of the container, if any; the records of planned
+    attachments without an entry (dead attempts, DELeted before the setup)."""
     cache = state.cache
     records = {(r.network_name, r.ifname): r for r in cache.records(container_id)}
     keys = [(item.network, item.ifname) for item in items]
@@ -375,8 +360,7 @@ def _still_cached(
 def del_dead_attempts(
     state: State, container_id: str, dead: Sequence[CacheEntry], deadline: Deadline
 ) -> Op:
-    """DEL each record of an earlier setup attempt, with what it recorded; nothing else
-    runs if one fails (``SetupError`` with the DEL's error as ``cause``; the record stays)."""
+    """DEL each record of an earlier attempt; one failing is a ``SetupError`` (it stays)."""
     for record in reversed(dead):
         try:
             net, rt = cached_net(state, record, record.netns)
@@ -394,8 +378,7 @@ def del_dead_attempts(
 
 
 def undo(state: State, container_id: str, run: Run) -> Op:
-    """Roll back what ``run`` attempted, then raise why: the interruption as it is, or a
-    :class:`SetupError` with the failure, the partial results and the rollback's errors."""
+    """Roll back what ``run`` attempted, then raise the interruption or a :class:`SetupError`."""
     rollback_errors: list[CNIError] = []
     try:  # every attempted network, last first, each with a full timeout
         timeout = state.timeout_or(None)

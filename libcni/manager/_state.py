@@ -99,8 +99,7 @@ def _default_networks(value: Sequence[str] | None) -> tuple[str, ...] | None:
 
 @attrs.frozen(kw_only=True)
 class Settings:
-    """The manager's constructor values, checked in this order (each read back by its
-    property of the same name)."""
+    """The manager's constructor values, checked in this order."""
 
     conf_dir: str | None = attrs.field(converter=_conf_dir)
     plugin_dirs: tuple[str, ...] = attrs.field(converter=_plugin_dirs)
@@ -114,8 +113,7 @@ class Settings:
 
 
 class State:
-    """What the rules read: the settings, the cache, the plugin finder, the configuration
-    watcher, and the memos of the manager's life (each written by one module)."""
+    """What the rules read, and the memos of the manager's life (each written by one module)."""
 
     __slots__ = (
         "cache",
@@ -140,7 +138,6 @@ class State:
             settings.max_networks,
             settings.code_networks,
         )
-        # The loopback network of the loopback plugin, cached as cni-loopback.
         self.loopback_net = conf_list_from_bytes(LOOPBACK_CONFIG)
         self.parsed: dict[bytes, NetworkConfigList] = {}  # _held.parse_cached
         self.ready: LoadedNetworks | None = None  # _ready.problem: the last one found ready
@@ -207,13 +204,9 @@ def requests(
     """``networks`` as requests (a name ``s`` is ``NetworkRequest(s)``); ``ConfigError`` for others."""
     if isinstance(networks, (str, NetworkRequest)):
         networks = [networks]
-    out: list[NetworkRequest] = []
-    for n in networks:
-        if isinstance(n, str):
-            out.append(NetworkRequest(n))
-        elif isinstance(n, NetworkRequest):
-            out.append(n)
-        else:
+    out = [NetworkRequest(n) if isinstance(n, str) else n for n in networks]
+    for n in out:
+        if not isinstance(n, NetworkRequest):
             raise ConfigError(
                 f"a network must be a name or a NetworkRequest, not {type(n).__name__}"
             )

@@ -99,8 +99,7 @@ def _named(
     atts: Sequence[Held],
     named: Sequence[tuple[NetworkRequest, str]],
 ) -> Op:
-    """What a teardown given networks DELs, in order: the held attachments they name, and
-    :func:`_uncached` for a request naming none."""
+    """What a teardown given networks DELs, in order (:func:`_uncached` for the unknown)."""
     todo: list[CacheEntry | Item] = [
         att for att, _ in atts if any(_names(r, att) for r, _ in named)
     ]
@@ -123,8 +122,7 @@ def _uncached(
     ifname: str,
 ) -> Item | None:
     """The DEL of a named network nothing is cached for, with its current configuration
-    (ocicni's fallback); ``None`` (logged) when there is none: failing would only make
-    the runtime retry for ever."""
+    (ocicni's fallback); ``None`` (logged) when there is none."""
     container_id = req.container_id
     net = loaded.networks.get(request.network)
     if request.network == LOOPBACK_NETWORK:

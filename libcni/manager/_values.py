@@ -38,11 +38,9 @@ def _opt_mapping(value: CapabilityArgs | None) -> dict[str, Any] | None:
 class NetworkRequest:
     """One network of a setup: its name and, optionally, the interface name to use.
 
-    ``args`` (pairs, or a mapping) are added after the setup's ``args``;
-    ``capability_args`` (a mapping or a
-    :class:`~libcni.capabilities.RuntimeConfig`), when given, replace the
-    setup's for this network. A plain string ``s`` in
-    ``setup(networks=...)`` means ``NetworkRequest(s)``.
+    ``args`` (pairs, or a mapping) are added after the setup's; ``capability_args`` (a
+    mapping or a :class:`~libcni.capabilities.RuntimeConfig`), when given, replace the
+    setup's. A plain string ``s`` in ``setup(networks=...)`` means ``NetworkRequest(s)``.
 
     >>> NetworkRequest("blue", "eth1").ifname
     'eth1'
@@ -206,8 +204,7 @@ class _Merging:
         self.dns: list[DNS] = []
 
     def add(self, att: AttachmentResult, r: Any) -> None:
-        """The interfaces, IPs, routes and DNS of one attachment (``r``: its 1.x result); the
-        loopback attachment's IPs, gateways and routes are not the container's."""
+        """The interfaces, IPs, routes and DNS of one attachment (``r``: its 1.x result)."""
         names, own = self._interfaces(att, r)
         counted = att.ifname != LOOPBACK_IFNAME
         for ipc in r.ips:
@@ -232,8 +229,7 @@ class _Merging:
             self.dns.append(r.dns)
 
     def _interfaces(self, att: AttachmentResult, r: Any) -> tuple[list[str | None], str | None]:
-        """The container-side name of each interface of ``r`` (with a sandbox, or named as the
-        attachment; ``None``: a host-side one) and the attachment's own, if listed."""
+        """The container-side name of each interface of ``r`` (``None``: host-side); its own."""
         names: list[str | None] = []
         own: str | None = None
         for iface in r.interfaces:
