@@ -369,8 +369,7 @@ class ConfigWatcher:
     def _missing(
         self, net: NetworkConfigList, missing: list[tuple[str, _Stat | None]]
     ) -> tuple[str, bool] | None:
-        """Why a binary of ``net`` cannot be used and whether it may yet appear; the places of
-        one not found go to ``missing``."""
+        """Why a binary of ``net`` cannot be used, whether it may yet appear (places: ``missing``)."""
         for plugin in net.plugins:
             for kind in _binaries(plugin):
                 found = self._found.get(kind)

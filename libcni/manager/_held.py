@@ -48,8 +48,7 @@ def attachment_order(ifname: str, network: str) -> tuple[Any, ...]:
 
 
 def held(state: State, container_id: str) -> list[Held]:
-    """Every attachment the cache holds for the container, in order: its entries (complete)
-    and the records without one (in progress), from its index (``attachments_of``)."""
+    """The container's attachments in order: entries (complete), records (in progress)."""
     entries, records = state.cache.attachments_of(container_id)
     out: list[Held] = [(e, True) for e in entries]
     out += [(r, False) for r in records]

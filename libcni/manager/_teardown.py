@@ -66,9 +66,7 @@ def delete_each(
 
 
 def teardown(state: State, req: ContainerRequest, timeout: float | None) -> Op:
-    """DEL every attachment the cache holds (or those of ``req.networks``), last one first
-    (``NetworkManager.teardown``)."""
-    # The configuration on disk is read only if a cached one cannot be used.
+    """DEL every attachment the cache holds, or those of ``req.networks``, last one first."""
     container_id = req.container_id
     timeout = state.timeout_or(timeout)
     pairs, caps = _pairs(req.args), capability_mapping(req.capability_args)  # refused before
@@ -172,8 +170,7 @@ def inspect(state: State, container_id: str) -> Op:
 
 
 def forget(state: State, container_id: str, networks: Sequence[str] | None) -> Op:
-    """Drop the container's entries and records (those of ``networks``, or all), each under
-    its own lock, without running any plugin (``NetworkManager.forget``)."""
+    """Drop the container's entries and records (those of ``networks``, or all), no DEL."""
     rq.validate_container_id(container_id)
     if isinstance(networks, str):
         networks = [networks]
