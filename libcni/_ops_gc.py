@@ -136,7 +136,7 @@ def _network(
     entries and records removed, then its plugins' GC (1.1.0) with the valid ones."""
     chain = _Chain.of(net)
     deadline = ops._deadline(timeout)
-    cache = scan.cache
+    cache = ops._cache()
     errors: list[CNIError] = []
     release = yield _lock_within(deadline, cache, chain.name, rq.GC, exclusive=True)
     try:
@@ -144,7 +144,7 @@ def _network(
         yield CacheIO(scan.refresh if scan.surveyed else scan.survey, ())
         work = yield CacheIO(scan.collect, (chain.name, valid))
         errors.extend(work.errors)
-        yield from _remove_unusable(work, scan, errors)
+        yield from _remove_unusable(work, cache, errors)
         for att in (*work.stale, *work.in_progress):
             yield from _del(ops, net, att, cache, deadline, errors)
         if parse_version(chain.cni_version) >= _V110:
@@ -158,13 +158,13 @@ def _network(
     return None
 
 
-def _remove_unusable(work: GCWork, scan: GCScan, errors: list[CNIError]) -> Op[None]:
-    """Log the unreadable entries ``scan`` removed; remove the unusable records."""
+def _remove_unusable(work: GCWork, cache: ResultCache, errors: list[CNIError]) -> Op[None]:
+    """Log the unreadable entries the scan removed; remove the unusable records."""
     for name in work.removed:
         log.warning("GC removed unreadable cache entry %s", name)
     for cid, name, ident in work.unusable_records:
         try:
-            if (yield CacheIO(scan.cache.wal.drop, (cid, name, ident))):
+            if (yield CacheIO(cache.wal.drop, (cid, name, ident))):
                 log.warning(
                     "GC removed record %s of container %s (unusable, or complete and "
                     "its entry gone: DELeted by another tool)",
