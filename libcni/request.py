@@ -1,9 +1,4 @@
-"""What a plugin receives: its stdin JSON and its environment (pure functions).
-
-Nothing here starts a process or touches a file; everything is a function of
-its arguments, so the rules of the request, of the environment and of the
-checks before ADD are tested without running anything.
-"""
+"""What a plugin receives: its stdin JSON and its environment (pure functions)."""
 
 from __future__ import annotations
 
@@ -55,8 +50,7 @@ VERSION = "VERSION"
 
 
 def _dumps(obj: Any, /) -> str:
-    """Compact JSON text; replaced by the encoder itself at the first call
-    (``import libcni`` spares :mod:`json`)."""
+    """Compact JSON text; replaced by the encoder at the first call (lazy :mod:`json`)."""
     global _dumps
     import json
 
@@ -91,12 +85,8 @@ def plugin_stdin(
 ) -> bytes:
     """What one plugin call of ``command`` is sent on stdin: the one decision, per plugin call.
 
-    ``conf`` is the plugin's own configuration object, ``name`` and
-    ``cni_version`` the network's. ADD, CHECK and DEL: :func:`plugin_request`
-    (``capability_args``, ``prev_result``); GC: :func:`gc_request`
-    (``valid_attachments``); STATUS: :func:`status_request`; VERSION:
-    :data:`VERSION_REQUEST`. The environment is the operation's
-    (:func:`operation_env`), the same for each of its plugins.
+    ADD, CHECK and DEL: :func:`plugin_request`; GC: :func:`gc_request`; STATUS:
+    :func:`status_request`; VERSION: :data:`VERSION_REQUEST`.
     """
     if command == GC:
         return gc_request(
@@ -106,13 +96,8 @@ def plugin_stdin(
         return status_request(conf, name=name, cni_version=cni_version)
     if command == VERSION:
         return VERSION_REQUEST
-    return plugin_request(
-        conf,
-        name=name,
-        cni_version=cni_version,
-        capability_args=capability_args,
-        prev_result=prev_result,
-    )
+    args = {"capability_args": capability_args, "prev_result": prev_result}
+    return plugin_request(conf, name=name, cni_version=cni_version, **args)
 
 
 def operation_env(
@@ -127,26 +112,18 @@ def operation_env(
 ) -> dict[str, str]:
     """The environment of every plugin call of one operation, from a snapshot of ``os.environ``.
 
-    Everything that can be refused is refused here, before any plugin runs:
-    ``args`` that ``CNI_ARGS`` cannot represent, ``capability_args`` without a
-    JSON form. VERSION gets :func:`version_env`. The result is read-only, the
-    same for all the plugins (:class:`~libcni._env.Environment`).
+    ``args`` that ``CNI_ARGS`` cannot represent and ``capability_args`` without a
+    JSON form are refused here, before any plugin runs. The result is read-only.
     """
     base = environ_snapshot()
     if command == VERSION:
         return Environment(version_env(base))
     if capability_args:
         check_capability_args(capability_args)
+    cni_args = encode_cni_args(args)
+    attachment = {"container_id": container_id, "netns": netns, "ifname": ifname}
     return Environment(
-        plugin_env(
-            base,
-            command=command,
-            container_id=container_id,
-            netns=netns,
-            ifname=ifname,
-            cni_args=encode_cni_args(args),
-            path=path,
-        )
+        plugin_env(base, command=command, cni_args=cni_args, path=path, **attachment)
     )
 
 
@@ -179,12 +156,7 @@ def plugin_request(
 
 
 class EncodedAttachments:
-    """The valid attachments of one GC, whose JSON is made once for all its plugins.
-
-    With thousands of attachments, encoding them is most of a GC request's
-    cost; :func:`gc_request` puts this text in each plugin's request as it
-    would have encoded it.
-    """
+    """The valid attachments of one GC, whose JSON is made once for all its plugins."""
 
     __slots__ = ("_text", "pairs")
 
@@ -299,12 +271,8 @@ _last_environ: tuple[dict[bytes, bytes], dict[str, str]] = ({}, {})
 def environ_snapshot() -> dict[str, str]:
     """A copy of ``os.environ``, taken safely while other threads add or remove keys.
 
-    ``dict(os.environ)`` iterates the keys and then looks each one up: a key
-    removed in between raises ``KeyError`` (and a resize ``RuntimeError``).
-    The underlying dict of encoded keys and values is copied in one C-level
-    call instead (atomic under the GIL), then decoded as ``os.environ`` would;
-    when it equals the previous copy (the environment rarely changes), the
-    previous decoding is reused (a copy of it: the caller may change it).
+    The encoded dict under ``os.environ`` is copied in one call (atomic under the
+    GIL), then decoded, or the previous decoding reused when it is unchanged.
     """
     global _last_environ
     env = os.environ
@@ -371,14 +339,9 @@ def plugin_env(
 
     All six are always set (possibly empty), overriding inherited values.
     """
-    env = dict(base)
-    env["CNI_COMMAND"] = command
-    env["CNI_CONTAINERID"] = container_id
-    env["CNI_NETNS"] = netns
-    env["CNI_IFNAME"] = ifname
-    env["CNI_ARGS"] = cni_args
-    env["CNI_PATH"] = ":".join(path)
-    return env
+    cni = {"CNI_COMMAND": command, "CNI_CONTAINERID": container_id, "CNI_NETNS": netns}
+    cni |= {"CNI_IFNAME": ifname, "CNI_ARGS": cni_args, "CNI_PATH": ":".join(path)}
+    return {**base, **cni}
 
 
 #: ``CNI_NETNS``, ``CNI_IFNAME`` and ``CNI_PATH`` of a VERSION probe (as Go sets them).
@@ -389,25 +352,16 @@ def version_env(base: Mapping[str, str], path: Sequence[str] = ()) -> dict[str, 
     """The environment of a VERSION probe.
 
     ``CNI_NETNS``, ``CNI_IFNAME`` and ``CNI_PATH`` are ``dummy``, as the Go
-    library sets them: plugins built with an old skel refuse to run any
-    command without them. ``path`` is accepted for
-    compatibility and not used.
+    library sets them (old plugins refuse to run without them). ``path`` is
+    accepted for compatibility and not used.
     """
     del path
-    return plugin_env(
-        base,
-        command=VERSION,
-        netns=VERSION_DUMMY,
-        ifname=VERSION_DUMMY,
-        path=(VERSION_DUMMY,),
-    )
+    dummy = VERSION_DUMMY
+    return plugin_env(base, command=VERSION, netns=dummy, ifname=dummy, path=(dummy,))
 
 
 def _details(value: object) -> str:
-    """A ``ValidationError``'s details: the offending value itself (Go's ``Details: "1234%%%"``).
-
-    Not a string (a caller's bug): its ``repr``, the only text it has.
-    """
+    """A ``ValidationError``'s details: the offending value itself, or its ``repr``."""
     return value if isinstance(value, str) else repr(value)[:300]
 
 
