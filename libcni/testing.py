@@ -118,12 +118,9 @@ class MockExec:
             request = json.loads(stdin)
         except ValueError as e:  # libcni always sends JSON: a bug if not
             raise DecodeError("MockExec: the request is not JSON", str(e)) from None
+        cni_env = {k: v for k, v in env.items() if k.startswith("CNI_")}
         call = PluginCall(
-            plugin=os.path.basename(path),
-            command=env.get("CNI_COMMAND", ""),
-            stdin=request,
-            env={k: v for k, v in env.items() if k.startswith("CNI_")},
-            path=path,
+            os.path.basename(path), env.get("CNI_COMMAND", ""), request, cni_env, path
         )
         self.calls.append(call)
         return call
