@@ -69,17 +69,9 @@ Interface = Interface100
 #: The IP class of the current (1.x) results.
 IPConfig = IPConfig100
 
-# The 0.x families (their modules, and the conversions between versions) are
-# imported when first met: a version of theirs decoded, or a name asked for
-# (``from libcni.types import Result040``). ``import libcni`` spares them.
-_OLD_NAMES = {
-    "IPConfig020": "v02",
-    "Result020": "v02",
-    "Route020": "v02",
-    "IPConfig040": "v04",
-    "Interface040": "v04",
-    "Result040": "v04",
-}
+# The 0.x families are imported when first met (a version decoded, or a name asked for).
+_OLD_NAMES = dict.fromkeys(("IPConfig020", "Result020", "Route020"), "v02")
+_OLD_NAMES |= dict.fromkeys(("IPConfig040", "Interface040", "Result040"), "v04")
 
 
 def __getattr__(name: str) -> Any:
@@ -175,10 +167,8 @@ def create_result(version: str, data: bytes | bytearray | str | Mapping[str, Any
 
     A non-empty ``cniVersion`` in the data must have the same layout as
     ``version`` (e.g. "0.3.1" for "0.4.0"), else
-    :class:`~libcni.errors.VersionError`; so must ``version`` be known. The
-    result keeps the data's own ``cniVersion`` (as Go's ``create_result``:
-    ``create_result("0.3.0", {"cniVersion": "0.4.0"})`` is a 0.4.0 result);
-    data without one is labelled ``version``.
+    :class:`~libcni.errors.VersionError`. The result keeps the data's own
+    ``cniVersion``, as Go's does; data without one is labelled ``version``.
 
     >>> create_result("1.1.0", '{"ips":[{"address":"fd00::2/64"}]}').ips[0].address.version
     6
