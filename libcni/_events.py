@@ -4,8 +4,8 @@ An *observer* is any callable taking an :class:`Event`; one that raises is
 logged on the ``libcni`` logger and changes nothing. An observer may also have
 a method ``plugin_env(event)`` (called with the start event of a plugin run)
 returning variables to add to that run's environment (``None`` removes one;
-``CNI_*`` variables are never replaced). How the drivers and the network
-manager use :class:`Watch` and :class:`Span`: HACKING.md.
+``CNI_*`` variables are never replaced). The drivers run each operation in a
+:class:`Span` and each plugin run through :meth:`Watch.observed`.
 """
 
 from __future__ import annotations

@@ -36,16 +36,8 @@ from ._checks import (
 )
 from .errors import ValidationError
 
-__all__ = [
-    "POD_ANNOTATIONS",
-    "Bandwidth",
-    "DNSConfig",
-    "IPRange",
-    "PortMapping",
-    "RuntimeConfig",
-    "check_plain",
-    "k8s_args",
-]
+__all__ = ["POD_ANNOTATIONS", "Bandwidth", "DNSConfig", "IPRange", "PortMapping", "RuntimeConfig"]
+__all__ += ["check_plain", "k8s_args"]
 
 #: The capability name of the pod annotations (CRI's convention).
 POD_ANNOTATIONS = "io.kubernetes.cri.pod-annotations"

@@ -20,25 +20,11 @@ from .errors import ConfigError, NoConfigsFoundError, NotFoundError, VersionErro
 from .types.dns import DNS
 from .version import CURRENT, parse_version
 
-__all__ = [
-    "NetworkConfig",
-    "NetworkConfigList",
-    "PluginConfig",
-    "conf_files",
-    "conf_from_bytes",
-    "conf_from_file",
-    "conf_list_from_bytes",
-    "conf_list_from_conf",
-    "conf_list_from_file",
-    "inject_conf",
-    "load_conf",
-    "load_conf_list",
-    "load_network_conf",
-    "network_conf_from_bytes",
-    "network_conf_from_file",
-    "network_plugin_conf_from_bytes",
-    "network_plugin_confs_from_files",
-]
+__all__ = ["NetworkConfig", "NetworkConfigList", "PluginConfig", "conf_files", "conf_from_bytes"]
+__all__ += ["conf_from_file", "conf_list_from_bytes", "conf_list_from_conf", "conf_list_from_file"]
+__all__ += ["inject_conf", "load_conf", "load_conf_list", "load_network_conf"]
+__all__ += ["network_conf_from_bytes", "network_conf_from_file", "network_plugin_conf_from_bytes"]
+__all__ += ["network_plugin_confs_from_files"]
 
 #: What the parsers accept as JSON input.
 JSONInput: TypeAlias = "builtins.bytes | bytearray | memoryview | str"

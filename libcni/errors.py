@@ -12,42 +12,15 @@ import enum
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = [
-    "CODE_DECODE",
-    "CODE_INCOMPATIBLE_VERSION",
-    "CODE_INTERNAL",
-    "CODE_INVALID_CONFIG",
-    "CODE_INVALID_ENV",
-    "CODE_INVALID_NETNS",
-    "CODE_IO",
-    "CODE_LIMITED_CONNECTIVITY",
-    "CODE_NOT_AVAILABLE",
-    "CODE_TRY_AGAIN",
-    "CODE_UNKNOWN_CONTAINER",
-    "CODE_UNSUPPORTED_FIELD",
-    "AlreadyAttachedError",
-    "CNIError",
-    "CacheError",
-    "CheckNotSupportedError",
-    "Code",
-    "ConfigError",
-    "DecodeError",
-    "GCError",
-    "InvalidNetworkError",
-    "LockTimeoutError",
-    "NamespaceError",
-    "NoConfigsFoundError",
-    "NotAttachedError",
-    "NotFoundError",
-    "NotReadyError",
-    "PluginError",
-    "PluginNotFoundError",
-    "PluginTimeoutError",
-    "SetupError",
-    "TeardownError",
-    "ValidationError",
-    "VersionError",
-]
+__all__ = ["CODE_DECODE", "CODE_INCOMPATIBLE_VERSION", "CODE_INTERNAL", "CODE_INVALID_CONFIG"]
+__all__ += ["CODE_INVALID_ENV", "CODE_INVALID_NETNS", "CODE_IO", "CODE_LIMITED_CONNECTIVITY"]
+__all__ += ["CODE_NOT_AVAILABLE", "CODE_TRY_AGAIN", "CODE_UNKNOWN_CONTAINER"]
+__all__ += ["CODE_UNSUPPORTED_FIELD", "AlreadyAttachedError", "CNIError", "CacheError"]
+__all__ += ["CheckNotSupportedError", "Code", "ConfigError", "DecodeError", "GCError"]
+__all__ += ["InvalidNetworkError", "LockTimeoutError", "NamespaceError", "NoConfigsFoundError"]
+__all__ += ["NotAttachedError", "NotFoundError", "NotReadyError", "PluginError"]
+__all__ += ["PluginNotFoundError", "PluginTimeoutError", "SetupError", "TeardownError"]
+__all__ += ["ValidationError", "VersionError"]
 
 CODE_INCOMPATIBLE_VERSION = 1
 CODE_UNSUPPORTED_FIELD = 2

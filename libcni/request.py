@@ -17,29 +17,11 @@ from .errors import (
 )
 from .version import VERSION_REQUEST as VERSION_REQUEST  # the probe's stdin, stated there
 
-__all__ = [
-    "ADD",
-    "CHECK",
-    "DEL",
-    "GC",
-    "STATUS",
-    "VERSION",
-    "check_capability_args",
-    "encode_cni_args",
-    "environ_snapshot",
-    "gc_request",
-    "operation_env",
-    "plugin_env",
-    "plugin_request",
-    "plugin_stdin",
-    "runtime_config",
-    "status_request",
-    "validate_attachment",
-    "validate_container_id",
-    "validate_interface_name",
-    "validate_network_name",
-    "version_env",
-]
+__all__ = ["ADD", "CHECK", "DEL", "GC", "STATUS", "VERSION", "check_capability_args"]
+__all__ += ["encode_cni_args", "environ_snapshot", "gc_request", "operation_env", "plugin_env"]
+__all__ += ["plugin_request", "plugin_stdin", "runtime_config", "status_request"]
+__all__ += ["validate_attachment", "validate_container_id", "validate_interface_name"]
+__all__ += ["validate_network_name", "version_env"]
 
 ADD = "ADD"
 CHECK = "CHECK"

@@ -11,15 +11,8 @@ import attrs
 if TYPE_CHECKING:
     from .capabilities import RuntimeConfig
 
-__all__ = [
-    "Args",
-    "CapabilityArgs",
-    "GCArgs",
-    "GCAttachment",
-    "NetworkAttachment",
-    "RuntimeConf",
-    "capability_mapping",
-]
+__all__ = ["Args", "CapabilityArgs", "GCArgs", "GCAttachment", "NetworkAttachment", "RuntimeConf"]
+__all__ += ["capability_mapping"]
 
 #: ``CNI_ARGS``: ``(key, value)`` pairs, or a mapping (its order kept).
 Args = Sequence[tuple[str, str]] | Mapping[str, str]

@@ -16,16 +16,8 @@ from ._codec import Invalid, field, structure
 from ._json import strict_loads
 from .errors import VersionError
 
-__all__ = [
-    "ALL",
-    "CURRENT",
-    "LEGACY",
-    "PluginInfo",
-    "greater_than",
-    "greater_than_or_equal_to",
-    "parse_version",
-    "plugin_info_from_bytes",
-]
+__all__ = ["ALL", "CURRENT", "LEGACY", "PluginInfo", "greater_than", "greater_than_or_equal_to"]
+__all__ += ["parse_version", "plugin_info_from_bytes"]
 
 #: The versions whose results use ``ip4``/``ip6`` (one layout each family).
 FAMILY_02: tuple[str, ...] = ("0.1.0", "0.2.0")

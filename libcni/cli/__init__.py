@@ -31,18 +31,8 @@ from ._common import (
     parse_cni_args,
 )
 
-__all__ = [
-    "DEFAULT_CNI_PATH",
-    "DEFAULT_IFNAME",
-    "DEFAULT_NETCONFPATH",
-    "CLIError",
-    "build_parser",
-    "container_id_for_netns",
-    "main",
-    "netns_path",
-    "parse_cap_args",
-    "parse_cni_args",
-]
+__all__ = ["DEFAULT_CNI_PATH", "DEFAULT_IFNAME", "DEFAULT_NETCONFPATH", "CLIError", "build_parser"]
+__all__ += ["container_id_for_netns", "main", "netns_path", "parse_cap_args", "parse_cni_args"]
 
 log = logging.getLogger("libcni")
 

@@ -41,28 +41,10 @@ if TYPE_CHECKING:
     from .v02 import IPConfig020, Result020, Route020
     from .v04 import Interface040, IPConfig040, Result040
 
-__all__ = [
-    "DNS",
-    "IPAddress",
-    "IPConfig",
-    "IPConfig020",
-    "IPConfig040",
-    "IPConfig100",
-    "IPInterface",
-    "Interface",
-    "Interface040",
-    "Interface100",
-    "Result",
-    "Result020",
-    "Result040",
-    "Result100",
-    "Route",
-    "Route020",
-    "create_result",
-    "family_of",
-    "result_from_bytes",
-    "result_from_dict",
-]
+__all__ = ["DNS", "IPAddress", "IPConfig", "IPConfig020", "IPConfig040", "IPConfig100"]
+__all__ += ["IPInterface", "Interface", "Interface040", "Interface100", "Result", "Result020"]
+__all__ += ["Result040", "Result100", "Route", "Route020", "create_result", "family_of"]
+__all__ += ["result_from_bytes", "result_from_dict"]
 
 #: The interface class of the current (1.x) results.
 Interface = Interface100
