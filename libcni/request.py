@@ -119,11 +119,10 @@ def plugin_request(
 ) -> bytes:
     """The stdin of an ADD, CHECK or DEL call, as bytes.
 
-    ``conf`` is the plugin's own configuration object. ``name`` and
-    ``cniVersion`` replace whatever it holds; ``prevResult`` is set when given
-    (a ``prevResult`` in the file passes through otherwise); ``runtimeConfig``
-    is set to the declared-and-provided capability arguments, replacing one in
-    the file, unless there are none. Every other key passes through.
+    ``conf`` is the plugin's own configuration object. ``name`` and ``cniVersion``
+    replace whatever it holds; ``prevResult`` is set when given; ``runtimeConfig``
+    is set to the declared-and-provided capability arguments, unless there are
+    none. Every other key passes through.
     """
     request = _named(conf, name, cni_version)
     if capability_args:
@@ -219,9 +218,7 @@ def _encode(request: Mapping[str, Any]) -> bytes:
 def check_capability_args(capability_args: Mapping[str, Any]) -> None:
     """Refuse capability arguments that have no JSON form (``ConfigError``), before anything runs.
 
-    Object keys must be strings at every level (``{1: "a", "1": "b"}`` would
-    otherwise reach the plugin and the cache as an object with two ``"1"``
-    keys) and numbers finite.
+    Object keys must be strings at every level, and numbers finite.
     """
     import json
 
@@ -288,12 +285,8 @@ def encode_cni_args(args: Sequence[tuple[str, str]]) -> str:
     """
     parts = []
     for pair in args:
-        if not (
-            isinstance(pair, (tuple, list))
-            and len(pair) == 2
-            and isinstance(pair[0], str)
-            and isinstance(pair[1], str)
-        ):
+        two = isinstance(pair, (tuple, list)) and len(pair) == 2
+        if not two or not all(isinstance(item, str) for item in pair):
             raise ConfigError("invalid CNI_ARGS pair: must be two strings", repr(pair)[:200])
         key, value = pair
         if not key:
@@ -386,11 +379,8 @@ def validate_interface_name(ifname: str) -> None:
         raise ValidationError("interface name is . or ..", ifname, code=CODE_INVALID_ENV)
     for ch in ifname:
         if ch in "/:" or ch.isspace() or ch == "\0":
-            raise ValidationError(
-                f"interface name contains an invalid character {ch!r}",
-                ifname,
-                code=CODE_INVALID_ENV,
-            )
+            why = f"interface name contains an invalid character {ch!r}"
+            raise ValidationError(why, ifname, code=CODE_INVALID_ENV)
 
 
 def validate_attachment(container_id: str, network: str, ifname: str) -> None:
