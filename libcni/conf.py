@@ -406,10 +406,9 @@ def conf_list_from_file(path: PathInput) -> NetworkConfigList:
 def load_conf(dir: PathInput, name: str) -> PluginConfig:
     """The first ``*.conf``/``*.json`` plugin configuration in ``dir`` named ``name``.
 
-    Files are tried in sorted order. No such files (or no directory):
-    :class:`~libcni.errors.NoConfigsFoundError`. No match: :class:`~libcni.errors.NotFoundError`, whose
-    details name every file that failed to parse. A broken file does not hide
-    a valid configuration in a later file (the failure is logged).
+    Files are tried in sorted order; a broken one is skipped (and logged). No
+    such files: :class:`~libcni.errors.NoConfigsFoundError`. No match:
+    :class:`~libcni.errors.NotFoundError`, naming the files that failed to parse.
     """
     d = path_str(dir)
     files = conf_files(d, _CONF_EXTENSIONS)
@@ -455,8 +454,7 @@ def load_conf_list(dir: PathInput, name: str) -> NetworkConfigList:
 def conf_list_from_conf(conf: PluginConfig) -> NetworkConfigList:
     """Wrap one plugin configuration into a list with its ``name`` and ``cniVersion``.
 
-    The flags are false; ``bytes`` is the JSON of ``{"cniVersion", "name",
-    "plugins": [conf.raw]}``.
+    The flags are false; ``bytes`` is the JSON of ``{"cniVersion", "name", "plugins"}``.
 
     >>> conf = conf_from_bytes('{"name": "n", "cniVersion": "0.4.0", "type": "a"}')
     >>> lst = conf_list_from_conf(conf)

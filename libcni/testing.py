@@ -37,13 +37,9 @@ _ALL_VERSIONS = list(ALL)
 class PluginCall:
     """One plugin run, as the plugin would have seen it.
 
-    ``plugin`` is the plugin type (the binary's file name), ``command`` the
-    ``CNI_COMMAND`` (``ADD``, ``CHECK``, ``DEL``, ``GC``, ``STATUS``,
-    ``VERSION``), ``stdin`` the request decoded from JSON (the plugin's
-    configuration with ``name``, ``cniVersion``, ``prevResult``,
-    ``runtimeConfig``...), ``env`` the ``CNI_*`` variables of the call (the
-    rest of the inherited environment is left out) and ``path`` the binary
-    that would have run.
+    ``plugin`` is the plugin type, ``command`` the ``CNI_COMMAND``, ``stdin``
+    the request decoded from JSON, ``env`` the ``CNI_*`` variables of the call
+    and ``path`` the binary that would have run.
     """
 
     plugin: str

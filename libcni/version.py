@@ -68,7 +68,6 @@ def parse_version(version: str) -> tuple[int, int, int]:
         raise VersionError(f'invalid version "{version}": too many parts', version)
     numbers: list[int] = []
     for part in parts:
-        # isdigit() also accepts non-ASCII digits such as "²"; insist on ASCII.
         if not (part.isascii() and part.isdigit()):
             raise VersionError(f'invalid version "{version}": "{part}" is not a number', version)
         numbers.append(int(part))

@@ -107,13 +107,11 @@ def _as_object(obj: Any) -> Mapping[str, Any]:
 def result_from_dict(obj: Any, default_version: str = "") -> Result:
     """Decode a result from an already decoded JSON value.
 
-    ``obj`` must be a JSON object (``None``, JSON ``null``, counts as an empty
-    one). The result's version is the object's ``cniVersion`` when it is a
-    non-empty string, else ``default_version``, else 0.1.0. An unknown version
-    raises :class:`~libcni.errors.VersionError`; a malformed field raises
-    :class:`~libcni.errors.DecodeError` naming it. Unknown fields are kept.
-    The result shares the values of unknown fields with ``obj``: do not
-    mutate ``obj`` afterwards.
+    ``obj`` must be a JSON object (or ``None``). The version is its ``cniVersion``,
+    else ``default_version``, else 0.1.0. An unknown version raises
+    :class:`~libcni.errors.VersionError`; a malformed field a
+    :class:`~libcni.errors.DecodeError` naming it. Unknown fields are kept, shared
+    with ``obj``: do not mutate ``obj`` afterwards.
 
     >>> result_from_dict({"ip4": {"ip": "10.0.0.2/8"}}).cni_version
     '0.1.0'
