@@ -1,15 +1,10 @@
 """Time limits, written once: a :class:`Deadline`, the back-off of every wait, the wording.
 
-Every wait of the library goes through here: an operation's timeout shared
-by its plugin runs (``_ops``), a setup's timeout shared by its ADDs
-(``manager``), and the waits for a busy cache lock, blocking (``cache/_lock``)
-or awaited (``aio``, the async manager). A busy lock is tried again after
-:func:`backoff`'s pauses, the same in the sync and async drivers, and a wait
-that runs out raises the one :func:`lock_timeout` error.
-
-Neutral: it imports nothing of libcni but ``errors``, so every package may
-use it. The clock and the sleeps are read at each call (``_clock``,
-``_sleep``, ``_asleep``): tests replace them to count tries without timing.
+Every wait goes through here: an operation's timeout shared by its plugin runs, a setup's
+by its ADDs, the waits for a busy cache lock, blocking or awaited (the same pauses, the
+one :func:`lock_timeout` error). Neutral: it imports nothing of libcni but ``errors``.
+The clock and the sleeps (``_clock``, ``_sleep``, ``_asleep``) are read at each call:
+tests replace them to count tries without timing.
 """
 
 from __future__ import annotations
@@ -40,10 +35,9 @@ _T = TypeVar("_T")
 #: practical limit: no end is computed, so nothing can overflow.
 NO_LIMIT = 1e8
 
+#: The first pause between two tries of a busy lock (seconds), then doubling up to POLL_MAX.
 POLL_FIRST = 0.001
-"""The first pause between two tries of a busy lock (seconds)."""
 POLL_MAX = 0.02
-"""The longest pause between two tries (it doubles from :data:`POLL_FIRST`)."""
 
 _clock = time.monotonic
 _sleep = time.sleep
@@ -69,11 +63,8 @@ def check_timeout(timeout: float | None) -> float | None:
 
 
 class Deadline:
-    """The end of a time limit that starts now: ``Deadline(2.0)``, ``Deadline(None)`` (none).
-
-    ``limit`` is the timeout it was made with (for messages). A timeout
-    longer than :data:`NO_LIMIT` (``math.inf``) has no end, as ``None``.
-    """
+    """The end of a time limit that starts now: ``Deadline(2.0)``, ``Deadline(None)`` (none);
+    ``limit`` is its timeout (for messages). Over :data:`NO_LIMIT` it has no end, as ``None``."""
 
     __slots__ = ("_end", "limit")
 
@@ -97,14 +88,8 @@ def backoff(deadline: Deadline) -> Iterator[float]:
     """The pauses between the tries of something busy: :data:`POLL_FIRST`, doubling up
     to :data:`POLL_MAX`, each cut to the time left; it ends when ``deadline`` has passed."""
     pause = POLL_FIRST
-    while True:
-        left = deadline.left()
-        if left is None:
-            yield pause
-        elif left <= 0:
-            return
-        else:
-            yield min(pause, left)
+    while (left := deadline.left()) is None or left > 0:
+        yield pause if left is None else min(pause, left)
         pause = min(pause * 2, POLL_MAX)
 
 
@@ -112,44 +97,34 @@ def poll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
     """``attempt()`` until it gives something, pausing as :func:`backoff` says (blocking);
     ``None`` when ``deadline`` passed first."""
     pauses = backoff(deadline)
-    while True:
-        got = attempt()
-        if got is not None:
-            return got
+    while (got := attempt()) is None:
         pause = next(pauses, None)
         if pause is None:
             return None
         _sleep(pause)
+    return got
 
 
 async def apoll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
     """:func:`poll` without blocking the event loop: the same tries, the same pauses."""
     pauses = backoff(deadline)
-    while True:
-        got = attempt()
-        if got is not None:
-            return got
+    while (got := attempt()) is None:
         pause = next(pauses, None)
         if pause is None:
             return None
         await _asleep(pause)
+    return got
 
 
 def timeout_message(command: str, limit: float | None, what: str) -> str:
-    """The one wording of an operation that ran out of time.
-
-    ``ADD timed out: plugin p1 did not finish within the 2s timeout``:
-    ``limit`` is the operation's timeout, not the share of it that was left.
-    """
+    """The one wording of an operation that ran out of time: ``ADD timed out: plugin p1 did
+    not finish within the 2s timeout`` (``limit``: the operation's timeout, not what was left)."""
     return f"{command or 'operation'} timed out: {what} within the {limit or 0.0:.3g}s timeout"
 
 
 def lock_timeout(what: str, path: str, limit: float | None, command: str = "") -> LockTimeoutError:
-    """The one error of a wait for a cache lock that outlasted its time.
-
-    ``what`` names the lock (``network 'n'``, ``container 'c'``...), ``path``
-    is its file (the details), ``command`` the operation that waited.
-    """
+    """The one error of a wait for a cache lock that outlasted its time: ``what`` names the
+    lock (``network 'n'``...), ``path`` is its file (the details), ``command`` the operation."""
     return LockTimeoutError(
         timeout_message(command, limit, f"the cache lock of {what} was not free")
         + "; another operation holds it",
