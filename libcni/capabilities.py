@@ -307,6 +307,9 @@ class RuntimeConfig:
         cgroup_path: str | None = None,
         pod_annotations: Mapping[str, str] | None = None,
     ) -> None:
+        if infiniband_guid is not None:
+            why = "an InfiniBand GUID (8 bytes, e.g. c2:11:22:33:44:55:66:77)"
+            infiniband_guid = _hardware("RuntimeConfig.infiniband_guid", infiniband_guid, (8,), why)
         self.__attrs_init__(
             port_mappings=_instances("RuntimeConfig.port_mappings", port_mappings, PortMapping),
             bandwidth=_optional("RuntimeConfig.bandwidth", bandwidth, Bandwidth),
@@ -314,14 +317,7 @@ class RuntimeConfig:
             dns=_optional("RuntimeConfig.dns", dns, DNSConfig),
             ips=_strings("RuntimeConfig.ips", ips, _ip_or_cidr),
             mac=None if mac is None else _mac("RuntimeConfig.mac", mac),
-            infiniband_guid=None
-            if infiniband_guid is None
-            else _hardware(
-                "RuntimeConfig.infiniband_guid",
-                infiniband_guid,
-                (8,),
-                "an InfiniBand GUID (8 bytes, e.g. c2:11:22:33:44:55:66:77)",
-            ),
+            infiniband_guid=infiniband_guid,
             device_id=_optional_text("RuntimeConfig.device_id", device_id),
             aliases=_strings("RuntimeConfig.aliases", aliases, _text),
             cgroup_path=_optional_text("RuntimeConfig.cgroup_path", cgroup_path),

@@ -158,31 +158,24 @@ def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         p = command(sub, name, text, func, epilog=ENVIRONMENT, parents=[common, network])
         ignored = "accepted for cnitool compatibility, and ignored"
         p.add_argument("netns", metavar="NETNS", nargs="?", help=ignored)
-    command(
-        sub,
-        "validate",
-        "check that the plugins of NETWORK exist and support its version; print its capabilities",
-        _cmd_validate,
-        description="Check that every plugin of NETWORK exists and supports the network's "
-        "CNI version; print the capabilities the network declares, one per line.",
-        epilog=ENVIRONMENT,
-        parents=[common, network],
+    text = "check that the plugins of NETWORK exist and support its version; print its capabilities"
+    description = (
+        "Check that every plugin of NETWORK exists and supports the network's "
+        "CNI version; print the capabilities the network declares, one per line."
     )
+    where = {"epilog": ENVIRONMENT, "parents": [common, network]}
+    command(sub, "validate", text, _cmd_validate, description=description, **where)
     _add_plugin_commands(sub, common)
 
 
 def _add_plugin_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     """``version PLUGIN``, ``cache list``."""
-    p = command(
-        sub,
-        "version",
-        "print the CNI versions PLUGIN supports",
-        _cmd_version,
-        description="Ask PLUGIN (found in $CNI_PATH) which CNI versions it supports; "
-        "print them one per line.",
-        epilog=ENVIRONMENT,
-        parents=[common],
+    text = "print the CNI versions PLUGIN supports"
+    description = (
+        "Ask PLUGIN (found in $CNI_PATH) which CNI versions it supports; print them one per line."
     )
+    where = {"epilog": ENVIRONMENT, "parents": [common]}
+    p = command(sub, "version", text, _cmd_version, description=description, **where)
     p.add_argument("plugin", metavar="PLUGIN", help="plugin type, e.g. bridge")
     p = sub.add_parser(
         "cache",
