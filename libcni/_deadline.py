@@ -1,11 +1,13 @@
-"""Time limits, written once: a :class:`Deadline`, the back-off of every wait, the wording.
+"""Time limits, written once: a :class:`Deadline`, every retry pace, the wording.
 
 Every wait of the library goes through here: an operation's timeout shared
-by its plugin runs (``_ops``), a setup's timeout shared by its ADDs
-(``manager``), and the waits for a busy cache lock, blocking (``cache/_lock``)
-or awaited (``aio``, the async manager). A busy lock is tried again after
-:func:`backoff`'s pauses, the same in the sync and async drivers, and a wait
-that runs out raises the one :func:`lock_timeout` error.
+by its plugin runs (``_ops``, down to ``invoke``), a setup's timeout shared
+by its ADDs (``manager``), and every retry pace, a named :class:`Backoff`:
+:data:`LOCK_WAIT` (a busy cache lock, blocking in ``cache/_lock`` or awaited
+in ``aio`` and the async manager), :data:`BUSY_BINARY` (a plugin binary
+still being written, ``invoke``) and :data:`TRY_AGAIN` (a setup's ADD that
+failed with code 11, ``manager``). A lock wait that runs out raises the one
+:func:`lock_timeout` error; a plugin run, the one :func:`plugin_timed_out` wording.
 
 Neutral: it imports nothing of libcni but ``errors``, so every package may
 use it. The clock and the sleeps are read at each call (``_clock``,
@@ -15,21 +17,27 @@ use it. The clock and the sleeps are read at each call (``_clock``,
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from .errors import LockTimeoutError
 
 __all__ = [
+    "BUSY_BINARY",
+    "LOCK_WAIT",
     "NO_LIMIT",
     "POLL_FIRST",
     "POLL_MAX",
+    "TRY_AGAIN",
+    "Backoff",
     "Deadline",
     "apoll",
     "backoff",
     "check_timeout",
     "lock_timeout",
+    "plugin_timed_out",
     "poll",
     "timeout_message",
 ]
@@ -93,19 +101,52 @@ class Deadline:
         return self._end is not None and _clock() >= self._end
 
 
+class Backoff(NamedTuple):
+    """A pace of retries: pauses from ``first`` seconds, doubling up to ``cap``, each
+    shortened by up to ``jitter`` (a fraction) at random, for at most ``budget`` seconds
+    from the first pause (``None``: as long as the deadline allows)."""
+
+    first: float
+    cap: float
+    budget: float | None = None
+    jitter: float = 0.0
+
+    def pauses(
+        self, deadline: Deadline, budget: Deadline | None = None, *, whole: bool = False
+    ) -> Iterator[float]:
+        """The pauses before each new try, until ``deadline`` or ``budget`` (made now from
+        :attr:`budget` when not given) has passed. A pause longer than the time left is
+        cut to it (a last try at the end), or, ``whole``, ends them (a try needs time of
+        its own: a plugin run)."""
+        budget = Deadline(self.budget) if budget is None else budget
+        pause = self.first
+        while True:
+            left = _sooner(deadline.left(), budget.left())
+            shorter = pause * (1 - self.jitter * random.random()) if self.jitter else pause
+            if left is not None and (left <= 0 or (whole and shorter >= left)):
+                return
+            yield shorter if left is None else min(shorter, left)
+            pause = min(pause * 2, self.cap)
+
+
+def _sooner(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+#: A busy cache lock: tried again after 1 ms, doubling to 20 ms, until the wait's deadline.
+LOCK_WAIT = Backoff(POLL_FIRST, POLL_MAX)
+#: A plugin binary still being written (``ETXTBSY``): started again after 5 ms, doubling
+#: to 0.5 s, for 5 s at most.
+BUSY_BINARY = Backoff(0.005, 0.5, budget=5.0)
+#: A setup's ADD that failed with code 11 (try again later): again after 0.1 s, doubling
+#: to 5 s, each pause up to 20% shorter at random so that containers retrying together
+#: spread out.
+TRY_AGAIN = Backoff(0.1, 5.0, jitter=0.2)
+
+
 def backoff(deadline: Deadline) -> Iterator[float]:
-    """The pauses between the tries of something busy: :data:`POLL_FIRST`, doubling up
-    to :data:`POLL_MAX`, each cut to the time left; it ends when ``deadline`` has passed."""
-    pause = POLL_FIRST
-    while True:
-        left = deadline.left()
-        if left is None:
-            yield pause
-        elif left <= 0:
-            return
-        else:
-            yield min(pause, left)
-        pause = min(pause * 2, POLL_MAX)
+    """:data:`LOCK_WAIT`'s pauses: each cut to the time left; they end when ``deadline`` has passed."""
+    return LOCK_WAIT.pauses(deadline)
 
 
 def poll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
@@ -142,6 +183,12 @@ def timeout_message(command: str, limit: float | None, what: str) -> str:
     ``limit`` is the operation's timeout, not the share of it that was left.
     """
     return f"{command or 'operation'} timed out: {what} within the {limit or 0.0:.3g}s timeout"
+
+
+def plugin_timed_out(name: str, limit: float | None) -> str:
+    """The one wording of a plugin run that outlasted its timeout (an operation rewords it
+    against its own limit: ``_ops._run``)."""
+    return f'plugin "{name}" timed out after {limit or 0.0:.3g}s'
 
 
 def lock_timeout(what: str, path: str, limit: float | None, command: str = "") -> LockTimeoutError:

@@ -33,6 +33,7 @@ from ._ops import (
     logged,
 )
 from .conf import NetworkConfigList, PluginConfig
+from .invoke import AsyncExec
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
@@ -96,9 +97,8 @@ class AsyncCNIConfig(Operations):
     async def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
-                run = getattr(self.exec, "aexec_plugin", None)
-                if run is not None:
-                    return await run(
+                if isinstance(self.exec, AsyncExec):
+                    return await self.exec.aexec_plugin(
                         effect.path,
                         effect.stdin,
                         effect.env,

@@ -469,7 +469,7 @@ def test_text_file_busy_gives_up(
 ) -> None:
     import libcni.invoke._raw as raw
 
-    monkeypatch.setattr(raw, "_BUSY_BUDGET", 0.2)
+    monkeypatch.setattr(raw, "BUSY_BINARY", raw.BUSY_BINARY._replace(budget=0.2))
     copy = tmp_path / "busy"
     shutil.copy(testplugin, copy)
     with open(copy, "ab"):

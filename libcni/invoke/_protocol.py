@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["Exec"]
+__all__ = ["AsyncExec", "Exec"]
 
 
 class Exec(Protocol):
@@ -32,4 +32,19 @@ class Exec(Protocol):
 
         See :func:`libcni.invoke.find_in_path` for the rules.
         """
+        ...
+
+
+@runtime_checkable
+class AsyncExec(Protocol):
+    """An :class:`Exec` that can also run a plugin on the event loop, as
+    :class:`~libcni.invoke.RawExec` does: ``AsyncCNIConfig`` awaits
+    :meth:`aexec_plugin` of an ``exec`` that has it (an ``isinstance`` check),
+    and runs any other ``Exec`` in a worker thread.
+    """
+
+    async def aexec_plugin(
+        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+    ) -> bytes:
+        """:meth:`Exec.exec_plugin` as a coroutine; cancelling it stops the plugin."""
         ...

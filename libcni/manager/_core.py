@@ -28,7 +28,6 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import os
-import random
 import re
 import threading
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -38,7 +37,7 @@ import attrs
 
 from .. import _log as logging  # logging, imported at first use
 from .. import request as rq
-from .._deadline import Deadline, lock_timeout
+from .._deadline import TRY_AGAIN, Deadline, lock_timeout
 from ..cache import CacheEntry, ResultCache
 from ..capabilities import check_plain
 from ..conf import NetworkConfigList, conf_from_bytes, conf_list_from_bytes, conf_list_from_conf
@@ -320,12 +319,6 @@ _DIGITS = re.compile(r"(\d+)")
 
 #: How many cached configurations a manager keeps parsed (see ``Core._parse_cached``).
 _PARSED_MAX = 256
-
-#: The back-off before the first retry of an ADD that failed with code 11 (seconds);
-#: it doubles at each retry, up to :data:`RETRY_MAX`, each pause shortened by up to 20%
-#: at random so that containers retrying together spread out.
-RETRY_FIRST = 0.1
-RETRY_MAX = 5.0
 
 #: How many (network, capability) warnings a manager remembers having logged.
 _WARNED_MAX = 4096
@@ -827,13 +820,14 @@ class Core:
 
         A plugin's "try again later" (code 11) is followed by a DEL of the
         network (so that nothing of the failed attempt stays), a back-off
-        (:data:`RETRY_FIRST`, doubling up to :data:`RETRY_MAX`) and a new
+        (:data:`~libcni._deadline.TRY_AGAIN`) and a new
         ADD, up to ``retry_attempts`` more times, all within the setup's
         timeout: when too little time is left, or the DEL fails, the code-11
         error is the failure. A plugin timeout is not retried.
         """
         container_id = item.rt.container_id
         retries = 0
+        pauses = TRY_AGAIN.pauses(deadline, whole=True)
         while True:
             left = _time_left(deadline, item.network, container_id)
             try:
@@ -846,9 +840,8 @@ class Core:
                     or isinstance(e, PluginTimeoutError)
                 ):
                     raise
-                pause = min(RETRY_FIRST * 2**retries, RETRY_MAX) * (1 - 0.2 * random.random())
-                remaining = deadline.left()
-                if remaining is not None and remaining <= pause:
+                pause = next(pauses, None)
+                if pause is None:  # too little time left
                     raise
                 retries += 1
                 log.warning(
