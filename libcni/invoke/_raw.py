@@ -524,7 +524,8 @@ class RawExec:
         ``signal``, and the tail of ``stderr``. A binary that cannot be started
         (not executable, vanished, still busy being written after ~5 s of
         retries) raises ``PluginError`` code 5. ``timeout`` (seconds, ``None``:
-        no limit) bounds the whole call: :class:`~libcni.errors.PluginTimeoutError`.
+        no limit; taken as given, the operations check it at their entry) bounds the
+        whole call: :class:`~libcni.errors.PluginTimeoutError`.
         ``pass_fd``: a descriptor the plugin (and its children) inherit; the
         operations pass an ADD's attachment lock this way, so that it is held
         while any process of the ADD lives.
