@@ -166,55 +166,34 @@ __all__ = [
 ]
 
 
-_MANAGER_NAMES = frozenset(
-    {
-        "AsyncNetworkManager",
-        "AttachmentResult",
-        "ContainerInterface",
-        "ContainerNetworks",
-        "LoadedNetworks",
-        "NetworkManager",
-        "NetworkRequest",
-    }
-)
-
-
-_CAPABILITY_NAMES = frozenset(
-    {"Bandwidth", "DNSConfig", "IPRange", "PortMapping", "RuntimeConfig", "k8s_args"}
-)
+#: The names loaded on first use, and their module: the async API (asyncio, ~20 ms), the
+#: observers' events, the network manager and the typed capability arguments.
+_LAZY = {
+    "AsyncCNIConfig": ".aio",
+    **dict.fromkeys(("Event", "Observer"), "._events"),
+    **dict.fromkeys(
+        ("AsyncNetworkManager", "AttachmentResult", "ContainerInterface", "ContainerNetworks"),
+        ".manager",
+    ),
+    **dict.fromkeys(("LoadedNetworks", "NetworkManager", "NetworkRequest"), ".manager"),
+    **dict.fromkeys(
+        ("Bandwidth", "DNSConfig", "IPRange", "PortMapping", "RuntimeConfig", "k8s_args"),
+        ".capabilities",
+    ),
+}
 
 
 def __getattr__(name: str) -> _typing.Any:
-    # The async API pulls in asyncio (~20 ms); load it only when asked for.
-    if name == "AsyncCNIConfig":
-        from .aio import AsyncCNIConfig
+    import importlib
 
-        globals()[name] = AsyncCNIConfig
-        return AsyncCNIConfig
     # libcni.netns (ctypes) too: ``libcni.netns.create()`` after a plain ``import libcni``.
     if name == "netns":
-        import importlib
-
         return importlib.import_module(".netns", __name__)
-    # The events of observers: loaded when an observer is used.
-    if name in ("Event", "Observer"):
-        from . import _events
-
-        value = getattr(_events, name)
-        globals()[name] = value
-        return value
-    # The network manager (libcni.manager) and the typed capability arguments
-    # (libcni.capabilities) are loaded on first use too.
-    if name in _MANAGER_NAMES or name in _CAPABILITY_NAMES:
-        import importlib
-
-        module = importlib.import_module(
-            ".manager" if name in _MANAGER_NAMES else ".capabilities", __name__
-        )
-        value = getattr(module, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'libcni' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'libcni' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

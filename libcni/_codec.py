@@ -1,26 +1,14 @@
 """The one ``cattrs`` converter: how every value's JSON form is declared and read.
 
-A value class is a frozen ``attrs`` class whose fields say their JSON form
-through :func:`field` metadata:
-
-- ``key``: the JSON name (default: the attribute name), e.g. ``"socketPath"``;
-- ``always``: written even when empty (default: a field whose JSON form is
-  ``None``, ``""``, ``[]`` or ``{}`` is omitted; ``0`` is kept);
-- ``check``: a function run on the structured value (raise :class:`Invalid`);
-- ``dump``: the function that writes the field (default: by its type).
-
-A class with an ``extra`` field keeps the JSON members it does not know
-there, and writes them back. A class may define ``_decoded(self)``, run on
-the structured instance (cross-field rules); it returns the instance to use.
-
-The converter is built at its first use (``import cattrs`` and the hooks
-cost about 10 ms, which ``import libcni`` does not pay).
-
-Primitives are strict (``"5"`` is not an int, ``True`` is not a number, a
-string is not a list); ``null`` is the empty value of a field. Every failure
-leaves :func:`structure` as an :class:`Invalid` whose ``path`` is the JSON
-path (``ips[0].address``) and whose ``reason`` says what is wrong with the
-value: :func:`structure` is the one place that reads cattrs' errors.
+A frozen ``attrs`` class declares each field's JSON form with :func:`field`:
+``key`` (the JSON name), ``always`` (written even when empty; else ``None``,
+``""``, ``[]`` and ``{}`` are omitted, ``0`` kept), ``check`` (run on the read
+value; raises :class:`Invalid`) and ``dump`` (the writer). An ``extra`` field
+keeps the unknown members; ``_decoded(self)`` holds the rules across fields.
+Primitives are strict (``"5"`` is no int, ``True`` no number, a string no
+list); ``null`` is a field's empty value. The converter is built at its first
+use (``import libcni`` spares cattrs); :func:`structure` is the one place that
+reads cattrs' errors: an :class:`Invalid` with the JSON ``path`` and ``reason``.
 """
 
 from __future__ import annotations
@@ -187,19 +175,15 @@ def _seq_hook(t: Any) -> Callable[[Any, Any], Any]:
         if type(value) is not list and not isinstance(value, tuple):
             raise Invalid(f"must be a list, not {short(value)}")
         out = []
-        errors = []
         for i, v in enumerate(value):
             try:
                 out.append(item(v, item_type))
-            except Exception as e:
+            except Exception as e:  # the first failure, with its index
                 e.__notes__ = [  # type: ignore[attr-defined]
                     *getattr(e, "__notes__", []),
                     IterableValidationNote("", i, item_type),
                 ]
-                errors.append(e)
-                break
-        if errors:
-            raise IterableValidationError("", errors, t)
+                raise IterableValidationError("", [e], t) from None
         return make(out)
 
     return hook
@@ -353,9 +337,7 @@ def _class_dump(cls: type) -> Callable[[Any], dict[str, Any]]:
             if always or not (value is None or value in _EMPTY):
                 out[key] = value
         if has_extra and instance.extra:
-            for key, value in instance.extra.items():
-                if key not in out and key not in known:
-                    out[key] = value
+            out.update((k, v) for k, v in instance.extra.items() if k not in out and k not in known)
         return out
 
     return unstructure_class

@@ -1,29 +1,9 @@
 """The one exception hierarchy of libcni.
 
 Every error the library raises on purpose is a :class:`CNIError`. Each carries
-the CNI error ``code`` (see the well-known codes below), a ``msg`` a person can
+the CNI error ``code`` (a member of :class:`Code` when well known), a ``msg`` a person can
 act on, and ``details`` (often the offending value). ``str(e)`` is ``msg``, or
-``"msg; details"`` when there are details.
-
-Well-known codes (CNI specification):
-
-==== =====================================================
-1    incompatible CNI version
-2    unsupported field in network configuration
-3    container unknown or does not exist
-4    invalid necessary environment variables
-5    I/O failure
-6    failed to decode content
-7    invalid network config
-8    invalid network namespace
-11   try again later
-50   plugin not available (STATUS)
-51   plugin limited connectivity (STATUS)
-999  internal
-==== =====================================================
-
-They are the members of :class:`Code` (an :class:`~enum.IntEnum`, so
-``e.code == Code.TRY_AGAIN_LATER`` and ``e.code == 11`` are the same test).
+``"msg; details"`` when there are details. The codes: docs/errors.rst.
 """
 
 from __future__ import annotations
@@ -45,6 +25,7 @@ __all__ = [
     "CODE_TRY_AGAIN",
     "CODE_UNKNOWN_CONTAINER",
     "CODE_UNSUPPORTED_FIELD",
+    "AlreadyAttachedError",
     "CNIError",
     "CacheError",
     "CheckNotSupportedError",
@@ -54,11 +35,16 @@ __all__ = [
     "GCError",
     "InvalidNetworkError",
     "LockTimeoutError",
+    "NamespaceError",
     "NoConfigsFoundError",
+    "NotAttachedError",
     "NotFoundError",
+    "NotReadyError",
     "PluginError",
     "PluginNotFoundError",
     "PluginTimeoutError",
+    "SetupError",
+    "TeardownError",
     "ValidationError",
     "VersionError",
 ]
@@ -225,7 +211,7 @@ class PluginError(CNIError):
     (the tail of what it wrote to standard error).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  (the public constructor: one keyword per context attribute, a public name)
         self,
         msg: str,
         details: str = "",
@@ -260,15 +246,9 @@ class PluginError(CNIError):
 
     def describe(self) -> str:
         """``str(self)`` followed by the network and the container the failure concerns."""
-        where = " ".join(
-            part
-            for part in (
-                f"network {self.network!r}" if self.network else "",
-                f"container {self.container_id!r}" if self.container_id else "",
-            )
-            if part
-        )
-        return f"{self} [{where}]" if where else str(self)
+        parts = [f"network {self.network!r}"] if self.network else []
+        parts += [f"container {self.container_id!r}"] if self.container_id else []
+        return f"{self} [{' '.join(parts)}]" if parts else str(self)
 
 
 class PluginTimeoutError(PluginError, TimeoutError):
@@ -409,13 +389,3 @@ class NamespaceError(CNIError):
     """
 
     default_code = CODE_INVALID_NETNS
-
-
-__all__ += [
-    "AlreadyAttachedError",
-    "NamespaceError",
-    "NotAttachedError",
-    "NotReadyError",
-    "SetupError",
-    "TeardownError",
-]

@@ -166,9 +166,7 @@ def plugin_request(
     is set to the declared-and-provided capability arguments, replacing one in
     the file, unless there are none. Every other key passes through.
     """
-    request = dict(conf)
-    request["name"] = name
-    request["cniVersion"] = cni_version
+    request = _named(conf, name, cni_version)
     if capability_args:
         capabilities = conf.get("capabilities")
         if isinstance(capabilities, Mapping):
@@ -223,9 +221,7 @@ def gc_request(
     The attachments go under ``cni.dev/valid-attachments`` and, because some
     plugins read that key, under ``cni.dev/attachments`` too.
     """
-    request = dict(conf)
-    request["name"] = name
-    request["cniVersion"] = cni_version
+    request = _named(conf, name, cni_version)
     if isinstance(valid_attachments, EncodedAttachments) and not any(
         k in request for k in _VALID_KEYS
     ):
@@ -245,10 +241,12 @@ def gc_request(
 
 def status_request(conf: Mapping[str, Any], *, name: str, cni_version: str) -> bytes:
     """The stdin of a STATUS call: the configuration with ``name`` and ``cniVersion`` set."""
-    request = dict(conf)
-    request["name"] = name
-    request["cniVersion"] = cni_version
-    return _encode(request)
+    return _encode(_named(conf, name, cni_version))
+
+
+def _named(conf: Mapping[str, Any], name: str, cni_version: str) -> dict[str, Any]:
+    """A copy of ``conf`` with the network's ``name`` and ``cniVersion``."""
+    return {**conf, "name": name, "cniVersion": cni_version}
 
 
 def _encode(request: Mapping[str, Any]) -> bytes:

@@ -5,19 +5,7 @@
 process: for every plugin run it records a :class:`PluginCall` and asks a
 function of yours what the plugin does. Everything else is the real library:
 the configuration, the order of the plugins, ``prevResult``, the cache, the
-locks, the errors::
-
-    from libcni.testing import MockExec, PluginCall
-
-    def plugin(call: PluginCall):
-        if call.command == "ADD":
-            return {"cniVersion": "1.0.0", "ips": [{"address": "10.0.0.2/24"}]}
-        return None
-
-    mock = MockExec(plugin)
-    cni = libcni.CNIConfig(["/opt/cni/bin"], cache_dir=tmp_dir, exec=mock)
-    cni.add_network_list(net, rt)
-    assert [c.command for c in mock.calls] == ["ADD"] * len(net.plugins)
+locks, the errors (examples: docs/testing.rst).
 """
 
 from __future__ import annotations

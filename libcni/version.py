@@ -97,11 +97,6 @@ def greater_than_or_equal_to(version: str, other: str) -> bool:
     return parse_version(version) >= parse_version(other)
 
 
-def is_known(version: str) -> bool:
-    """Whether ``version`` is one of :data:`ALL` (the empty string counts as 0.1.0)."""
-    return or_default(version) in ALL
-
-
 @attrs.frozen
 class PluginInfo:
     """What a plugin answered to ``VERSION``.

@@ -27,9 +27,11 @@ LAZY = (
     "json",  # imported where first used
     "cattrs",  # the converter, built at first use
     "libcni.capabilities",  # the typed capability arguments
+    "libcni._checks",  # and their checks
     "libcni.invoke._errvalue",  # a failing plugin's error object
     "libcni.manager",
     "libcni.netns",  # network namespaces
+    "libcni._nspath",  # and their files and system calls
     "libcni.types.convert",  # conversions between versions
     "libcni.types.v02",  # the 0.1.0/0.2.0 results
     "libcni.types.v04",  # the 0.3.x/0.4.0 results

@@ -42,7 +42,8 @@ ALLOWED: dict[str, set[str]] = {
     "_deadline": {"errors"},
     "version": {"_codec", "_json", "errors"},
     "types": {"_codec", "_json", "errors", "version"},
-    "capabilities": {"errors"},
+    "_checks": {"_codec", "errors"},
+    "capabilities": {"_checks", "errors"},
     "values": {"capabilities", "errors"},
     "conf": {"_codec", "_json", "_load", "errors", "types", "version"},
     # conf's files and directories: reading, listing, the search of a network.
@@ -53,7 +54,8 @@ ALLOWED: dict[str, set[str]] = {
     # values: a cache entry becomes a RuntimeConf / NetworkAttachment in one place.
     "cache": NEUTRAL | {"values"},
     "invoke": NEUTRAL,
-    "netns": {"_log", "errors"},
+    "_nspath": {"errors"},
+    "netns": {"_log", "_nspath", "errors"},
     # The operations and their drivers; the effects the operations yield, a leaf.
     "_effects": {"_deadline", "cache", "conf", "errors"},
     # netns: whether a DEL's netns is still a namespace (behaviour §11.3).

@@ -36,7 +36,7 @@ import harness
 import pytest
 from _require import unavailable
 
-from libcni import NamespaceError, netns
+from libcni import NamespaceError, _nspath, netns
 from libcni.netns import NetNS
 
 SELF_NS = "/proc/thread-self/ns/net"
@@ -484,7 +484,7 @@ def test_a_read_only_directory_fails_with_nothing_left(tmp_path: Path, root_ok: 
 
 
 def test_a_failed_bind_mount_removes_the_file(d: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = netns._mount
+    real = _nspath._mount
 
     def failing(source: str, target: str, flags: int) -> None:
         if source.startswith("/proc/self/fd/"):
@@ -500,7 +500,7 @@ def test_a_failed_bind_mount_removes_the_file(d: Path, monkeypatch: pytest.Monke
 def test_an_interrupt_after_the_bind_mount_undoes_it(
     d: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = netns._mount
+    real = _nspath._mount
 
     def interrupted(source: str, target: str, flags: int) -> None:
         real(source, target, flags)
@@ -667,6 +667,7 @@ def test_the_caller_stays_home_even_when_the_helper_cannot_return(
 
     home = thread_ns()
     monkeypatch.setattr(netns, "_setns", no_setns)
+    monkeypatch.setattr(_nspath, "_setns", no_setns)
     with netns.create("h", dir=d) as ns:
         assert thread_ns() == home
         assert os.stat(ns.path).st_ino != home

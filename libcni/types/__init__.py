@@ -30,9 +30,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._codec import short
 from ..errors import DecodeError, VersionError
 from ..version import ALL, FAMILY_02, FAMILY_04, or_default
-from ._base import IPAddress, IPInterface, Result, Route, _excerpt, _short, loads
+from ._base import IPAddress, IPInterface, Result, Route, _excerpt, loads
 from .dns import DNS
 from .v1 import Interface100, IPConfig100, Result100
 
@@ -126,7 +127,7 @@ def _as_object(obj: Any) -> Mapping[str, Any]:
         return {}
     if type(obj) is dict or isinstance(obj, Mapping):
         return obj
-    raise DecodeError(f"result must be a JSON object, not {_short(obj)}")
+    raise DecodeError(f"result must be a JSON object, not {short(obj)}")
 
 
 def result_from_dict(obj: Any, default_version: str = "") -> Result:
@@ -150,7 +151,7 @@ def result_from_dict(obj: Any, default_version: str = "") -> Result:
     if version is None or version == "":
         version = or_default(default_version)
     elif type(version) is not str:
-        raise DecodeError(f"cniVersion: must be a string, not {_short(version)}")
+        raise DecodeError(f"cniVersion: must be a string, not {short(version)}")
     return family_of(version).from_dict(obj, version)
 
 
@@ -188,7 +189,7 @@ def create_result(version: str, data: bytes | bytearray | str | Mapping[str, Any
     given = obj.get("cniVersion")
     if given is not None and given != "":
         if type(given) is not str:
-            raise DecodeError(f"cniVersion: must be a string, not {_short(given)}")
+            raise DecodeError(f"cniVersion: must be a string, not {short(given)}")
         if family_of(given) is not cls:
             raise VersionError(
                 f"result of version {given} cannot be read as version {version}", _excerpt(obj)

@@ -103,9 +103,6 @@ class Result(abc.ABC):
 # Reading and writing: the declarations of each class, read by the one converter
 
 
-_short = short
-
-
 class _Value:
     """The JSON form of a result's part, as declared (:mod:`libcni._codec`)."""
 
@@ -172,13 +169,8 @@ def _split_extra(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split the unknown fields of a source object for a target type whose known
     fields are ``known``: (still unknown, now known)."""
-    if not extra:
-        return {}, {}
-    keep: dict[str, Any] = {}
-    taken: dict[str, Any] = {}
-    for key, value in extra.items():
-        (taken if key in known else keep)[key] = value
-    return keep, taken
+    keep = {k: v for k, v in extra.items() if k not in known}
+    return keep, {k: v for k, v in extra.items() if k in known}
 
 
 def _absorb(obj: _T, taken: Mapping[str, Any], parse: Any) -> _T:

@@ -132,33 +132,22 @@ def _100_to_040(result: Result100, version: str) -> Result040:
 
 
 def _040_to_legacy(result: Result040, version: str) -> Result020:
-    first4: IPConfig040 | None = None
-    first6: IPConfig040 | None = None
-    for ip in result.ips:
-        if ip.address.version == 4:
-            if first4 is None:
-                first4 = ip
-        elif first6 is None:
-            first6 = ip
-        if first4 is not None and first6 is not None:
-            break
-    if first4 is None and first6 is None:
+    # The first address of each family, and the routes of the families that have one.
+    first = {v: next((ip for ip in result.ips if ip.address.version == v), None) for v in (4, 6)}
+    if first[4] is None and first[6] is None:
         raise VersionError(f"cannot convert result to {version}: no valid IP addresses")
-    routes4: list[Route020] = []
-    routes6: list[Route020] = []
+    routes: dict[int, list[Route020]] = {4: [], 6: []}
     for route in result.routes:
-        # Route020 knows fewer fields than Route: unknown fields stay unknown.
-        legacy = Route020(dst=route.dst, gw=route.gw, extra=route.extra)
-        if route.dst.version == 4:
-            if first4 is not None:
-                routes4.append(legacy)
-        elif first6 is not None:
-            routes6.append(legacy)
+        if first[route.dst.version] is not None:
+            # Route020 knows fewer fields than Route: unknown fields stay unknown.
+            routes[route.dst.version].append(
+                Route020(dst=route.dst, gw=route.gw, extra=route.extra)
+            )
     keep, taken = _split_extra(result.extra, Result020.KNOWN)
     out = Result020(
         cni_version=version,
-        ip4=_block(first4, routes4),
-        ip6=_block(first6, routes6),
+        ip4=_block(first[4], routes[4]),
+        ip6=_block(first[6], routes[6]),
         dns=result.dns,
         extra=keep,
     )

@@ -15,9 +15,9 @@ from typing import Any
 
 import attrs
 
-from .._codec import Invalid, field
+from .._codec import Invalid, field, short
 from ..version import FAMILY_04
-from ._base import Result, Route, _check_version, _declared, _non_negative, _short, _Value
+from ._base import Result, Route, _check_version, _declared, _non_negative, _Value
 from .dns import DNS
 
 __all__ = ["VERSIONS", "IPConfig040", "Interface040", "Result040"]
@@ -74,9 +74,9 @@ class IPConfig040(_Value):
             return attrs.evolve(self, version=_family(self))
         if not _version_matches(version, self.address):
             raise Invalid(
-                f"{_short(version)} does not match address {str(self.address)!r}"
+                f"{short(version)} does not match address {str(self.address)!r}"
                 if version in ("4", "6")
-                else f'must be "4" or "6", not {_short(version)}',
+                else f'must be "4" or "6", not {short(version)}',
                 "version",
             )
         return self
