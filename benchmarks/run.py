@@ -841,7 +841,7 @@ def bench_manager(table: Table, plugin_dir: str, rounds: int, counts: Sequence[i
     """NetworkManager setup+teardown (lo + 2 networks) against the same CNIConfig calls."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from libcni.manager._core import LOOPBACK_CONFIG
+    from libcni.manager._state import LOOPBACK_CONFIG
 
     # The cache on tmpfs when there is one: the manager adds no cache write, and the
     # disk's fsync times (the same for both) would only bury its own cost in noise.

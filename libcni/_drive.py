@@ -1,9 +1,13 @@
-"""The drivers of effect generators: blocking (``CNIConfig``, ``NetworkManager``) and async."""
+"""The drivers of effect generators: blocking (``CNIConfig``, ``NetworkManager``) and async,
+and :func:`finish`, the one wait that outlasts a cancellation."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
 
 _R = TypeVar("_R")
 
@@ -47,4 +51,22 @@ async def adrive(op: Generator[Any, Any, _R], perform: Callable[[Any], Awaitable
             error = e
 
 
-__all__ = ["adrive", "drive"]
+async def finish(future: asyncio.Future[Any]) -> asyncio.CancelledError | None:
+    """Wait for ``future`` to finish, even if the waiting task is cancelled meanwhile: what
+    cannot be stopped half-way (a worker thread, a rollback DEL) is waited for to its end.
+
+    The first cancellation of the waiter meanwhile is returned (``None``: none), for the
+    caller to raise once it has done what must follow.
+    """
+    import asyncio  # loaded already: only coroutines call this
+
+    cancelled: asyncio.CancelledError | None = None
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError as e:
+            cancelled = cancelled or e
+    return cancelled
+
+
+__all__ = ["adrive", "drive", "finish"]

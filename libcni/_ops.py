@@ -352,6 +352,12 @@ class Operations:
             cache = self._caches.setdefault(directory, ResultCache(directory))
         return cache
 
+    @property
+    def cache(self) -> ResultCache:
+        """The cache of ``cache_dir`` (the default directory when none was given), the one
+        the operations use: a network manager takes its container locks there."""
+        return self._cache()
+
     def _find(self, plugin_type: str) -> str:
         return self.exec.find_in_path(plugin_type, self.path)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import request as rq
 from ._deadline import Deadline, apoll
-from ._drive import adrive
+from ._drive import adrive, finish
 from ._ops import (
     VALIDATE,
     CacheIO,
@@ -55,17 +55,12 @@ async def _in_thread(call: functools.partial[Any]) -> Any:
     """
     loop = asyncio.get_running_loop()
     done = loop.run_in_executor(None, call)
-    try:
-        return await asyncio.shield(done)
-    except asyncio.CancelledError as cancelled:
-        while not done.done():
-            try:
-                await asyncio.wait((done,))
-            except asyncio.CancelledError:
-                continue
+    cancelled = await finish(done)
+    if cancelled is not None:
         if not done.cancelled():
             done.exception()  # retrieved: asyncio would log it as never retrieved
         raise cancelled
+    return done.result()
 
 
 class AsyncCNIConfig(Operations):

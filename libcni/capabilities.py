@@ -83,10 +83,10 @@ class PortMapping:
         if not isinstance(protocol, str) or protocol.lower() not in _PROTOCOLS:
             raise _invalid("PortMapping.protocol", protocol, "is not tcp, udp or sctp")
         self.__attrs_init__(
-            _port("PortMapping.host_port", host_port),
-            _port("PortMapping.container_port", container_port),
-            protocol.lower(),
-            str(_address("PortMapping.host_ip", host_ip)) if host_ip != "" else "",
+            host_port=_port("PortMapping.host_port", host_port),
+            container_port=_port("PortMapping.container_port", container_port),
+            protocol=protocol.lower(),
+            host_ip=str(_address("PortMapping.host_ip", host_ip)) if host_ip != "" else "",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -194,7 +194,9 @@ class IPRange:
         start, end = inside["range_start"], inside["range_end"]
         if start is not None and end is not None and int(start) > int(end):
             raise _invalid("IPRange.range_start", range_start, f"is after range_end {end}")
-        self.__attrs_init__(str(net), *(None if ip is None else str(ip) for ip in inside.values()))
+        self.__attrs_init__(
+            subnet=str(net), **{k: None if ip is None else str(ip) for k, ip in inside.items()}
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the convention (unset members left out)."""
@@ -232,9 +234,9 @@ class DNSConfig:
         options: Sequence[str] = (),
     ) -> None:
         self.__attrs_init__(
-            _strings("DNSConfig.servers", servers, lambda f, v: str(_address(f, v))),
-            _strings("DNSConfig.searches", searches, _domain),
-            _strings("DNSConfig.options", options, _domain),
+            servers=_strings("DNSConfig.servers", servers, lambda f, v: str(_address(f, v))),
+            searches=_strings("DNSConfig.searches", searches, _domain),
+            options=_strings("DNSConfig.options", options, _domain),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -275,6 +277,15 @@ def _optional_text(field: str, value: object) -> str | None:
     return None if value is None else _text(field, value)
 
 
+def _json(value: Any) -> Any:
+    """A member's JSON form: typed values as their objects, sequences as lists."""
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value.to_dict() if hasattr(value, "to_dict") else value
+
+
 @attrs.frozen(init=False)
 class RuntimeConfig:
     """The capability arguments of one attachment, typed and checked.
@@ -293,17 +304,20 @@ class RuntimeConfig:
     non-empty strings; ``pod_annotations`` a mapping of strings.
     """
 
-    port_mappings: tuple[PortMapping, ...]
-    bandwidth: Bandwidth | None
-    ip_ranges: tuple[tuple[IPRange, ...], ...]
-    dns: DNSConfig | None
-    ips: tuple[str, ...]
-    mac: str | None
-    infiniband_guid: str | None
-    device_id: str | None
-    aliases: tuple[str, ...]
-    cgroup_path: str | None
-    pod_annotations: Mapping[str, str] | None = attrs.field(hash=False)
+    # Each member with its capability's key: capability_args() writes what is set.
+    port_mappings: tuple[PortMapping, ...] = attrs.field(metadata={"key": "portMappings"})
+    bandwidth: Bandwidth | None = attrs.field(metadata={"key": "bandwidth"})
+    ip_ranges: tuple[tuple[IPRange, ...], ...] = attrs.field(metadata={"key": "ipRanges"})
+    dns: DNSConfig | None = attrs.field(metadata={"key": "dns"})
+    ips: tuple[str, ...] = attrs.field(metadata={"key": "ips"})
+    mac: str | None = attrs.field(metadata={"key": "mac"})
+    infiniband_guid: str | None = attrs.field(metadata={"key": "infinibandGUID"})
+    device_id: str | None = attrs.field(metadata={"key": "deviceID"})
+    aliases: tuple[str, ...] = attrs.field(metadata={"key": "aliases"})
+    cgroup_path: str | None = attrs.field(metadata={"key": "cgroupPath"})
+    pod_annotations: Mapping[str, str] | None = attrs.field(
+        metadata={"key": POD_ANNOTATIONS}, hash=False
+    )
 
     def __init__(  # noqa: PLR0913  (the public constructor: one keyword per capability, a public name)
         self,
@@ -320,13 +334,13 @@ class RuntimeConfig:
         pod_annotations: Mapping[str, str] | None = None,
     ) -> None:
         self.__attrs_init__(
-            _instances("RuntimeConfig.port_mappings", port_mappings, PortMapping),
-            _optional("RuntimeConfig.bandwidth", bandwidth, Bandwidth),
-            _range_sets(ip_ranges),
-            _optional("RuntimeConfig.dns", dns, DNSConfig),
-            _strings("RuntimeConfig.ips", ips, _ip_or_cidr),
-            None if mac is None else _mac("RuntimeConfig.mac", mac),
-            None
+            port_mappings=_instances("RuntimeConfig.port_mappings", port_mappings, PortMapping),
+            bandwidth=_optional("RuntimeConfig.bandwidth", bandwidth, Bandwidth),
+            ip_ranges=_range_sets(ip_ranges),
+            dns=_optional("RuntimeConfig.dns", dns, DNSConfig),
+            ips=_strings("RuntimeConfig.ips", ips, _ip_or_cidr),
+            mac=None if mac is None else _mac("RuntimeConfig.mac", mac),
+            infiniband_guid=None
             if infiniband_guid is None
             else _hardware(
                 "RuntimeConfig.infiniband_guid",
@@ -334,10 +348,10 @@ class RuntimeConfig:
                 (8,),
                 "an InfiniBand GUID (8 bytes, e.g. c2:11:22:33:44:55:66:77)",
             ),
-            _optional_text("RuntimeConfig.device_id", device_id),
-            _strings("RuntimeConfig.aliases", aliases, _text),
-            _optional_text("RuntimeConfig.cgroup_path", cgroup_path),
-            _annotations(pod_annotations),
+            device_id=_optional_text("RuntimeConfig.device_id", device_id),
+            aliases=_strings("RuntimeConfig.aliases", aliases, _text),
+            cgroup_path=_optional_text("RuntimeConfig.cgroup_path", cgroup_path),
+            pod_annotations=_annotations(pod_annotations),
         )
 
     def capability_args(self) -> dict[str, Any]:
@@ -346,31 +360,11 @@ class RuntimeConfig:
         >>> RuntimeConfig(ips=["10.1.2.3/24"], mac="AA-BB-CC-DD-EE-FF").capability_args()
         {'ips': ['10.1.2.3/24'], 'mac': 'aa:bb:cc:dd:ee:ff'}
         """
-        out: dict[str, Any] = {}
-        if self.port_mappings:
-            out["portMappings"] = [pm.to_dict() for pm in self.port_mappings]
-        if self.bandwidth is not None:
-            out["bandwidth"] = self.bandwidth.to_dict()
-        if self.ip_ranges:
-            out["ipRanges"] = [[r.to_dict() for r in rs] for rs in self.ip_ranges]
-        if self.dns is not None:
-            out["dns"] = self.dns.to_dict()
-        if self.ips:
-            out["ips"] = list(self.ips)
-        for key, value in (
-            ("mac", self.mac),
-            ("infinibandGUID", self.infiniband_guid),
-            ("deviceID", self.device_id),
-        ):
-            if value is not None:
-                out[key] = value
-        if self.aliases:
-            out["aliases"] = list(self.aliases)
-        if self.cgroup_path is not None:
-            out["cgroupPath"] = self.cgroup_path
-        if self.pod_annotations is not None:
-            out[POD_ANNOTATIONS] = dict(self.pod_annotations)
-        return out
+        return {
+            f.metadata["key"]: _json(value)
+            for f in attrs.fields(RuntimeConfig)
+            if (value := getattr(self, f.name)) is not None and value != ()
+        }
 
 
 # -- the same rules for the plain mappings ---------------------------------------------
@@ -399,12 +393,22 @@ def _get(obj: Mapping[str, Any], key: str, default: Any) -> Any:
 @_objects
 def _plain_port_mapping(o: Mapping[str, Any]) -> PortMapping:
     protocol, host_ip = _get(o, "protocol", "tcp"), _get(o, "hostIP", "")
-    return PortMapping(o.get("hostPort"), o.get("containerPort"), protocol, host_ip)  # type: ignore[arg-type]
+    return PortMapping(
+        host_port=o.get("hostPort"),  # type: ignore[arg-type]
+        container_port=o.get("containerPort"),  # type: ignore[arg-type]
+        protocol=protocol,
+        host_ip=host_ip,
+    )
 
 
 @_objects
 def _plain_ip_range(o: Mapping[str, Any]) -> IPRange:
-    return IPRange(o.get("subnet"), o.get("rangeStart"), o.get("rangeEnd"), o.get("gateway"))  # type: ignore[arg-type]
+    return IPRange(
+        subnet=o.get("subnet"),  # type: ignore[arg-type]
+        range_start=o.get("rangeStart"),
+        range_end=o.get("rangeEnd"),
+        gateway=o.get("gateway"),
+    )
 
 
 def _plain_range_set(where: str, value: object) -> tuple[IPRange, ...]:
@@ -414,14 +418,20 @@ def _plain_range_set(where: str, value: object) -> tuple[IPRange, ...]:
     return ranges
 
 
-_BANDWIDTH = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
+#: Bandwidth's members by name, with their JSON keys (DNSConfig's are the same).
+_BANDWIDTH = {
+    "ingress_rate": "ingressRate",
+    "ingress_burst": "ingressBurst",
+    "egress_rate": "egressRate",
+    "egress_burst": "egressBurst",
+}
 _DNS = ("servers", "searches", "options")
 #: Each well-known capability with the check of its plain JSON form.
 _PLAIN: dict[str, Callable[[str, Any], object]] = {
     "portMappings": lambda where, value: _strings(where, value, _plain_port_mapping),
-    "bandwidth": _objects(lambda o: Bandwidth(*(_get(o, k, 0) for k in _BANDWIDTH))),
+    "bandwidth": _objects(lambda o: Bandwidth(**{k: _get(o, j, 0) for k, j in _BANDWIDTH.items()})),
     "ipRanges": lambda where, value: _strings(where, value, _plain_range_set),
-    "dns": _objects(lambda o: DNSConfig(*(_get(o, k, ()) for k in _DNS))),
+    "dns": _objects(lambda o: DNSConfig(**{k: _get(o, k, ()) for k in _DNS})),
     "ips": lambda where, value: _strings(where, value, _ip_or_cidr),
     "mac": _mac,
 }

@@ -927,7 +927,7 @@ def test_processes_adding_different_containers_lose_no_entry(env: Env, tmp_path:
 def test_the_operation_generators_are_not_public() -> None:
     # cni.gc(net, None, None) used to return an unstarted generator, silently.
     public = {
-        "add_network", "add_network_list", "check_network", "check_network_list",
+        "add_network", "add_network_list", "cache", "check_network", "check_network_list",
         "del_network", "del_network_list", "gc_network_list", "gc_networks",
         "get_cached_attachments",
         "get_network_cached_config", "get_network_cached_result",

@@ -289,7 +289,7 @@ def test_the_cycle_check_finds_a_planted_cycle() -> None:
         ("from ..cache._lock import acquire\n", "manager/_x.py", "private"),
         ("from .cache._store import ResultCache\n", "api.py", "private"),
         ("from ..types import _base\n", "manager/_x.py", "private"),
-        ("from .manager._core import Core\n", "api.py", "directionprivate"),
+        ("from .manager._state import State\n", "api.py", "directionprivate"),
         ("from .invoke._raw import RawExec\n", "api.py", "private"),
         ("from ..api import CNIConfig\n", "cache/_x.py", "direction"),
         ("from .invoke import RawExec\n", "request.py", "direction"),

@@ -135,9 +135,9 @@ def test_unchanged_configuration_is_not_reloaded(env: Env, monkeypatch: pytest.M
     m = env.manager()
     first = m.networks()
     # Checked long after anything was modified: the same object comes back.
-    state = m._core.watcher._state
+    state = m._state.watcher._state
     assert state is not None
-    m._core.watcher._state = attrs.evolve(state, checked_at=time.time_ns() + 3600 * 10**9)
+    m._state.watcher._state = attrs.evolve(state, checked_at=time.time_ns() + 3600 * 10**9)
     assert m.networks() is first
 
 
@@ -161,7 +161,7 @@ def test_drop_in_directory_created_later_or_changed_is_seen_with_old_timestamps(
     # Every modification time is old, so the "modified recently" rule reloads nothing:
     # the change check itself must see the drop-in directory appear (it is stat'ed only
     # when the configuration directory's listing holds it) and a file in it change.
-    w = env.manager()._core.watcher
+    w = env.manager()._state.watcher
     past = time.time() - 60
 
     def age() -> None:
@@ -196,7 +196,7 @@ def test_drop_in_directory_created_later_or_changed_is_seen_with_old_timestamps(
 def test_file_created_renamed_or_deleted_is_seen_with_old_timestamps(env: Env) -> None:
     # The directory's names are listed again only when its stat changed: creating,
     # renaming or deleting a file changes it even when every mtime is set back.
-    w = env.manager()._core.watcher
+    w = env.manager()._state.watcher
     past = time.time() - 60
 
     def current() -> libcni.LoadedNetworks:
@@ -227,7 +227,7 @@ def test_directory_modified_just_before_its_listing_is_listed_again(
     file is watched: its later in-place rewrite is seen."""
     from libcni.manager import _config
 
-    w = env.manager()._core.watcher
+    w = env.manager()._state.watcher
     env.write("10-a.conflist", "a")
     w.current()
     frozen = _config._stat(str(env.conf))
@@ -751,7 +751,7 @@ def test_loopback_plugin_removed_is_seen_by_the_next_setup_with_old_timestamps(e
     # plugin changes the plugin directory, which reloads it, so the next setup knows.
     env.write("10-a.conflist", "a")
     m = env.manager()
-    w = m._core.watcher
+    w = m._state.watcher
     past = time.time() - 60
 
     def aged() -> None:
@@ -902,7 +902,7 @@ def test_libcni_exports_every_public_name_of_the_manager_lazily() -> None:
     # Args and CapabilityArgs are libcni.values' (light, imported by libcni itself).
     eager = {"Args", "CapabilityArgs"}
     public = set(libcni.manager.__all__) - {"LOOPBACK_NETWORK"} - eager
-    assert public == set(libcni._MANAGER_NAMES)
+    assert public == {n for n, module in libcni._LAZY.items() if module == ".manager"}
     assert all(getattr(libcni, name) is getattr(libcni.manager, name) for name in eager)
     assert public <= set(libcni.__all__)
     for name in public:

@@ -275,7 +275,7 @@ def test_a_binary_appearing_behind_an_old_symlink_is_seen(env: Env, tmp_path: Pa
     for p in (env.conf, *env.conf.iterdir(), env.plugins):
         os.utime(p, (past, past), follow_symlinks=True)
     m = env.manager()
-    w = m._core.watcher
+    w = m._state.watcher
 
     def current() -> libcni.LoadedNetworks:
         loaded = w.current()

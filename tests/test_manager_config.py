@@ -303,7 +303,7 @@ def test_a_same_stat_rewrite_is_seen_while_recent_and_costs_nothing_after(
     (once: its bytes are parsed only if they differ); one changed longer ago is not."""
     a = write(env.conf / "10-a.conflist", "a")
     m = env.manager()
-    w = m._core.watcher
+    w = m._state.watcher
     settle(m)
     frozen = _config._stat(str(a))
     assert frozen is not None
@@ -333,7 +333,7 @@ def test_a_drop_in_same_stat_rewrite_is_seen_while_recent(
     real = _config._stat
     monkeypatch.setattr(_config, "_stat", lambda q: frozen if q == str(p) else real(q))
     p.write_text(json.dumps({"type": "testplugin", "k": 2}))
-    w = m._core.watcher
+    w = m._state.watcher
     assert w._state is not None and frozen is not None
     w._state = attrs.evolve(w._state, checked_at=frozen[4])
     assert m.networks().networks["d"].plugins[0].raw["k"] == 2
@@ -349,7 +349,7 @@ def test_a_child_forked_while_the_lock_is_held_still_checks(env: Env) -> None:
     m = env.manager()
     m.networks()
     r, w = os.pipe()
-    with m._core.watcher._lock:
+    with m._state.watcher._lock:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             try:

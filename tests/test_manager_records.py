@@ -99,7 +99,7 @@ def test_teardown_dels_attachments_in_progress_with_what_they_recorded(env: Env)
     assert view.incomplete == (("gone", "eth1"),)
     assert view.netns == "/var/run/netns/c1"
     assert view.to_dict()["incomplete"] == [{"network": "gone", "ifname": "eth1"}]
-    assert [(a.network, a.complete) for a in m._core.cni.get_cached_attachments("c1")] == [
+    assert [(a.network, a.complete) for a in m._cni.get_cached_attachments("c1")] == [
         ("a", True),
         ("gone", False),
     ]

@@ -131,7 +131,7 @@ def test_loopback_setting_is_checked(tmp_path: Path, cls: type[NetworkManager]) 
         with pytest.raises(TypeError, match="loopback must be True, False or 'internal'"):
             cls(tmp_path, cache_dir=tmp_path, loopback=wrong)  # type: ignore[arg-type]
     for good in (True, False, "internal"):
-        assert cls(tmp_path, cache_dir=tmp_path, loopback=good)._core.loopback == good
+        assert cls(tmp_path, cache_dir=tmp_path, loopback=good).loopback == good
 
 
 def test_internal_loopback_status_needs_no_loopback_binary(env: Env) -> None:

@@ -7,44 +7,43 @@ down from the cache (with the configuration cached at ADD), check, inspect
 the merged view, report readiness and collect garbage across every network.
 The configuration is always the one on disk now, and setup, teardown and
 check of one container never interleave (across threads, tasks and
-processes). The rules live in :mod:`libcni.manager._core`; this module
-performs them with blocking calls, :class:`AsyncNetworkManager` with ``await``.
+processes). The rules live in one module per operation family (``_setup``;
+``_teardown``, ``_attach``; ``_gc``; ``_ready``) over a small typed state
+(``_state``), yielding the effects of ``_effects``; this module performs them
+with blocking calls, :class:`AsyncNetworkManager` with ``await``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .._drive import drive
 from ..api import CNIConfig
-from ..conf import NetworkConfigList
 from ..errors import LockTimeoutError
-from ..invoke import DEFAULT_PLUGIN_DIRS, Exec
 from ..values import Args, CapabilityArgs, NetworkAttachment
-from . import _attach
-from ._calls import CNICalls
-from ._core import (
+from . import _attach, _gc, _ready, _setup, _teardown
+from ._base import DEFAULT_CONF_DIR as DEFAULT_CONF_DIR
+from ._base import _ManagerBase
+from ._effects import (
     Blocking,
     Call,
-    Core,
     Effect,
     LockContainer,
     LoopbackUp,
-    NetworkCalls,
     Op,
     Outcome,
     Pause,
     Together,
 )
-from ._core import attachment_order as attachment_order  # the CLI's order of attachments
+from ._held import attachment_order as attachment_order  # the CLI's order of attachments
 from ._sandbox import sandbox
+from ._state import NO_CAPS, ContainerRequest
 from ._values import (
     LOOPBACK_NETWORK,
     AttachmentResult,
@@ -55,7 +54,6 @@ from ._values import (
 )
 
 if TYPE_CHECKING:
-    from .._events import Observer, Watch
     from ._async import AsyncNetworkManager
 
 __all__ = [
@@ -70,142 +68,6 @@ __all__ = [
     "NetworkManager",
     "NetworkRequest",
 ]
-
-_NO_CAPS: Mapping[str, Any] = {}
-
-#: Where the network configuration files are, by default.
-DEFAULT_CONF_DIR = "/etc/cni/net.d"
-
-
-_M = TypeVar("_M", bound="_ManagerBase")
-
-
-class _ManagerBase:
-    """The constructor and the properties shared by the sync and async managers."""
-
-    #: Whether the operations' calls return awaitables (``AsyncNetworkManager``).
-    _ASYNC = False
-
-    def __init__(
-        self,
-        conf_dir: str | os.PathLike[str] | None = DEFAULT_CONF_DIR,
-        plugin_dirs: Sequence[str | os.PathLike[str]] = DEFAULT_PLUGIN_DIRS,
-        *,
-        networks: Sequence[NetworkConfigList] = (),
-        cache_dir: str | os.PathLike[str] | None = None,
-        default_networks: Sequence[str] | None = None,
-        max_networks: int = 1,
-        loopback: bool | Literal["internal"] = True,
-        interface_prefix: str = "eth",
-        timeout: float | None = None,
-        retry_attempts: int = 0,
-        exec: Exec | None = None,
-        observers: Sequence[Observer] = (),
-    ) -> None:
-        cni = self._make_cni(plugin_dirs, cache_dir, exec, timeout, observers)
-        # The CNIConfig's observers are the manager's (libcni._events).
-        self._watch: Watch | None = cni._watch
-        self._core = Core(
-            conf_dir,
-            plugin_dirs,
-            cni=cni,
-            default_networks=default_networks,
-            max_networks=max_networks,
-            loopback=loopback,
-            interface_prefix=interface_prefix,
-            timeout=timeout,
-            networks=networks,
-            retry_attempts=retry_attempts,
-        )
-        # The seam: what each Call of the rules calls (mypy checks them against it).
-        self._calls: NetworkCalls = CNICalls(cni, self._watch, asynchronous=self._ASYNC)
-
-    def _under(self: _M, parent: int) -> _M:
-        """This manager, its calls' network events filed under the event ``parent`` (one
-        operation's): a shallow copy with calls of its own."""
-        assert self._watch is not None
-        view = copy.copy(self)
-        view._calls = CNICalls(self._core.cni, self._watch.under(parent), asynchronous=self._ASYNC)
-        return view
-
-    @staticmethod
-    def _make_cni(
-        plugin_dirs: Sequence[str | os.PathLike[str]],
-        cache_dir: str | os.PathLike[str] | None,
-        exec: Exec | None,
-        timeout: float | None,
-        observers: Sequence[Observer] = (),
-    ) -> Any:
-        return CNIConfig(
-            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
-        )
-
-    def __repr__(self) -> str:
-        core = self._core
-        return (
-            f"{type(self).__name__}(conf_dir={core.conf_dir!r}, "
-            f"plugin_dirs={list(core.plugin_dirs)!r}, cache_dir={core.cache.dir!r})"
-        )
-
-    # Every constructor argument can be read back under its name (go-cni's GetConfig);
-    # the networks given in code are in networks().networks, with those of conf_dir.
-
-    @property
-    def conf_dir(self) -> str | None:
-        """The configuration directory (``None``: only the networks given in code)."""
-        return self._core.conf_dir
-
-    @property
-    def plugin_dirs(self) -> tuple[str, ...]:
-        """The plugin directories, searched in order."""
-        return self._core.plugin_dirs
-
-    @property
-    def cache_dir(self) -> str:
-        """The cache directory (the default one when none was given)."""
-        return self._core.cache.dir
-
-    @property
-    def default_networks(self) -> tuple[str, ...] | None:
-        """The names a setup without networks attaches (``None``: the first usable ones)."""
-        return self._core.default_networks
-
-    @property
-    def max_networks(self) -> int:
-        """How many usable networks a setup without networks attaches (``0``: all)."""
-        return self._core.max_networks
-
-    @property
-    def loopback(self) -> bool | Literal["internal"]:
-        """How ``lo`` is set up: ``True`` the loopback plugin (cached as
-        ``cni-loopback``), ``"internal"`` by the manager itself, ``False`` not at all."""
-        return self._core.loopback
-
-    @property
-    def interface_prefix(self) -> str:
-        """The prefix of the interface names given to unnamed networks."""
-        return self._core.interface_prefix
-
-    @property
-    def timeout(self) -> float | None:
-        """The default time limit of each operation, in seconds (``None``: none)."""
-        return self._core.timeout
-
-    @property
-    def retry_attempts(self) -> int:
-        """How many more times a setup ADDs a network that failed with code 11."""
-        return self._core.retry_attempts
-
-    @property
-    def observers(self) -> tuple[Observer, ...]:
-        """The observers told of every operation, network and plugin run (``()``: none)."""
-        return () if self._watch is None else self._watch.observers
-
-    @property
-    def exec(self) -> Exec:
-        """How plugins are run (the ``exec`` given, or the default ``RawExec``)."""
-        exec_: Exec = self._core.cni.exec
-        return exec_
 
 
 class NetworkManager(_ManagerBase):
@@ -234,6 +96,8 @@ class NetworkManager(_ManagerBase):
     (``manager.plugin_dirs``...). Safe to share between threads; nothing runs
     in the background.
     """
+
+    _cni: CNIConfig
 
     # -- the driver ------------------------------------------------------
 
@@ -287,7 +151,7 @@ class NetworkManager(_ManagerBase):
 
     def networks(self) -> LoadedNetworks:
         """The configuration as of now (re-read if anything changed on disk)."""
-        loaded: LoadedNetworks = self._drive(self._core.current())
+        loaded: LoadedNetworks = self._drive(self._state.current())
         return loaded
 
     def setup(
@@ -297,7 +161,7 @@ class NetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         parallel: bool = False,
         timeout: float | None = None,
     ) -> ContainerNetworks:
@@ -312,8 +176,17 @@ class NetworkManager(_ManagerBase):
         together (retries included); each rollback DEL has its own.
         """
         view: ContainerNetworks = self._operation(
-            self._core.setup(
-                container_id, netns, networks, args, capability_args, parallel, timeout
+            _setup.setup(
+                self._state,
+                ContainerRequest(
+                    container_id=container_id,
+                    netns=netns,
+                    networks=networks,
+                    args=args,
+                    capability_args=capability_args,
+                ),
+                parallel,
+                timeout,
             ),
             "setup",
             container_id,
@@ -327,7 +200,7 @@ class NetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """DEL every attachment the cache holds for the container, complete or in progress
@@ -342,7 +215,17 @@ class NetworkManager(_ManagerBase):
         setup would have given it, and ``args``/``capability_args``.
         """
         self._operation(
-            self._core.teardown(container_id, netns, networks, args, capability_args, timeout),
+            _teardown.teardown(
+                self._state,
+                ContainerRequest(
+                    container_id=container_id,
+                    netns=netns,
+                    networks=networks,
+                    args=args,
+                    capability_args=capability_args,
+                ),
+                timeout,
+            ),
             "teardown",
             container_id,
         )
@@ -351,17 +234,19 @@ class NetworkManager(_ManagerBase):
         """CHECK every cached attachment of the container, with what it cached (and its
         netns when ``netns`` is empty); the first failure is raised. A container with
         nothing cached or recorded is :class:`~libcni.errors.NotAttachedError`."""
-        self._operation(self._core.check(container_id, netns, timeout), "check", container_id)
+        self._operation(
+            _teardown.check(self._state, container_id, netns, timeout), "check", container_id
+        )
 
     def inspect(self, container_id: str) -> ContainerNetworks:
         """The merged view of the container's attachments, from the cache (runs nothing)."""
-        view: ContainerNetworks = self._drive(self._core.inspect(container_id))
+        view: ContainerNetworks = self._drive(_teardown.inspect(self._state, container_id))
         return view
 
     def containers(self) -> tuple[str, ...]:
         """Every container the cache holds an attachment of, complete or in progress, sorted:
         what a restarted runtime compares with the containers it knows before :meth:`gc`."""
-        return tuple(self._core.cache.containers())
+        return tuple(self._state.cache.containers())
 
     def attach(
         self,
@@ -370,7 +255,7 @@ class NetworkManager(_ManagerBase):
         netns: str = "",
         *,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """Attach a set-up container to one more network (Podman's ``network connect``);
@@ -385,7 +270,15 @@ class NetworkManager(_ManagerBase):
         """
         view: ContainerNetworks = self._operation(
             _attach.attach(
-                self._core, container_id, network, netns, args, capability_args, timeout
+                self._state,
+                ContainerRequest(
+                    container_id=container_id,
+                    netns=netns,
+                    networks=[network],
+                    args=args,
+                    capability_args=capability_args,
+                ),
+                timeout,
             ),
             "attach",
             container_id,
@@ -403,7 +296,7 @@ class NetworkManager(_ManagerBase):
         :class:`~libcni.errors.TeardownError` (its entry stays).
         """
         view: ContainerNetworks = self._operation(
-            _attach.detach(self._core, container_id, network, timeout), "detach", container_id
+            _attach.detach(self._state, container_id, network, timeout), "detach", container_id
         )
         return view
 
@@ -421,20 +314,20 @@ class NetworkManager(_ManagerBase):
         returns ``()``. Takes the container's lock, as :meth:`teardown`.
         """
         dropped: tuple[NetworkAttachment, ...] = self._drive(
-            self._core.forget(container_id, networks)
+            _teardown.forget(self._state, container_id, networks)
         )
         return dropped
 
     def status(self, *, timeout: float | None = None) -> None:
         """Return when containers can be attached, else raise :class:`~libcni.errors.NotReadyError`."""
-        self._operation(self._core.status(timeout), "status")
+        self._operation(_ready.status(self._state, timeout), "status")
 
     def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """Collect every attachment of containers not in ``valid_containers``, on every
         configured or cached network, one after the other, from one listing of the cache
         (:meth:`~libcni.CNIConfig.gc_networks`); failures raise together as
         :class:`~libcni.errors.GCError`."""
-        self._operation(self._core.gc(valid_containers, timeout), "gc")
+        self._operation(_gc.gc(self._state, valid_containers, timeout), "gc")
 
     def sandbox(
         self,
@@ -442,7 +335,7 @@ class NetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         name: str | None = None,
         netns_dir: str | os.PathLike[str] = "/run/netns",
         parallel: bool = False,
@@ -458,9 +351,13 @@ class NetworkManager(_ManagerBase):
         is removed even if the teardown fails; then the
         :class:`~libcni.errors.TeardownError` is raised.
         """
-        return sandbox(
-            self, container_id, networks, args, capability_args, name, netns_dir, parallel, timeout
+        request = ContainerRequest(
+            container_id=container_id,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
         )
+        return sandbox(self, request, name, netns_dir, parallel, timeout)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,6 @@
 """``AsyncNetworkManager``: every operation of ``NetworkManager`` as a coroutine.
 
-The rules are the same generators (:mod:`libcni.manager._core`); the effects
+The rules are the same generators (``_setup``, ``_teardown``...); the effects
 are awaited: operations of an :class:`~libcni.aio.AsyncCNIConfig`, parallel
 ADDs as tasks, the container lock polled without blocking the loop; the
 configuration check and cache reads (stats and small files) inline, as
@@ -14,15 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._deadline import Deadline, apoll
+from .._drive import finish
 from ..aio import AsyncCNIConfig
 from ..invoke import Exec
 from ..values import Args, CapabilityArgs, NetworkAttachment
-from . import _attach, _ManagerBase
-from ._core import (
+from . import _attach, _gc, _ready, _setup, _teardown
+from ._base import _ManagerBase
+from ._effects import (
     Blocking,
     Call,
     Effect,
@@ -34,6 +36,7 @@ from ._core import (
     Together,
 )
 from ._sandbox import async_sandbox
+from ._state import NO_CAPS, ContainerRequest
 from ._values import ContainerNetworks, LoadedNetworks, NetworkRequest
 
 if TYPE_CHECKING:
@@ -41,18 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncNetworkManager"]
 
-_NO_CAPS: Mapping[str, Any] = {}
 
-
-async def _finish(task: asyncio.Future[Any]) -> bool:
-    """Wait for ``task`` to finish whatever happens; return whether we were cancelled meanwhile."""
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait((task,))
-        except asyncio.CancelledError:
-            cancelled = True
-    return cancelled
+def _outcome(task: asyncio.Future[Any]) -> Outcome:
+    """A finished task's ``(value, error)``."""
+    if task.cancelled():
+        return None, asyncio.CancelledError()
+    error = task.exception()
+    return (None, error) if error is not None else (task.result(), None)
 
 
 class AsyncNetworkManager(_ManagerBase):
@@ -64,6 +62,7 @@ class AsyncNetworkManager(_ManagerBase):
     """
 
     _ASYNC = True
+    _cni: AsyncCNIConfig
 
     @staticmethod
     def _make_cni(
@@ -72,7 +71,7 @@ class AsyncNetworkManager(_ManagerBase):
         exec: Exec | None,
         timeout: float | None,
         observers: Sequence[Observer] = (),
-    ) -> Any:
+    ) -> AsyncCNIConfig:
         return AsyncCNIConfig(
             plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
         )
@@ -103,7 +102,8 @@ class AsyncNetworkManager(_ManagerBase):
             try:
                 if isinstance(effect, Call) and effect.protected:
                     task = asyncio.ensure_future(self._perform(effect))
-                    cancelled_meanwhile = await _finish(task) or cancelled_meanwhile
+                    cancelled = await finish(task)
+                    cancelled_meanwhile = cancelled_meanwhile or cancelled is not None
                     outcome = task.result()
                 else:
                     outcome = await self._perform(effect)
@@ -137,9 +137,7 @@ class AsyncNetworkManager(_ManagerBase):
         room = asyncio.Semaphore(width) if width and width < len(calls) else None
 
         async def one(c: Call | Op) -> Any:
-            if room is None:
-                return await (self._perform(c) if isinstance(c, Call) else self._drive(c))
-            async with room:
+            async with room or contextlib.nullcontext():
                 return await (self._perform(c) if isinstance(c, Call) else self._drive(c))
 
         tasks = [asyncio.ensure_future(one(c)) for c in calls]
@@ -149,20 +147,12 @@ class AsyncNetworkManager(_ManagerBase):
             for t in tasks:
                 t.cancel()
             for t in tasks:
-                await _finish(t)
+                await finish(t)
             for t in tasks:  # retrieved: asyncio would log them as never retrieved
                 if not t.cancelled():
                     t.exception()
             raise
-        out: list[Outcome] = []
-        for t in tasks:
-            if t.cancelled():
-                out.append((None, asyncio.CancelledError()))
-            elif t.exception() is not None:
-                out.append((None, t.exception()))
-            else:
-                out.append((t.result(), None))
-        return out
+        return [_outcome(t) for t in tasks]
 
     @staticmethod
     async def _lock(effect: LockContainer) -> Any:
@@ -178,7 +168,7 @@ class AsyncNetworkManager(_ManagerBase):
 
     async def networks(self) -> LoadedNetworks:
         """The configuration as of now (re-read if anything changed on disk)."""
-        loaded: LoadedNetworks = await self._drive(self._core.current())
+        loaded: LoadedNetworks = await self._drive(self._state.current())
         return loaded
 
     async def setup(
@@ -188,14 +178,23 @@ class AsyncNetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         parallel: bool = False,
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.setup`; a cancelled setup rolls back, then re-raises."""
         view: ContainerNetworks = await self._operation(
-            self._core.setup(
-                container_id, netns, networks, args, capability_args, parallel, timeout
+            _setup.setup(
+                self._state,
+                ContainerRequest(
+                    container_id=container_id,
+                    netns=netns,
+                    networks=networks,
+                    args=args,
+                    capability_args=capability_args,
+                ),
+                parallel,
+                timeout,
             ),
             "setup",
             container_id,
@@ -209,12 +208,22 @@ class AsyncNetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         timeout: float | None = None,
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
         await self._operation(
-            self._core.teardown(container_id, netns, networks, args, capability_args, timeout),
+            _teardown.teardown(
+                self._state,
+                ContainerRequest(
+                    container_id=container_id,
+                    netns=netns,
+                    networks=networks,
+                    args=args,
+                    capability_args=capability_args,
+                ),
+                timeout,
+            ),
             "teardown",
             container_id,
         )
@@ -223,16 +232,18 @@ class AsyncNetworkManager(_ManagerBase):
         self, container_id: str, netns: str = "", *, timeout: float | None = None
     ) -> None:
         """As :meth:`NetworkManager.check`."""
-        await self._operation(self._core.check(container_id, netns, timeout), "check", container_id)
+        await self._operation(
+            _teardown.check(self._state, container_id, netns, timeout), "check", container_id
+        )
 
     async def inspect(self, container_id: str) -> ContainerNetworks:
         """As :meth:`NetworkManager.inspect`."""
-        view: ContainerNetworks = await self._drive(self._core.inspect(container_id))
+        view: ContainerNetworks = await self._drive(_teardown.inspect(self._state, container_id))
         return view
 
     async def containers(self) -> tuple[str, ...]:
         """As :meth:`NetworkManager.containers`."""
-        return tuple(self._core.cache.containers())
+        return tuple(self._state.cache.containers())
 
     async def attach(
         self,
@@ -241,13 +252,21 @@ class AsyncNetworkManager(_ManagerBase):
         netns: str = "",
         *,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.attach`; a cancelled attach rolls back, then re-raises."""
         view: ContainerNetworks = await self._operation(
             _attach.attach(
-                self._core, container_id, network, netns, args, capability_args, timeout
+                self._state,
+                ContainerRequest(
+                    container_id=container_id,
+                    netns=netns,
+                    networks=[network],
+                    args=args,
+                    capability_args=capability_args,
+                ),
+                timeout,
             ),
             "attach",
             container_id,
@@ -259,7 +278,7 @@ class AsyncNetworkManager(_ManagerBase):
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.detach`."""
         view: ContainerNetworks = await self._operation(
-            _attach.detach(self._core, container_id, network, timeout), "detach", container_id
+            _attach.detach(self._state, container_id, network, timeout), "detach", container_id
         )
         return view
 
@@ -268,17 +287,17 @@ class AsyncNetworkManager(_ManagerBase):
     ) -> tuple[NetworkAttachment, ...]:
         """As :meth:`NetworkManager.forget`."""
         dropped: tuple[NetworkAttachment, ...] = await self._drive(
-            self._core.forget(container_id, networks)
+            _teardown.forget(self._state, container_id, networks)
         )
         return dropped
 
     async def status(self, *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.status`."""
-        await self._operation(self._core.status(timeout), "status")
+        await self._operation(_ready.status(self._state, timeout), "status")
 
     async def gc(self, valid_containers: Iterable[str], *, timeout: float | None = None) -> None:
         """As :meth:`NetworkManager.gc`."""
-        await self._operation(self._core.gc(valid_containers, timeout), "gc")
+        await self._operation(_gc.gc(self._state, valid_containers, timeout), "gc")
 
     def sandbox(
         self,
@@ -286,7 +305,7 @@ class AsyncNetworkManager(_ManagerBase):
         *,
         networks: Sequence[str | NetworkRequest] | None = None,
         args: Args = (),
-        capability_args: CapabilityArgs = _NO_CAPS,
+        capability_args: CapabilityArgs = NO_CAPS,
         name: str | None = None,
         netns_dir: str | os.PathLike[str] = "/run/netns",
         parallel: bool = False,
@@ -297,6 +316,10 @@ class AsyncNetworkManager(_ManagerBase):
         The namespace is created in a worker thread; a setup cancelled meanwhile
         rolls back and the namespace is removed before ``CancelledError`` propagates.
         """
-        return async_sandbox(
-            self, container_id, networks, args, capability_args, name, netns_dir, parallel, timeout
+        request = ContainerRequest(
+            container_id=container_id,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
         )
+        return async_sandbox(self, request, name, netns_dir, parallel, timeout)

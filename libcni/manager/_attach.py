@@ -1,9 +1,9 @@
 """One network more or less for a running container.
 
 The rules of ``attach`` (Podman's ``network connect``) and ``detach``
-(``network disconnect``), as generators over the manager's :class:`~libcni.manager._core.Core` that yield
-its effects, like the operations of ``_core``; the sync and async managers
-drive them.
+(``network disconnect``), as generators over the manager's state that yield its effects, made of the
+public pieces of setup (``_setup``), teardown (``_teardown``) and the cache
+reads (``_held``); the sync and async managers drive them.
 
 Decisions (docs/attaching.rst):
 
@@ -19,8 +19,10 @@ Decisions (docs/attaching.rst):
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
+import attrs
+
+from .. import _log as logging
 from .. import request as rq
 from .._deadline import Deadline
 from ..errors import (
@@ -28,27 +30,18 @@ from ..errors import (
     CNIError,
     ConfigError,
     NotAttachedError,
-    TeardownError,
     ValidationError,
 )
-from ..values import Args, CapabilityArgs
-from ._core import (
-    Blocking,
-    Held,
-    LockContainer,
-    Op,
-    _delete,
-    _refuse_not_netns,
-    _requests,
-    _Run,
-    log,
-)
+from ._effects import Blocking, LockContainer, Op
+from ._held import Held, held, view
+from ._setup import Run, attempt, del_dead_attempts, plan, refuse_not_netns, undo
+from ._state import ContainerRequest, Settings, State, requests
+from ._teardown import delete_each
 from ._values import LOOPBACK_IFNAME, ContainerNetworks, NetworkRequest
 
-if TYPE_CHECKING:
-    from ._core import Core
-
 __all__ = ["attach", "detach"]
+
+log = logging.getLogger("libcni")
 
 
 def _nothing_cached(container_id: str, what: str) -> NotAttachedError:
@@ -69,10 +62,10 @@ def _same_netns(given: str, cached: str) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def _netns_of(container_id: str, held: list[Held], netns: str) -> str:
+def _netns_of(container_id: str, atts: list[Held], netns: str) -> str:
     """The netns of an attach: the cached one (``netns`` must be it, or another path to
     that namespace; ``""`` takes it); ``netns`` when none is cached."""
-    cached = next((e.netns for e, _ in held if e.netns), "")
+    cached = next((e.netns for e, _ in atts if e.netns), "")
     if netns and cached and not _same_netns(netns, cached):
         raise ValidationError(
             f"cannot attach container {container_id!r} in netns {netns!r}: "
@@ -86,16 +79,18 @@ def _netns_of(container_id: str, held: list[Held], netns: str) -> str:
     return cached or netns  # the cached path: every entry of the container holds the same
 
 
-def _ifname_of(core: Core, container_id: str, held: list[Held], request: NetworkRequest) -> str:
+def _ifname_of(
+    settings: Settings, container_id: str, atts: list[Held], request: NetworkRequest
+) -> str:
     """The interface of an attach: the request's, or the first free ``<prefix><n>``;
     the network already attached is :class:`AlreadyAttachedError`."""
     network = request.network
-    for e, complete in held:
+    for e, complete in atts:
         if complete and e.network_name == network:
             raise AlreadyAttachedError(network, container_id, e.ifname)
     # A dead attempt of this network is DELeted first: its interface name is free.
-    taken = {e.ifname for e, _ in held if e.network_name != network}
-    if core.loopback:
+    taken = {e.ifname for e, _ in atts if e.network_name != network}
+    if settings.loopback:
         taken.add(LOOPBACK_IFNAME)
     if request.ifname is not None:
         rq.validate_interface_name(request.ifname)
@@ -105,96 +100,75 @@ def _ifname_of(core: Core, container_id: str, held: list[Held], request: Network
             )
         return request.ifname
     k = 0
-    while f"{core.interface_prefix}{k}" in taken:
+    while f"{settings.interface_prefix}{k}" in taken:
         k += 1
-    return f"{core.interface_prefix}{k}"
+    return f"{settings.interface_prefix}{k}"
 
 
-def attach(
-    core: Core,
-    container_id: str,
-    network: str | NetworkRequest,
-    netns: str,
-    args: Args,
-    capability_args: CapabilityArgs,
-    timeout: float | None,
-) -> Op:
-    """ADD one more network to an attached container; a failure rolls back that one only.
+def attach(state: State, req: ContainerRequest, timeout: float | None) -> Op:
+    """ADD one more network (``req.networks``, one) to an attached container; a failure
+    rolls back that one only.
 
     Under the container's lock, every check of setup runs before any plugin
-    (``Core._plan`` makes the network's run); a dead attempt of that network
+    (``_setup.plan`` makes the network's run); a dead attempt of that network
     is DELeted first. The outcome is the container's merged view.
     """
-    request = _requests([network])[0]  # (a list is refused: one network)
+    request = requests(req.networks or ())[0]  # (a list in the list is refused: one network)
+    container_id = req.container_id
     rq.validate_container_id(container_id)
-    loaded = yield from core.current()
-    timeout = core._timeout(timeout)
-    release = yield LockContainer(core.cache, container_id, timeout, "attach")
+    loaded = yield from state.current()
+    timeout = state.timeout_or(timeout)
+    release = yield LockContainer(state.cache, container_id, timeout, "attach")
     try:
-        held: list[Held] = yield Blocking(core._held, (container_id,))
-        if not held:
+        atts: list[Held] = yield Blocking(held, (state, container_id))
+        if not atts:
             raise _nothing_cached(container_id, "attach a network to")
-        netns = _netns_of(container_id, held, netns)
-        ifname = _ifname_of(core, container_id, held, request)
-        named = NetworkRequest(request.network, ifname, request.args, request.capability_args)
-        item = core._plan(loaded, container_id, netns, [named], args, capability_args)[-1]
-        yield Blocking(_refuse_not_netns, (netns,))
-        if os.path.lexists(core.cache.entry_path(item.network, container_id, ifname)):
+        netns = _netns_of(container_id, atts, req.netns)
+        ifname = _ifname_of(state.settings, container_id, atts, request)
+        named = attrs.evolve(request, ifname=ifname)
+        item = plan(state, loaded, attrs.evolve(req, netns=netns, networks=[named]))[-1]
+        yield Blocking(refuse_not_netns, (netns,))
+        if os.path.lexists(state.cache.entry_path(item.network, container_id, ifname)):
             raise AlreadyAttachedError(item.network, container_id, ifname)  # unreadable entry
         deadline = Deadline(timeout)
-        dead = [e for e, complete in held if not complete and e.network_name == item.network]
-        yield from core._del_dead_attempts(container_id, dead, deadline)
-        run = _Run([item])
+        dead = [e for e, complete in atts if not complete and e.network_name == item.network]
+        yield from del_dead_attempts(state, container_id, dead, deadline)
+        run = Run([item])
         run.attempted.append(item)
         try:
-            run.succeeded(0, (yield from core._attempt(item, deadline)))
+            run.succeeded(0, (yield from attempt(state, item, deadline)))
         except CNIError as e:
             run.failure = e
         except BaseException as e:  # cancelled, or interrupted: roll back, then re-raise
             run.interrupted = e
         if not run.done:
-            yield from core._undo(container_id, run)  # raises
-        view: ContainerNetworks = yield Blocking(core._inspect, (container_id,))
+            yield from undo(state, container_id, run)  # raises
+        merged: ContainerNetworks = yield Blocking(view, (state, container_id))
     finally:
         release()
-    return view
+    return merged
 
 
-def detach(core: Core, container_id: str, network: str, timeout: float | None) -> Op:
+def detach(state: State, container_id: str, network: str, timeout: float | None) -> Op:
     """DEL every attachment of ``network`` the container holds, with what it cached; the
     other attachments stay. The outcome is the container's merged view after it."""
     rq.validate_container_id(container_id)
     rq.validate_network_name(network)
-    timeout = core._timeout(timeout)
-    release = yield LockContainer(core.cache, container_id, timeout, "detach")
+    timeout = state.timeout_or(timeout)
+    release = yield LockContainer(state.cache, container_id, timeout, "detach")
     try:
-        held: list[Held] = yield Blocking(core._held, (container_id,))
-        if not held:
+        atts: list[Held] = yield Blocking(held, (state, container_id))
+        if not atts:
             raise _nothing_cached(container_id, f"detach network {network!r} from")
-        mine = [e for e, _ in held if e.network_name == network]
+        mine = [e for e, _ in atts if e.network_name == network]
         if not mine:
-            on = ", ".join(sorted({e.network_name for e, _ in held}))
+            on = ", ".join(sorted({e.network_name for e, _ in atts}))
             raise NotAttachedError(
                 f"container {container_id!r} is not attached to network {network!r} "
                 f"(its networks: {on})"
             )
-        errors: list[CNIError] = []
-        for entry in reversed(mine):
-            try:
-                net, rt = core._cached_net(entry, entry.netns)
-                yield _delete(net, rt, timeout)
-            except CNIError as e:
-                log.warning(
-                    "detach of network %r (%s) from container %r failed: %s",
-                    network,
-                    entry.ifname,
-                    container_id,
-                    e,
-                )
-                errors.append(e)
-        if errors:
-            raise TeardownError(container_id, errors)
-        view: ContainerNetworks = yield Blocking(core._inspect, (container_id,))
+        yield from delete_each(state, container_id, mine, "", timeout, "detach")
+        merged: ContainerNetworks = yield Blocking(view, (state, container_id))
     finally:
         release()
-    return view
+    return merged

@@ -1,7 +1,7 @@
 """The seam's one implementation: the manager's calls over a ``CNIConfig`` or ``AsyncCNIConfig``.
 
-:class:`CNICalls` implements :class:`~libcni.manager._core.NetworkCalls`, the
-protocol the rules call through (each :class:`~libcni.manager._core.Call`).
+:class:`CNICalls` implements :class:`~libcni.manager._effects.NetworkCalls`, the
+protocol the rules call through (each :class:`~libcni.manager._effects.Call`).
 ``AsyncCNIConfig`` has the same methods as ``CNIConfig``, returning
 coroutines: the async driver awaits what a call returns, the blocking one
 takes it as it is. With observers, each network's operation (ADD, DEL,
@@ -35,7 +35,7 @@ _Observed = Callable[
 
 
 class CNICalls:
-    """:class:`~libcni.manager._core.NetworkCalls` over ``cni`` (a ``CNIConfig`` or an
+    """:class:`~libcni.manager._effects.NetworkCalls` over ``cni`` (a ``CNIConfig`` or an
     ``AsyncCNIConfig``, ``asynchronous``, whose calls the async driver awaits); ``watch``:
     its observers, under the operation the calls are made for."""
 

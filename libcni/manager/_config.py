@@ -326,6 +326,17 @@ class ConfigWatcher:
         for i, in_code in enumerate(self.code_networks):
             place = load.code[in_code.name] = f"networks[{i}] ({in_code.name})"
             load.add(place, in_code, self._missing(in_code, load.missing))
+        drop_ins = self._load_files(load, scan, since)
+        before = state.loaded if state is not None else LoadedNetworks()
+        loaded = self._loaded(load, before)
+        if not plugins and loaded == before:  # the same object (cheap: compared by identity)
+            loaded = before
+        missing = tuple(dict.fromkeys(load.missing))
+        return scan._replace(drop_ins=drop_ins, missing=missing), loaded
+
+    def _load_files(self, load: _Load, scan: _Scan, since: int | None) -> dict[str, _DropIn]:
+        """Load the files of ``conf_dir`` in order into ``load`` (each read again only if it
+        may have changed since ``since``); the drop-in directories of the lists loaded."""
         files: _Files = {}
         if isinstance(scan.files, str):
             assert self.conf_dir is not None
@@ -355,12 +366,15 @@ class ConfigWatcher:
             else:
                 load.add(path, net, self._missing(net, load.missing))
         self._files = read
-        before = state.loaded if state is not None else LoadedNetworks()
+        return drop_ins
+
+    def _loaded(self, load: _Load, before: LoadedNetworks) -> LoadedNetworks:
+        """What ``load`` found, as the configuration; each new reason to skip a file logged."""
         for path, why in load.skipped.items():
             if before.skipped.get(path) != why:  # once per reason, not at every reload
                 log.warning("network configuration %s skipped: %s", path, why)
         unusable = [(n, u) for n, u in load.unusable.items() if n not in load.networks]
-        loaded = LoadedNetworks(
+        return LoadedNetworks(
             load.networks,
             self._defaults(load.networks),
             load.skipped,
@@ -368,10 +382,6 @@ class ConfigWatcher:
             {n: why for n, (why, waiting) in unusable if waiting},
             {n: why for n, (why, waiting) in unusable if not waiting},
         )
-        if not plugins and loaded == before:  # the same object (cheap: compared by identity)
-            loaded = before
-        missing = tuple(dict.fromkeys(load.missing))
-        return scan._replace(drop_ins=drop_ins, missing=missing), loaded
 
     def _with_drop_ins(
         self, path: str, f: _File, scan: _Scan, drop_ins: dict[str, _DropIn], since: int | None

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 from .. import _log as logging
-from ._values import ContainerNetworks, NetworkRequest
+from .._drive import finish
+from ._state import ContainerRequest
+from ._values import ContainerNetworks
 
 if TYPE_CHECKING:
     from ..netns import NetNS
-    from ..values import Args, CapabilityArgs
     from . import NetworkManager
     from ._async import AsyncNetworkManager
 
@@ -43,10 +44,7 @@ def _remove_after_failure(ns: NetNS, container_id: str) -> None:
 @contextlib.contextmanager
 def sandbox(
     manager: NetworkManager,
-    container_id: str,
-    networks: Sequence[str | NetworkRequest] | None,
-    args: Args,
-    capability_args: CapabilityArgs,
+    request: ContainerRequest,
     name: str | None,
     netns_dir: str | os.PathLike[str],
     parallel: bool,
@@ -54,14 +52,15 @@ def sandbox(
 ) -> Iterator[ContainerNetworks]:
     from ..netns import create
 
+    container_id = request.container_id
     ns = create(name, dir=netns_dir)
     try:
         view = manager.setup(
             container_id,
             ns.path,
-            networks=networks,
-            args=args,
-            capability_args=capability_args,
+            networks=request.networks,
+            args=request.args,
+            capability_args=request.capability_args,
             parallel=parallel,
             timeout=timeout,
         )
@@ -89,13 +88,7 @@ async def _create(name: str | None, netns_dir: str | os.PathLike[str], container
 
     loop = asyncio.get_running_loop()
     made = loop.run_in_executor(None, functools.partial(create, name, dir=netns_dir))
-    cancelled = False
-    while not made.done():
-        try:
-            await asyncio.wait((made,))
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
+    if await finish(made) is not None:
         if not made.cancelled() and made.exception() is None:
             _remove_after_failure(made.result(), container_id)
         raise asyncio.CancelledError()
@@ -106,23 +99,21 @@ async def _create(name: str | None, netns_dir: str | os.PathLike[str], container
 @contextlib.asynccontextmanager
 async def async_sandbox(
     manager: AsyncNetworkManager,
-    container_id: str,
-    networks: Sequence[str | NetworkRequest] | None,
-    args: Args,
-    capability_args: CapabilityArgs,
+    request: ContainerRequest,
     name: str | None,
     netns_dir: str | os.PathLike[str],
     parallel: bool,
     timeout: float | None,
 ) -> AsyncIterator[ContainerNetworks]:
+    container_id = request.container_id
     ns = await _create(name, netns_dir, container_id)
     try:
         view = await manager.setup(
             container_id,
             ns.path,
-            networks=networks,
-            args=args,
-            capability_args=capability_args,
+            networks=request.networks,
+            args=request.args,
+            capability_args=request.capability_args,
             parallel=parallel,
             timeout=timeout,
         )
