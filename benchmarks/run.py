@@ -80,7 +80,7 @@ BUILD = HERE / "build"
 sys.path.insert(0, str(ROOT))
 
 import libcni  # noqa: E402
-from libcni._ops import RunPlugin, TakeLock  # noqa: E402
+from libcni._effects import RunPlugin, TakeLock  # noqa: E402
 from libcni.cache import (  # noqa: E402
     CacheEntry,
     OpenRecord,

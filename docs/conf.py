@@ -50,6 +50,8 @@ default_role = "py:obj"
 nitpick_ignore = [
     ("py:class", "prometheus_client.registry.CollectorRegistry"),
     ("py:class", "opentelemetry.trace.TracerProvider"),
+    # GCScan takes the cache as the Protocol of what it uses (no import cycle): a private name.
+    ("py:class", "libcni.cache._gc._Cache"),
 ]
 
 autodoc_member_order = "bysource"

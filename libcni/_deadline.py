@@ -1,17 +1,12 @@
 """Time limits, written once: a :class:`Deadline`, every retry pace, the wording.
 
-Every wait of the library goes through here: an operation's timeout shared
-by its plugin runs (``_ops``, down to ``invoke``), a setup's timeout shared
-by its ADDs (``manager``), and every retry pace, a named :class:`Backoff`:
-:data:`LOCK_WAIT` (a busy cache lock, blocking in ``cache/_lock`` or awaited
-in ``aio`` and the async manager), :data:`BUSY_BINARY` (a plugin binary
-still being written, ``invoke``) and :data:`TRY_AGAIN` (a setup's ADD that
-failed with code 11, ``manager``). A lock wait that runs out raises the one
-:func:`lock_timeout` error; a plugin run, the one :func:`plugin_timed_out` wording.
-
-Neutral: it imports nothing of libcni but ``errors``, so every package may
-use it. The clock and the sleeps are read at each call (``_clock``,
-``_sleep``, ``_asleep``): tests replace them to count tries without timing.
+Every wait goes through here: an operation's timeout shared by its plugin runs (down to
+``invoke``), a setup's by its ADDs, and every retry pace, a named :class:`Backoff`:
+:data:`LOCK_WAIT` (a busy cache lock, blocking or awaited), :data:`BUSY_BINARY` (a plugin
+binary still being written) and :data:`TRY_AGAIN` (a setup's ADD that failed with code 11).
+The wordings: :func:`timeout_message`, :func:`plugin_timed_out`, :func:`lock_timeout`.
+Neutral: it imports nothing of libcni but ``errors``. The clock and the sleeps (``_clock``,
+``_sleep``, ``_asleep``) are read at each call: tests replace them to count tries without timing.
 """
 
 from __future__ import annotations
@@ -48,10 +43,9 @@ _T = TypeVar("_T")
 #: practical limit: no end is computed, so nothing can overflow.
 NO_LIMIT = 1e8
 
+#: The first pause between two tries of a busy lock (seconds), then doubling up to POLL_MAX.
 POLL_FIRST = 0.001
-"""The first pause between two tries of a busy lock (seconds)."""
 POLL_MAX = 0.02
-"""The longest pause between two tries (it doubles from :data:`POLL_FIRST`)."""
 
 _clock = time.monotonic
 _sleep = time.sleep
@@ -77,11 +71,8 @@ def check_timeout(timeout: float | None) -> float | None:
 
 
 class Deadline:
-    """The end of a time limit that starts now: ``Deadline(2.0)``, ``Deadline(None)`` (none).
-
-    ``limit`` is the timeout it was made with (for messages). A timeout
-    longer than :data:`NO_LIMIT` (``math.inf``) has no end, as ``None``.
-    """
+    """The end of a time limit that starts now: ``Deadline(2.0)``, ``Deadline(None)`` (none);
+    ``limit`` is its timeout (for messages). Over :data:`NO_LIMIT` it has no end, as ``None``."""
 
     __slots__ = ("_end", "limit")
 
@@ -153,35 +144,28 @@ def poll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
     """``attempt()`` until it gives something, pausing as :func:`backoff` says (blocking);
     ``None`` when ``deadline`` passed first."""
     pauses = backoff(deadline)
-    while True:
-        got = attempt()
-        if got is not None:
-            return got
+    while (got := attempt()) is None:
         pause = next(pauses, None)
         if pause is None:
             return None
         _sleep(pause)
+    return got
 
 
 async def apoll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
     """:func:`poll` without blocking the event loop: the same tries, the same pauses."""
     pauses = backoff(deadline)
-    while True:
-        got = attempt()
-        if got is not None:
-            return got
+    while (got := attempt()) is None:
         pause = next(pauses, None)
         if pause is None:
             return None
         await _asleep(pause)
+    return got
 
 
 def timeout_message(command: str, limit: float | None, what: str) -> str:
-    """The one wording of an operation that ran out of time.
-
-    ``ADD timed out: plugin p1 did not finish within the 2s timeout``:
-    ``limit`` is the operation's timeout, not the share of it that was left.
-    """
+    """The one wording of an operation that ran out of time: ``ADD timed out: plugin p1 did
+    not finish within the 2s timeout`` (``limit``: the operation's timeout, not what was left)."""
     return f"{command or 'operation'} timed out: {what} within the {limit or 0.0:.3g}s timeout"
 
 
@@ -192,11 +176,8 @@ def plugin_timed_out(name: str, limit: float | None) -> str:
 
 
 def lock_timeout(what: str, path: str, limit: float | None, command: str = "") -> LockTimeoutError:
-    """The one error of a wait for a cache lock that outlasted its time.
-
-    ``what`` names the lock (``network 'n'``, ``container 'c'``...), ``path``
-    is its file (the details), ``command`` the operation that waited.
-    """
+    """The one error of a wait for a cache lock that outlasted its time: ``what`` names the
+    lock (``network 'n'``...), ``path`` is its file (the details), ``command`` the operation."""
     return LockTimeoutError(
         timeout_message(command, limit, f"the cache lock of {what} was not free")
         + "; another operation holds it",

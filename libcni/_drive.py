@@ -13,12 +13,8 @@ _R = TypeVar("_R")
 
 
 def drive(op: Generator[Any, Any, _R], perform: Callable[[Any], Any]) -> _R:
-    """Run ``op`` to its end with blocking calls: ``perform`` each effect it yields.
-
-    The outcome of an effect is sent back in; an exception it raised is
-    thrown in, so that the operation may handle it (GC collects plugin
-    errors). Shared by ``CNIConfig`` and the blocking network manager.
-    """
+    """Run ``op`` to its end: ``perform`` each effect it yields, send the outcome back in, or
+    throw in the exception it raised (the operation may handle it: GC collects errors)."""
     outcome: Any = None
     error: BaseException | None = None
     while True:

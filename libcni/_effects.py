@@ -1,10 +1,7 @@
 """The effects the operations of ``libcni._ops`` yield, and what their drivers need of them.
 
-:class:`RunPlugin` (run this binary with this stdin and environment),
-:class:`TakeLock` (hold this cache lock), :class:`CacheIO` (a cache call
-that waits for the disk) and :class:`GCNetwork` (one network of a GC run). A
-leaf: the operations (``_ops``), their drivers (``api``, ``aio``) and the
-observers (``_events``) import it, it imports none of them.
+A leaf: the operations, their drivers (``api``, ``aio``) and the observers (``_events``)
+import it, it imports none of them.
 """
 
 from __future__ import annotations
@@ -26,12 +23,9 @@ __all__ = ["CacheIO", "Effect", "GCNetwork", "Release", "RunPlugin", "TakeLock",
 
 @attrs.frozen
 class RunPlugin:
-    """Effect: run the plugin binary ``path``; the outcome is its stdout.
-
-    ``path``, ``stdin``, ``env`` and ``timeout`` (the operation's time left)
-    are the arguments of ``Exec.exec_plugin``; the other fields are the
-    context a ``PluginError`` gets (``_ops._run``) and the DEBUG record shows.
-    """
+    """Effect: run the plugin binary ``path``; the outcome is its stdout. ``path``, ``stdin``,
+    ``env`` and ``timeout`` (the time left) are ``Exec.exec_plugin``'s arguments; the others
+    the context a ``PluginError`` gets (``_ops._run``) and the DEBUG record shows."""
 
     path: str
     stdin: bytes
@@ -46,16 +40,17 @@ class RunPlugin:
     #: held while any process of the ADD lives, even after the runtime died (behaviour §4.3).
     lock_fd: int | None = None
 
+    @property
+    def args(self) -> tuple[str, bytes, Mapping[str, str], float | None]:
+        """The arguments of ``Exec.exec_plugin``."""
+        return self.path, self.stdin, self.env, self.timeout
+
 
 @attrs.frozen
 class TakeLock:
-    """Effect: hold a cache lock; the outcome is a function that releases it.
-
-    With ``attachment`` (container ID, interface name) it is the lock of that
-    one attachment; without, the lock of the whole ``network``
-    (``exclusive`` for GC, shared for ADD and DEL). The cache refuses empty
-    or hostile names in ``attachment`` with a ``ValidationError``.
-    """
+    """Effect: hold a cache lock; the outcome is a function that releases it. With
+    ``attachment`` (container ID, interface name) that attachment's, else the ``network``'s
+    (``exclusive`` for GC, shared for ADD and DEL); bad names are a ``ValidationError``."""
 
     cache: ResultCache
     network: str
@@ -66,12 +61,8 @@ class TakeLock:
     limit: float | None = None  # the whole operation's timeout, for the message
 
     def take(self, *, wait: bool = True) -> Release | None:
-        """Take the lock; the function that releases it.
-
-        ``wait``: for at most ``timeout`` seconds, then
-        :class:`~libcni.errors.LockTimeoutError`; otherwise one try, ``None``
-        if the lock is busy.
-        """
+        """Take the lock; the function that releases it. ``wait``: for at most ``timeout``
+        seconds, then ``LockTimeoutError``; otherwise one try, ``None`` if the lock is busy."""
         cache = self.cache
         try:
             if self.attachment is not None:
@@ -103,11 +94,8 @@ class TakeLock:
 
 @attrs.frozen
 class CacheIO:
-    """Effect: ``call(*args)``, a cache method that may wait for the disk; the outcome is its value.
-
-    The operation holds its locks until the call is over, even when the
-    caller is cancelled meanwhile.
-    """
+    """Effect: ``call(*args)``, a cache method that may wait for the disk; the outcome is its
+    value. The operation holds its locks until the call is over, even if cancelled meanwhile."""
 
     call: Callable[..., Any]
     args: tuple[Any, ...]
@@ -127,11 +115,8 @@ Release = Callable[[], None]
 
 
 def in_context(effect: RunPlugin, e: PluginError) -> None:
-    """Give ``e`` the context of ``effect`` (``_ops._run``'s rule; applying it twice changes nothing).
-
-    The observed drivers (``libcni._events``) apply it as soon as the run
-    fails, so that the plugin's end event carries the error as raised.
-    """
+    """Give ``e`` the context of ``effect`` (``_ops._run``'s rule; idempotent). The observed
+    drivers apply it as soon as the run fails: the plugin's end event carries the error."""
     e.plugin = effect.plugin
     e.command = effect.command
     e.network = e.network or effect.network

@@ -1,9 +1,5 @@
 """A plugin's environment, the same read-only mapping for every plugin of an operation.
-
-Neutral: the pure ``request`` builds an :class:`Environment`, ``invoke``
-starts processes with it, ``_events`` copies it for observers; it imports
-nothing of libcni.
-"""
+Neutral (it imports nothing of libcni): ``request`` builds it, ``invoke`` runs with it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Strict JSON decoding, shared by every parser of outside input.
-
-Python's ``json`` accepts ``NaN``, ``Infinity`` and numbers that overflow to
-infinity; JSON (and the Go library) does not. Callers turn the exceptions
-into their own documented error class.
-
-:mod:`json` itself (about 1.2 ms) is imported where it is first used, in
-every module of libcni: ``import libcni`` spares it.
+"""Strict JSON decoding for every parser of outside input: no ``NaN``, ``Infinity`` nor
+overflowing numbers (JSON and the Go library refuse them). Callers turn the exceptions
+into their own error class. :mod:`json` (about 1.2 ms) is imported at its first use.
 """
 
 from __future__ import annotations

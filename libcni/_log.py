@@ -1,17 +1,9 @@
-"""The library's loggers, without importing :mod:`logging` at ``import libcni``.
+"""The library's loggers, without importing :mod:`logging` (about 5 ms) at ``import libcni``.
 
-:mod:`logging` costs about 5 ms to import (traceback, string, threading...),
-a sixth of ``import libcni``, and most runs of a plugin log nothing. Modules
-of libcni write ``from . import _log as logging``: this module has the part of
-:mod:`logging`'s interface they use, :func:`getLogger` and the level numbers.
-The object :func:`getLogger` returns fetches the real :class:`logging.Logger`
-(importing :mod:`logging`) at its first use, and from then on hands out the
-real logger's own bound methods: a call costs what it costs on the logger, and
-the records name the right caller.
-
-Before the first record, the ``libcni`` logger gets its
-:class:`logging.NullHandler` (a program that configures no logging sees
-nothing); at ``import libcni`` already when :mod:`logging` was imported.
+Modules write ``from . import _log as logging``: :func:`getLogger` and the level numbers.
+The logger it returns imports :mod:`logging` at its first use, then hands out the real
+logger's bound methods (the records name the right caller). The ``libcni`` logger gets its
+:class:`logging.NullHandler` before the first record (at import if :mod:`logging` was).
 """
 
 from __future__ import annotations
@@ -24,7 +16,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CRITICAL", "DEBUG", "ERROR", "INFO", "WARNING", "getLogger"]
 
-# logging's level numbers (fixed by its documentation).
 CRITICAL = 50
 ERROR = 40
 WARNING = 30
@@ -54,9 +45,7 @@ class _Logger:
         self.name = name
 
     def __getattr__(self, attr: str) -> Any:
-        # Only for what the instance does not have yet: the real logger's
-        # methods are kept on the instance, its data (level, handlers...) is
-        # read from it each time.
+        # What the instance lacks: the real logger's methods are kept, its data read each time.
         value = getattr(_logging().getLogger(self.name), attr)
         if callable(value):
             setattr(self, attr, value)

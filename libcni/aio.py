@@ -1,13 +1,10 @@
 """``AsyncCNIConfig``: every operation of ``CNIConfig`` as a coroutine.
 
-The rules are the same generators as the blocking API's (``libcni._ops``);
-only the effects are performed differently: a plugin runs without blocking
-the event loop (``RawExec.aexec_plugin``, or a worker thread for an ``Exec``
-that has no coroutine form), and a cache lock is awaited rather than waited
-for. Every cache call the rules yield as ``CacheIO`` (ADD's durable write,
-DEL's removal, GC's scans) runs in a worker thread, on any file system, so
-that it stalls neither the event loop nor the other operations. Cancelling the task kills the running
-plugin's whole process group and re-raises :class:`asyncio.CancelledError`.
+The same rules (``libcni._ops``), the effects performed without blocking the event loop: a
+plugin by ``RawExec.aexec_plugin`` (or a worker thread for an ``Exec`` without it), a cache
+lock awaited, every ``CacheIO`` (ADD's durable write, DEL's removal, GC's scans) in a worker
+thread. Cancelling the task kills the running plugin's whole process group and re-raises
+:class:`asyncio.CancelledError`.
 """
 
 from __future__ import annotations
@@ -16,22 +13,13 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import _ops_info as info
 from . import request as rq
 from ._deadline import Deadline, apoll
 from ._drive import adrive, finish
-from ._ops import (
-    VALIDATE,
-    CacheIO,
-    GCNetwork,
-    Op,
-    Operations,
-    RunPlugin,
-    TakeLock,
-    as_list,
-    as_plugin,
-    exec_options,
-    logged,
-)
+from ._effects import CacheIO, Effect, GCNetwork, RunPlugin
+from ._ops import VALIDATE, Op, Operations, as_list, as_plugin, exec_options, logged
+from ._ops_gc import gc
 from .conf import NetworkConfigList, PluginConfig
 from .invoke import AsyncExec
 from .types import Result
@@ -47,12 +35,9 @@ __all__ = ["AsyncCNIConfig"]
 
 
 async def _in_thread(call: functools.partial[Any]) -> Any:
-    """``call()`` in a worker thread of the loop's default executor.
-
-    A cache call, or a plugin run by an ``Exec`` without ``aexec_plugin``,
-    cannot be stopped half-way, and the operation must hold its locks until
-    it is over: a cancellation waits for the call to finish, then propagates.
-    """
+    """``call()`` in a worker thread of the loop's default executor. It cannot be stopped
+    half-way and the operation holds its locks until it is over: a cancellation waits for
+    the call to finish, then propagates."""
     loop = asyncio.get_running_loop()
     done = loop.run_in_executor(None, call)
     cancelled = await finish(done)
@@ -89,36 +74,23 @@ class AsyncCNIConfig(Operations):
         with watch.operation(operation, net, rt, plugin, network=network) as parent:
             return await adrive(op, watch.aobserved(self._perform, parent))
 
-    async def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
+    async def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
                 if isinstance(self.exec, AsyncExec):
-                    return await self.exec.aexec_plugin(
-                        effect.path,
-                        effect.stdin,
-                        effect.env,
-                        effect.timeout,
-                        **exec_options(effect, self.exec, "aexec_plugin"),
+                    run: Any = self.exec.aexec_plugin  # RawExec's own also takes pass_fd
+                    return await run(
+                        *effect.args, **exec_options(effect, self.exec, "aexec_plugin")
                     )
                 # In a worker thread that cannot be stopped: a cancelled
                 # operation keeps its locks until the plugin call returned.
-                return await _in_thread(
-                    functools.partial(
-                        self.exec.exec_plugin, effect.path, effect.stdin, effect.env, effect.timeout
-                    )
-                )
+                return await _in_thread(functools.partial(self.exec.exec_plugin, *effect.args))
         if isinstance(effect, CacheIO):
             return await _in_thread(functools.partial(effect.call, *effect.args))
         if isinstance(effect, GCNetwork):
             return await self._drive(effect.op, rq.GC, effect.net, network=True)
         await asyncio.sleep(0)  # the loop turns between the steps of many operations
-        return await self._lock(effect)
-
-    @staticmethod
-    async def _lock(effect: TakeLock) -> Any:
-        """Take a cache lock without blocking the loop: one try, then again after the pauses
-        of ``libcni._deadline.backoff`` (the blocking wait's), until the time left runs out;
-        then the ``LockTimeoutError`` the blocking wait raises."""
+        # The lock without blocking the loop: the blocking wait's tries, pauses and error.
         release = await apoll(lambda: effect.take(wait=False), Deadline(effect.timeout))
         if release is None:
             raise effect.timed_out()
@@ -130,10 +102,9 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD the container to every network of the list; return the final result (cached)."""
-        result: Result = await self._drive(
+        return await self._drive(
             self._add(as_list(net, "add_network_list"), rt, timeout), rq.ADD, net, rt
         )
-        return result
 
     async def check_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
@@ -157,10 +128,9 @@ class AsyncCNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD with a single plugin configuration."""
-        result: Result = await self._drive(
+        return await self._drive(
             self._add(as_plugin(net, "add_network"), rt, timeout), rq.ADD, net, rt
         )
-        return result
 
     async def check_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
@@ -182,27 +152,27 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
-        return self._cached_result(as_list(net, "get_network_list_cached_result"), rt)
+        return info.cached_result(self, as_list(net, "get_network_list_cached_result"), rt)
 
     async def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
         """The cached result of a single-plugin attachment, or ``None``."""
-        return self._cached_result(as_plugin(net, "get_network_cached_result"), rt)
+        return info.cached_result(self, as_plugin(net, "get_network_cached_result"), rt)
 
     async def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """The configuration bytes used at ADD, and ``rt`` with the cached args, or ``None``."""
-        return self._cached_config(as_list(net, "get_network_list_cached_config"), rt)
+        return info.cached_config(self, as_list(net, "get_network_list_cached_config"), rt)
 
     async def get_network_cached_config(
         self, net: PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """As :meth:`get_network_list_cached_config`, for a single plugin."""
-        return self._cached_config(as_plugin(net, "get_network_cached_config"), rt)
+        return info.cached_config(self, as_plugin(net, "get_network_cached_config"), rt)
 
     async def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
-        return self._cached_attachments(container_id)
+        return info.cached_attachments(self, container_id)
 
     # -- validation, version, GC, STATUS ---------------------------------
 
@@ -210,28 +180,25 @@ class AsyncCNIConfig(Operations):
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
-        caps: list[str] = await self._drive(
-            self._validate(as_list(net, "validate_network_list"), timeout), VALIDATE, net
+        return await self._drive(
+            info.validate(self, as_list(net, "validate_network_list"), timeout), VALIDATE, net
         )
-        return caps
 
     async def validate_network(
         self, net: PluginConfig, *, timeout: float | None = None
     ) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
-        caps: list[str] = await self._drive(
-            self._validate(as_plugin(net, "validate_network"), timeout), VALIDATE, net
+        return await self._drive(
+            info.validate(self, as_plugin(net, "validate_network"), timeout), VALIDATE, net
         )
-        return caps
 
     async def get_version_info(
         self, plugin_type: str, *, timeout: float | None = None
     ) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
-        info: PluginInfo = await self._drive(
-            self._version_info(plugin_type, timeout), rq.VERSION, plugin=plugin_type
+        return await self._drive(
+            info.version_info(self, plugin_type, timeout), rq.VERSION, plugin=plugin_type
         )
-        return info
 
     async def gc_network_list(
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
@@ -249,7 +216,7 @@ class AsyncCNIConfig(Operations):
         timeout: float | None = None,
     ) -> None:
         """As :meth:`libcni.CNIConfig.gc_networks` (the cache's work in worker threads)."""
-        op = self._gc(nets, args, timeout, keep=valid_containers, cached=cached_networks)
+        op = gc(self, nets, args, timeout, keep=valid_containers, cached=cached_networks)
         await adrive(op, self._perform)
 
     async def get_status_network_list(
@@ -257,5 +224,5 @@ class AsyncCNIConfig(Operations):
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
         await self._drive(
-            self._status(as_list(net, "get_status_network_list"), timeout), rq.STATUS, net
+            info.status(self, as_list(net, "get_status_network_list"), timeout), rq.STATUS, net
         )

@@ -9,21 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import _ops_info as info
 from . import request as rq
 from ._drive import drive
-from ._ops import (
-    VALIDATE,
-    CacheIO,
-    GCNetwork,
-    Op,
-    Operations,
-    RunPlugin,
-    TakeLock,
-    as_list,
-    as_plugin,
-    exec_options,
-    logged,
-)
+from ._effects import CacheIO, Effect, GCNetwork, RunPlugin
+from ._ops import VALIDATE, Op, Operations, as_list, as_plugin, exec_options, logged
+from ._ops_gc import gc
 from .conf import NetworkConfigList, PluginConfig
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
@@ -69,7 +60,7 @@ class CNIConfig(Operations):
         with watch.operation(operation, net, rt, plugin, network=network) as parent:
             return drive(op, watch.observed(self._perform, parent))
 
-    def _perform(self, effect: RunPlugin | TakeLock | CacheIO | GCNetwork) -> Any:
+    def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
                 return self.exec.exec_plugin(
@@ -91,10 +82,9 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD the container to every network of the list; return the final result (cached)."""
-        result: Result = self._drive(
+        return self._drive(
             self._add(as_list(net, "add_network_list"), rt, timeout), rq.ADD, net, rt
         )
-        return result
 
     def check_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
@@ -114,10 +104,7 @@ class CNIConfig(Operations):
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
         """ADD with a single plugin configuration."""
-        result: Result = self._drive(
-            self._add(as_plugin(net, "add_network"), rt, timeout), rq.ADD, net, rt
-        )
-        return result
+        return self._drive(self._add(as_plugin(net, "add_network"), rt, timeout), rq.ADD, net, rt)
 
     def check_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
@@ -137,11 +124,11 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, rt: RuntimeConf
     ) -> Result | None:
         """The cached result of the attachment, converted to the list's version, or ``None``."""
-        return self._cached_result(as_list(net, "get_network_list_cached_result"), rt)
+        return info.cached_result(self, as_list(net, "get_network_list_cached_result"), rt)
 
     def get_network_cached_result(self, net: PluginConfig, rt: RuntimeConf) -> Result | None:
         """The cached result of a single-plugin attachment, or ``None``."""
-        return self._cached_result(as_plugin(net, "get_network_cached_result"), rt)
+        return info.cached_result(self, as_plugin(net, "get_network_cached_result"), rt)
 
     def get_network_list_cached_config(
         self, net: NetworkConfigList, rt: RuntimeConf
@@ -151,17 +138,17 @@ class CNIConfig(Operations):
         For an attachment in progress they come from its write-ahead record; a
         record torn by a kill before any plugin ran counts as nothing cached.
         """
-        return self._cached_config(as_list(net, "get_network_list_cached_config"), rt)
+        return info.cached_config(self, as_list(net, "get_network_list_cached_config"), rt)
 
     def get_network_cached_config(
         self, net: PluginConfig, rt: RuntimeConf
     ) -> tuple[bytes, RuntimeConf] | None:
         """As :meth:`get_network_list_cached_config`, for a single plugin."""
-        return self._cached_config(as_plugin(net, "get_network_cached_config"), rt)
+        return info.cached_config(self, as_plugin(net, "get_network_cached_config"), rt)
 
     def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
-        return self._cached_attachments(container_id)
+        return info.cached_attachments(self, container_id)
 
     # -- validation, version, GC, STATUS ---------------------------------
 
@@ -169,24 +156,21 @@ class CNIConfig(Operations):
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> list[str]:
         """Check that every plugin exists and supports the list's version; return its capabilities."""
-        caps: list[str] = self._drive(
-            self._validate(as_list(net, "validate_network_list"), timeout), VALIDATE, net
+        return self._drive(
+            info.validate(self, as_list(net, "validate_network_list"), timeout), VALIDATE, net
         )
-        return caps
 
     def validate_network(self, net: PluginConfig, *, timeout: float | None = None) -> list[str]:
         """As :meth:`validate_network_list`, for a single plugin."""
-        caps: list[str] = self._drive(
-            self._validate(as_plugin(net, "validate_network"), timeout), VALIDATE, net
+        return self._drive(
+            info.validate(self, as_plugin(net, "validate_network"), timeout), VALIDATE, net
         )
-        return caps
 
     def get_version_info(self, plugin_type: str, *, timeout: float | None = None) -> PluginInfo:
         """Ask the plugin which versions it supports (``CNI_COMMAND=VERSION``)."""
-        info: PluginInfo = self._drive(
-            self._version_info(plugin_type, timeout), rq.VERSION, plugin=plugin_type
+        return self._drive(
+            info.version_info(self, plugin_type, timeout), rq.VERSION, plugin=plugin_type
         )
-        return info
 
     def gc_network_list(
         self, net: NetworkConfigList, args: GCArgs | None = None, *, timeout: float | None = None
@@ -211,11 +195,13 @@ class CNIConfig(Operations):
         the cache, each with a configuration cached for it. ``timeout``: each
         network's. Every failure is raised at the end, together (``GCError``).
         """
-        op = self._gc(nets, args, timeout, keep=valid_containers, cached=cached_networks)
+        op = gc(self, nets, args, timeout, keep=valid_containers, cached=cached_networks)
         drive(op, self._perform)
 
     def get_status_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None
     ) -> None:
         """Ask every plugin whether it is ready (1.1.0); raises the first plugin error."""
-        self._drive(self._status(as_list(net, "get_status_network_list"), timeout), rq.STATUS, net)
+        self._drive(
+            info.status(self, as_list(net, "get_status_network_list"), timeout), rq.STATUS, net
+        )

@@ -72,10 +72,16 @@ ALLOWED: dict[str, set[str]] = {
         "values",
         "version",
     },
-    "api": NEUTRAL
-    | {"_events", "_ops", "cache", "conf", "invoke", "request", "types", "values", "version"},
-    "aio": NEUTRAL
-    | {"_events", "_ops", "cache", "conf", "invoke", "request", "types", "values", "version"},
+    # GC; STATUS, VERSION, validation and the cache getters: over the state of _ops.
+    "_ops_gc": NEUTRAL | {"_effects", "_ops", "cache", "conf", "request", "values", "version"},
+    "_ops_info": NEUTRAL
+    | {"_effects", "_ops", "cache", "conf", "request", "types", "values", "version"},
+    **dict.fromkeys(
+        ("api", "aio"),
+        NEUTRAL
+        | {"_effects", "_events", "_ops", "_ops_gc", "_ops_info", "cache", "conf", "invoke"}
+        | {"request", "types", "values", "version"},
+    ),
     # The observers wrap the performer of effects: they know the effects, not the operations.
     "_events": NEUTRAL | {"_effects", "values"},
     "metrics": {"_events"},

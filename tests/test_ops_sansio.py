@@ -14,6 +14,7 @@ it never runs anything here (nothing calls ``exec_plugin``).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -22,8 +23,8 @@ from typing import Any
 import pytest
 
 import libcni
-from libcni import CNIConfig, GCArgs, GCAttachment, GCError, PluginError, RuntimeConf
-from libcni._ops import CacheIO, GCNetwork, RunPlugin, TakeLock
+from libcni import CNIConfig, GCArgs, GCAttachment, GCError, PluginError, RuntimeConf, _ops_gc
+from libcni._effects import CacheIO, GCNetwork, RunPlugin, TakeLock
 from libcni.testing import MockExec
 
 RT = RuntimeConf("ctr1", "/var/run/netns/ctr1", "eth0")
@@ -40,13 +41,11 @@ def conflist(*types: str, version: str = "1.0.0") -> libcni.NetworkConfigList:
 
 
 def operation(cni: CNIConfig, name: str) -> Callable[..., Generator[Any, Any, Any]]:
-    """The generator function of operation ``name`` (``add``, ``delete``, ``gc``...).
-
-    Public today, it may become private (``_add``, ``_delete``...): either works.
-    """
-    found = getattr(cni, f"_{name}", None) or getattr(cni, name)
+    """The generator function of operation ``name`` (``add``, ``delete``, ``gc``...): a
+    method (``_add``) or a function of ``libcni._ops_gc`` given the state (``gc``)."""
+    found = getattr(cni, f"_{name}", None) or functools.partial(getattr(_ops_gc, name), cni)
     assert callable(found)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 class Script:

@@ -12,15 +12,12 @@ unusable from one that could not be read.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
 
 from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, completed_json
+from ._gc import GCScan, GCWork
 from ._lock import CacheLock
 from ._records import OpenRecord
 from ._store import FileIdent, ResultCache
-
-if TYPE_CHECKING:
-    from ._gc import GCScan, GCWork
 
 __all__ = [
     "CNI_CACHE_V1",
@@ -58,14 +55,3 @@ def default_cache_dir() -> str:
     import platformdirs  # here: ``import libcni`` stays free of it
 
     return str(platformdirs.user_state_dir("cni"))
-
-
-def __getattr__(name: str) -> Any:
-    # GC's view of the cache (libcni.cache._gc), imported at its first use.
-    if name in ("GCScan", "GCWork"):
-        from . import _gc
-
-        value = getattr(_gc, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'libcni.cache' has no attribute {name!r}")

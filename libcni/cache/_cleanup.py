@@ -1,11 +1,6 @@
-"""GC's clean-up: the removals of what is stale or corrupt, never of anything readable and valid.
-
-Temporary entries and records that killed writers left, lock files that no
-one holds (records whose content is unusable go by ``Records.drop``). Best effort where it
-says so; nothing here DELs anything. :class:`CleanUp` is the part of
-:class:`~._store.ResultCache` that does it (:mod:`._gc` decides *what* a GC
-run removes, and uses it).
-"""
+"""GC's clean-up (:class:`CleanUp`, ``cache.cleanup``): what killed writers left and lock files
+no one holds; never anything readable and valid, never a DEL (:mod:`._gc` decides what a
+GC run removes)."""
 
 from __future__ import annotations
 
@@ -39,16 +34,9 @@ class CleanUp:
         self.locks_dir = dirs.locks_dir
 
     def remove_stale_temporaries(self, names: Iterable[str] | None = None) -> list[str]:
-        """Remove the temporary files that writers killed mid-write left; return their names.
-
-        Only regular ``.tmp-*`` files last modified more than
-        ``TEMP_STALE_AFTER`` seconds ago: no live write keeps its temporary
-        file that long. libcni never reads them, but a reader that lists the
-        directory naively (the Go library does) would take a complete one for
-        an attachment. Best effort: failures (a read-only cache, a file gone
-        meanwhile) are ignored. ``names``: the directory's names as GC listed
-        them (else it is listed).
-        """
+        """Remove the regular ``.tmp-*`` files of ``results/`` older than ``TEMP_STALE_AFTER``
+        (killed writers'; the Go library would list them); their names. Best effort.
+        ``names``: the directory's names as GC listed them (else it is listed)."""
         with _opened(self.results_dir, action="remove stale temporary files") as dfd:
             if dfd is None:
                 return []
@@ -69,15 +57,12 @@ class CleanUp:
         return sorted(removed)
 
     def sweep_records(self, listed: dict[str, list[str]] | None = None) -> list[str]:
-        """Remove what killed writers left among the records; return the paths removed. GC's.
+        """Remove the temporary records killed writers left; the paths removed. Best effort.
 
-        A temporary file ``.<name>`` goes as soon as the lock of the
-        attachment ``<name>`` is free (its writer held it, so it is dead); a
-        random one (``..<hex>``) once it is ``TEMP_STALE_AFTER`` seconds old;
-        then a container directory left empty goes too. Never a record. Best
-        effort: failures are ignored. ``listed``: each container's names as
-        GC listed them (else they are listed); only the directories that held
-        a temporary file or nothing are opened.
+        ``.<name>`` goes once the lock of the attachment ``<name>`` is free (its
+        writer held it), ``..<hex>`` after ``TEMP_STALE_AFTER``, then an emptied
+        container directory; never a record. ``listed``: each container's names as
+        GC listed them (else they are listed).
         """
         removed: list[str] = []
         try:
@@ -117,8 +102,9 @@ class CleanUp:
                         self.locks_dir,
                         name[1:],
                         exclusive=True,
-                        blocking=False,
+                        timeout=0,
                         entry=os.path.join(self.results_dir, name[1:]),
+                        dirs=self.dirs.lock_dir,
                     )
                     if lk is None:
                         continue  # its ADD runs
@@ -132,18 +118,13 @@ class CleanUp:
         _rmdir_quietly(top, cid)
 
     def remove_orphan_locks(self, entries: Iterable[str] | None = None) -> list[str]:
-        """Remove the lock files that no one holds and that have no entry; return their paths.
+        """Remove the lock files no one holds and that have no entry; their paths. Best effort.
 
-        An attachment's lock file is an orphan when ``results/`` has no file of
-        its name; a network's (``locks/networks/<network>``) when no file of
-        ``results/`` starts with ``<network>-``; a container's
-        (``locks/containers/<containerID>``, the network manager's) whenever
-        no one holds it. Each is removed only while
-        holding its exclusive lock (taken without waiting: a held lock is
-        kept), so a waiter on it retries on a new file and exclusion holds.
-        Best effort: failures are ignored; a results directory that cannot be
-        listed removes nothing. ``entries``: the names of ``results/`` as GC
-        listed them (else it is listed).
+        An attachment's has no ``results/`` file of its name; a network's, no
+        ``results/`` file starting with ``<network>-``; a container's is always
+        an orphan. Each is removed holding its exclusive lock (taken without
+        waiting), so a waiter retries on a new file; nothing if ``results/``
+        cannot be listed. ``entries``: its names as GC listed them (else it is listed).
         """
         try:
             entries = set(
@@ -194,7 +175,13 @@ class CleanUp:
                 # still missing then (an ADD may have written it meanwhile).
                 entry = os.path.join(self.results_dir, name) if of_entry else None
                 lk = acquire(
-                    self.locks_dir, name, subdir=subdir, exclusive=True, blocking=False, entry=entry
+                    self.locks_dir,
+                    name,
+                    subdir=subdir,
+                    exclusive=True,
+                    timeout=0,
+                    entry=entry,
+                    dirs=lambda action: self.dirs.lock_dir(action, subdir),
                 )
                 if lk is not None and lk._release(remove=not of_entry):
                     removed.append(lk.path)

@@ -17,6 +17,7 @@ of the wrong type is an error (here a :class:`CorruptEntryError`, a
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -35,17 +36,12 @@ RECORD_V1 = "libcniRecordV1"
 """The kind of a write-ahead record (``<dir>/records/``): an entry without ``result``."""
 
 
-_encode: Callable[[Any], str] | None = None
-
-
+@functools.cache
 def _encoder() -> Callable[[Any], str]:
     """The compact JSON encoder of entries, made once (``import libcni`` spares ``json``)."""
-    global _encode
-    if _encode is None:
-        import json
+    import json
 
-        _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-    return _encode
+    return json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 _RECORD_HEAD = b'{"kind":"' + RECORD_V1.encode() + b'"'
@@ -56,10 +52,8 @@ def completed_json(record_json: bytes, result: dict[str, Any] | None) -> bytes:
     """The ``cniCacheV1`` JSON of the entry a record becomes when its ADD returned ``result``.
 
     ``record_json`` is the record's :meth:`CacheEntry.to_json`; the bytes are
-    those of ``to_json()`` of the entry with that result (``result`` is the
-    last member in Go's order), without encoding the rest again: ADD encodes
-    its attachment once, for its record, and reuses it for its entry. It relies on
-    ``result`` being the last field of :class:`CacheEntry` (asserted below the class).
+    those of the entry's ``to_json()``, made without encoding the rest again
+    (``result`` is the last field in Go's order, asserted below the class).
     """
     if not record_json.startswith(_RECORD_HEAD) or not record_json.endswith(b"}"):
         raise ValueError("not the JSON of a record")
@@ -83,10 +77,8 @@ def _dump_kind(kind: str) -> str:
 class CorruptEntryError(CacheError):
     """A cache entry whose *content* is unusable: empty, not JSON, wrongly typed, too large.
 
-    Internal to libcni (callers see a :class:`~libcni.errors.CacheError`): it
-    tells an entry that is broken, which DEL goes past and GC may remove, from
-    one that could not be read (too many open files, EIO, permission denied),
-    which nothing removes.
+    Internal (callers see a ``CacheError``): a broken entry, which DEL goes
+    past and GC may remove, unlike one that could not be read.
     """
 
 
@@ -94,11 +86,7 @@ def _pairs(value: Iterable[Iterable[str]]) -> tuple[tuple[str, str], ...]:
     """Converter of ``cni_args``: any iterable of pairs becomes a tuple of 2-tuples."""
     if isinstance(value, tuple) and all(type(p) is tuple and len(p) == 2 for p in value):
         return value
-    out: list[tuple[str, str]] = []
-    for pair in value:
-        k, v = pair
-        out.append((k, v))
-    return tuple(out)
+    return tuple((k, v) for k, v in value)
 
 
 def loads(data: bytes | str, source: str) -> Any:
@@ -239,12 +227,8 @@ class CacheEntry:
         cls, obj: Any, *, source: str = "<cache entry>", kind: str = CNI_CACHE_V1
     ) -> CacheEntry:
         """Decode a ``cniCacheV1`` object (or, with ``kind``, a record); ``CorruptEntryError``
-        naming ``source`` and the bad field.
-
-        Missing and ``null`` fields take their zero value (``""``, ``b""``,
-        ``()``, ``{}``, ``None``), as the Go decoder leaves them. A record
-        holds no ``result``.
-        """
+        naming ``source`` and the bad field. Missing and ``null`` fields take their zero value,
+        as in Go; a record holds no ``result``."""
         if not isinstance(obj, dict):
             raise CorruptEntryError(
                 f"cache entry {source} is not a JSON object", type(obj).__name__
@@ -271,13 +255,11 @@ class CacheEntry:
         ifname: str = "",
         source: str = "<cache entry>",
     ) -> CacheEntry:
-        """Decode a cache file's content, either format.
+        """Decode a cache file's content, either format; ``CorruptEntryError`` naming ``source``.
 
-        A ``cniCacheV1`` object gives its entry; the names it lacks are taken
-        from the arguments. Any other JSON object is a legacy bare result:
-        ``kind=""``, ``config=b""`` and the names from the arguments. Empty
-        content, invalid JSON, a non-object or a wrongly typed ``cniCacheV1``
-        field raise ``CorruptEntryError`` naming ``source``.
+        A ``cniCacheV1`` object gives its entry (the names it lacks from the
+        arguments); any other JSON object is a legacy bare result (``kind=""``,
+        ``config=b""``, the names from the arguments).
         """
         return cls.from_object(
             loads(data, source),
@@ -303,27 +285,11 @@ class CacheEntry:
                 f"cache entry {source} is not a JSON object", type(obj).__name__
             )
         if obj.get("kind") != CNI_CACHE_V1:
-            return cls(
-                container_id=container_id,
-                network_name=network_name,
-                ifname=ifname,
-                config=b"",
-                result=obj,
-                kind="",
-            )
+            return cls(container_id, network_name, ifname, b"", result=obj, kind="")
         entry = cls.from_dict(obj, source=source)
-        if (
-            (container_id and not entry.container_id)
-            or (network_name and not entry.network_name)
-            or (ifname and not entry.ifname)
-        ):
-            entry = attrs.evolve(
-                entry,
-                container_id=entry.container_id or container_id,
-                network_name=entry.network_name or network_name,
-                ifname=entry.ifname or ifname,
-            )
-        return entry
+        given = {"container_id": container_id, "network_name": network_name, "ifname": ifname}
+        lacking: dict[str, Any] = {k: v for k, v in given.items() if v and not getattr(entry, k)}
+        return attrs.evolve(entry, **lacking) if lacking else entry
 
 
 # completed_json appends the result to the record's JSON: it must be the last field.

@@ -1,8 +1,7 @@
-"""One file of the cache: reading it whole and bounded, its identity, writing it, its directory.
+"""One file of the cache: its bounded read and identity, writing it, removing it.
 
-The primitives every part of the cache uses (:mod:`._entries`, :mod:`._records`,
-:mod:`._cleanup`, :mod:`._gc`): every read of an entry or a record goes through
-:func:`_read_ident_at` (tests count them by patching it here).
+Every read of an entry or a record goes through :func:`_read_ident_at`
+(tests count them by patching it here).
 """
 
 from __future__ import annotations
@@ -69,13 +68,11 @@ def _read_at(dfd: int, name: str, path: str) -> bytes:
 
 
 def _read_ident_at(dfd: int, name: str, path: str) -> tuple[bytes, FileIdent]:
-    """The content of the regular file ``name`` in ``dfd`` and its identity; ``FileNotFoundError`` if absent.
+    """The content of the regular file ``name`` in ``dfd`` and its identity.
 
-    Never follows a symlink, never blocks on a FIFO and never reads more than
-    ``MAX_ENTRY_SIZE`` bytes: a symlink, a non-regular file or a larger file
-    is a ``CorruptEntryError``. A failure to open or read (too many open
-    files, EIO, permission denied) is a plain ``CacheError`` naming ``path``:
-    the entry may be fine.
+    ``FileNotFoundError`` if absent. Never follows a symlink, never blocks on a
+    FIFO, never reads over ``MAX_ENTRY_SIZE``: those are ``CorruptEntryError``;
+    a failure to open or read is a plain ``CacheError`` naming ``path``.
     """
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
@@ -159,10 +156,9 @@ def _fill(
     fsync: bool = False,
     keep: bool = False,
 ) -> None:
-    """Write ``data`` to the new file ``fd`` (``name`` in ``dfd``), fsync it if ``fsync``,
-    and close it unless ``keep``; on failure the file is closed and removed and
-    ``CacheError(error)`` raised."""
-    try:
+    """Write ``data`` to the new file ``fd`` (``name`` in ``dfd``), fsync it if ``fsync``, close
+    it unless ``keep``; on failure it is closed and removed, ``CacheError(error)`` raised."""
+    with _removed_on_failure(dfd, name, error):
         try:
             _write_all(fd, data)  # all of it, in one call, almost always
             if fsync:
@@ -173,24 +169,26 @@ def _fill(
         finally:
             if not keep:
                 os.close(fd)
-    except OSError as e:
-        _unlink_quietly(dfd, name)
-        raise CacheError(error, _strerror(e)) from None
-    except BaseException:
-        _unlink_quietly(dfd, name)
-        raise
 
 
 def _rename_or_remove(dfd: int, tmp: str, *, to: str, error: str) -> None:
     """Rename ``tmp`` to ``to`` in ``dfd`` (the new file takes its place at once); on
     failure ``tmp`` is removed and ``CacheError(error)`` raised (anything else re-raised)."""
-    try:
+    with _removed_on_failure(dfd, tmp, error):
         os.rename(tmp, to, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(dfd: int, name: str, error: str) -> Iterator[None]:
+    """Remove the file ``name`` of ``dfd`` if the block fails: ``CacheError(error)`` for an
+    ``OSError``, anything else re-raised."""
+    try:
+        yield
     except OSError as e:
-        _unlink_quietly(dfd, tmp)
+        _unlink_quietly(dfd, name)
         raise CacheError(error, _strerror(e)) from None
     except BaseException:
-        _unlink_quietly(dfd, tmp)
+        _unlink_quietly(dfd, name)
         raise
 
 

@@ -8,7 +8,6 @@ import os
 import stat
 import threading
 import weakref
-from typing import Literal, overload
 
 from ..errors import (
     CODE_INVALID_CONFIG,
@@ -43,46 +42,35 @@ _CODES = {
 
 
 def check_name(value: object, what: str) -> str:
-    """``value`` if it is usable as one part of a cache file name, else ``ValidationError``.
-
-    A part must be a non-empty string without ``/`` or NUL, encodable as
-    UTF-8 (no lone surrogate), other than ``.`` and ``..``. A network name
-    must also not start with ``.``: names starting with a dot are the cache's
-    own temporary files.
-    """
+    """``value`` if it is usable as one part of a cache file name, else ``ValidationError``:
+    a non-empty string, UTF-8 encodable, without ``/`` or NUL, not ``.`` or ``..``; a network
+    name not starting with ``.`` (the cache's temporary files do)."""
     if not isinstance(value, str):
         raise ValidationError(
             f"invalid {what} for the cache: not a string", repr(value)[:200], code=CODE_INVALID_ENV
         )
+    code, problem = _CODES.get(what, CODE_INVALID_ENV), ""
     if not value:
-        raise ValidationError(
-            f"invalid {what} for the cache: must not be empty",
-            "",
-            code=_CODES.get(what, CODE_INVALID_ENV),
-        )
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate ("x\ud800"): no file name, no environment variable.
-            raise ValidationError(
-                f"invalid {what} for the cache: not encodable as UTF-8 (a lone surrogate)",
-                repr(value)[:300],
-                code=_CODES.get(what, CODE_INVALID_ENV),
-            ) from None
-    if "/" in value or "\0" in value or value in (".", ".."):
-        raise ValidationError(
-            f"invalid {what} for the cache: must not be '.', '..' or contain '/' or NUL",
-            repr(value)[:300],
-            code=CODE_INVALID_CONFIG if what == "network name" else CODE_INVALID_ENV,
-        )
-    if what == "network name" and value.startswith("."):
-        raise ValidationError(
-            "invalid network name for the cache: must not start with '.'",
-            repr(value)[:300],
-            code=CODE_INVALID_CONFIG,
-        )
+        problem = "must not be empty"
+    elif not value.isascii() and not _encodable(value):  # a lone surrogate ("x\ud800")
+        problem = "not encodable as UTF-8 (a lone surrogate)"
+    elif "/" in value or "\0" in value or value in (".", ".."):
+        problem = "must not be '.', '..' or contain '/' or NUL"
+        code = CODE_INVALID_CONFIG if what == "network name" else CODE_INVALID_ENV
+    elif what == "network name" and value.startswith("."):
+        problem = "must not start with '.'"
+    if problem:
+        shown = repr(value)[:300] if value else ""
+        raise ValidationError(f"invalid {what} for the cache: {problem}", shown, code=code)
     return value
+
+
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def fit_name(name: str, what: str) -> str:
@@ -115,42 +103,31 @@ def attachment_name(network: str, container_id: str, ifname: str) -> str:
 
 def _fsync_dir(path: str) -> None:
     """Best effort: make a new directory entry in ``path`` durable."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path or ".", _DIR_FLAGS & ~os.O_NOFOLLOW)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _mkdirs(path: str) -> None:
-    """Create ``path`` and its missing parents, each with mode 0700."""
-    missing: list[str] = []
+    """Create ``path`` and its missing parents, each with mode 0700 and fsynced in its parent."""
     p = path.rstrip("/") or "/"
-    while True:
+    try:
+        os.mkdir(p, DIR_MODE)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        parent = os.path.dirname(p)
+        if not parent or parent == p:
+            raise
+        _mkdirs(parent)
         try:
             os.mkdir(p, DIR_MODE)
         except FileExistsError:
-            break
-        except FileNotFoundError:
-            parent = os.path.dirname(p)
-            if not parent or parent == p:
-                raise
-            missing.append(p)
-            p = parent
-            continue
-        _fsync_dir(os.path.dirname(p))
-        break
-    for q in reversed(missing):
-        try:
-            os.mkdir(q, DIR_MODE)
-        except FileExistsError:
-            continue
-        _fsync_dir(os.path.dirname(q))
+            return
+    _fsync_dir(os.path.dirname(p))
 
 
 def _open_dir_error(e: OSError, path: str, action: str) -> CacheError:
@@ -168,28 +145,16 @@ def _create_dir_error(e: OSError, path: str, action: str) -> CacheError:
 
 def _not_dir_error(path: str, action: str) -> CacheError:
     try:
-        st = os.lstat(path)
+        problem = untrusted(os.lstat(path), path, action)
     except OSError:
-        return CacheError(f"cannot {action}: {path} is not a directory")
-    if stat.S_ISLNK(st.st_mode):
-        return CacheError(f"cannot {action}: {path} is a symbolic link; refusing to follow it")
-    return CacheError(f"cannot {action}: {path} is not a directory")
-
-
-def _trusted(fd: int, path: str, action: str) -> int:
-    """``fd`` if its directory is owned by the euid and writable by no one else.
-
-    Otherwise it is closed and ``CacheError`` names ``path``: a directory
-    another user planted (in a cache directory others can write) or may
-    write into could hold entries or lock files of theirs.
-    """
-    _checked(fd, path, action)
-    return fd
+        problem = None
+    return problem or CacheError(f"cannot {action}: {path} is not a directory")
 
 
 def _checked(fd: int, path: str, action: str) -> os.stat_result:
-    """The status of the directory ``fd`` if it is trusted (:func:`_trusted`); else it is
-    closed and ``CacheError`` raised."""
+    """The status of the directory ``fd`` if it is trusted (:func:`untrusted`); else it is
+    closed and ``CacheError`` names ``path``: a directory another user planted, or may
+    write into, could hold entries or lock files of theirs."""
     try:
         st = os.fstat(fd)
     except OSError as e:  # pragma: no cover - fstat of an open descriptor
@@ -203,11 +168,8 @@ def _checked(fd: int, path: str, action: str) -> os.stat_result:
 
 
 def untrusted(st: os.stat_result, path: str, action: str) -> CacheError | None:
-    """Why the directory whose (``lstat``) status is ``st`` must not be used, or ``None``.
-
-    It must be a directory (not a symlink to one) owned by the euid and
-    writable by no one else; the error names ``path`` and ``action``.
-    """
+    """Why the directory whose (``lstat``) status is ``st`` must not be used, or ``None``: it
+    must be a directory (no symlink), owned by the euid, writable by no one else."""
     if st.st_mode & _DIR_OR_WRITABLE == stat.S_IFDIR and st.st_uid == os.geteuid():
         return None  # the usual case, at once
     if not stat.S_ISDIR(st.st_mode):
@@ -229,13 +191,9 @@ def untrusted(st: os.stat_result, path: str, action: str) -> CacheError | None:
 
 
 def open_dir(path: str, *, create: bool, action: str) -> int | None:
-    """A file descriptor of the directory ``path``, never through a symlink at ``path``.
-
-    ``create``: make it (and its parents, mode 0700) when missing; otherwise a
-    missing directory gives ``None``. A symlink or non-directory at ``path``,
-    a directory not owned by the euid or writable by group or others, or any
-    other failure, raises ``CacheError`` saying what ``action`` failed.
-    """
+    """A checked descriptor of the directory ``path`` (:func:`untrusted`), never through a
+    symlink; created (with its parents, 0700) if ``create``, else ``None`` when missing.
+    ``CacheError`` says what ``action`` failed."""
     opened = _open_checked(path, create=create, action=action)
     return None if opened is None else opened[0]
 
@@ -262,20 +220,12 @@ def _open_checked(path: str, *, create: bool, action: str) -> tuple[int, os.stat
 class DirFds:
     """Descriptors of a cache's directories, kept open from one operation to the next.
 
-    Opening a directory and checking it (``open``, ``fstat``, ``close``) at
-    every use of it is most of what a record or an entry costs on fast
-    storage. :meth:`fd` checks instead, with one ``lstat``, that the path is
-    still the directory opened earlier (same device and inode) and still
-    trusted (owned by the euid, writable by no one else, no symlink); only
-    then is the kept descriptor used, so a directory replaced, removed or
-    planted at the path is noticed at the next use, as when it was opened
-    each time. Operations go *through* the descriptor (``dir_fd``): a
-    directory swapped in after the check is never written into.
-
-    Never list a directory through these descriptors (``os.listdir`` of a
-    descriptor shares its offset with every thread using it): open it anew.
-    A descriptor that was replaced is kept open (another thread may be using
-    it) until the cache object goes; a forked child drops its copies.
+    Each use checks with one ``lstat`` that the path is still the directory
+    opened (device, inode) and still trusted, else opens it anew: a directory
+    replaced or planted at the path is noticed at the next use, and operations
+    go *through* the descriptor (``dir_fd``). Never list through one (the
+    offset is shared): open the directory anew. A replaced descriptor stays
+    open until the cache object goes; a forked child drops its copies.
     """
 
     def __init__(self) -> None:
@@ -285,11 +235,8 @@ class DirFds:
         _ALL.add(self)
 
     def fd(self, path: str, *, create: bool, action: str) -> int | None:
-        """The checked descriptor of the directory ``path`` (``open_dir``'s rules).
-
-        ``None`` when it is missing and not ``create``; ``CacheError`` for a
-        path that is not a trusted directory.
-        """
+        """The checked descriptor of the directory ``path`` (``open_dir``'s rules); ``None`` when
+        it is missing and not ``create``."""
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -314,13 +261,8 @@ class DirFds:
 
     def subdir(self, parent_fd: int, parent: str, name: str, *, action: str) -> int:
         """The checked descriptor of the directory ``name`` in ``parent`` (created 0700 if
-        missing), ``parent_fd`` being the kept descriptor of ``parent`` (from :meth:`fd`).
-
-        Checked with one ``lstat`` *through* ``parent_fd`` (never through the path
-        of ``parent``, which may have been swapped since its check): the directory
-        opened earlier, still trusted, is used; anything else is opened anew
-        (:func:`open_subdir`'s rules) and kept.
-        """
+        missing), checked with one ``lstat`` *through* ``parent_fd`` (``parent``'s, from
+        :meth:`fd`), never through the path of ``parent``."""
         path = f"{parent}/{name}"
         try:
             st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
@@ -330,6 +272,7 @@ class DirFds:
         if kept is not None:
             return kept
         fd = open_subdir(parent_fd, name, path, action=action)
+        assert fd is not None  # (created)
         try:
             fst = os.fstat(fd)
         except OSError as e:
@@ -338,8 +281,8 @@ class DirFds:
         return self._keep(path, fd, fst)
 
     def _still(self, path: str, st: os.stat_result) -> int | None:
-        """The descriptor kept for ``path`` if ``st`` (its ``lstat``) is still that
-        directory, still trusted (owned by the euid, writable by no one else); else ``None``."""
+        """The descriptor kept for ``path`` if ``st`` (its ``lstat``) is still that directory and
+        still trusted; else ``None``."""
         held = self._held.get(path)
         if (
             held is not None
@@ -388,28 +331,16 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-@overload
-def open_subdir(
-    parent_fd: int, name: str, path: str, *, action: str, create: Literal[True] = ...
-) -> int: ...
-@overload
-def open_subdir(
-    parent_fd: int, name: str, path: str, *, action: str, create: bool
-) -> int | None: ...
-
-
 def open_subdir(
     parent_fd: int, name: str, path: str, *, action: str, create: bool = True
 ) -> int | None:
-    """A descriptor of the directory ``name`` inside ``parent_fd`` (created 0700 if missing).
-
-    ``path`` is its full path, for messages. Never follows a symlink at ``name``;
-    refuses a directory not owned by the euid or writable by group or others.
-    Without ``create`` a missing directory gives ``None``.
-    """
+    """A checked descriptor of the directory ``name`` in ``parent_fd`` (``path``, for messages),
+    never through a symlink; created 0700 if missing, or ``None`` without ``create``."""
     for _ in range(2):
         try:
-            return _trusted(os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path, action)
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+            _checked(fd, path, action)
+            return fd
         except FileNotFoundError:
             if not create:
                 return None

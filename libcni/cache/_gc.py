@@ -1,17 +1,11 @@
-"""GC's view of the cache for one run: one listing, each file read at most once.
+"""GC's view of the cache for one run (:class:`GCScan`): one listing, each file read at most once.
 
-A :class:`GCScan` lists ``results/``, ``records/`` and each container's
-directory once (:meth:`GCScan.survey`: under the lock of the run's first
-network, or before any lock to discover the networks known only from the
-cache) and splits the names by the networks they can belong to
-(``<network>-<containerID>-<ifname>``). Under each network's GC lock,
-:meth:`GCScan.refresh` lists ``results/`` again if it changed, and
-:meth:`GCScan.collect` says what GC of that network must do: its stale
-entries and records (to DEL), the valid attachments met (for the plugins'
-GC), its unusable records; it removes its unusable entries itself. The
-entries of valid containers are not read when their file names settle whose
-they are. Only ``CNIConfig.gc_networks`` (``_ops._gc``) and
-``ResultCache.remove_corrupt`` make one; it never leaves the run.
+:meth:`GCScan.survey` lists ``results/``, ``records/`` and each container's
+directory once and splits the names by the networks they can belong to;
+under each network's GC lock :meth:`GCScan.refresh` lists ``results/`` again
+if it changed, and :meth:`GCScan.collect` says what GC of that network must
+do (and removes its unusable entries). Made only by ``CNIConfig.gc_networks``
+and ``ResultCache.remove_corrupt``.
 """
 
 from __future__ import annotations
@@ -19,25 +13,25 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import CacheError
 from . import _files
+from ._cleanup import CleanUp
 from ._entry import CacheEntry, CorruptEntryError, loads
 from ._files import TEMP_PREFIX, FileIdent, _complete, _ident, _listed, _strerror
 from ._fs import check_name, open_dir, untrusted
-from ._lock import CacheLock
+from ._layout import CacheDirs
 from ._locks import Locks
 from ._names import (
     _names_held,
     _only_of,
     _shared_name,
-    _splits,
     _usable_entry,
     _usable_listed,
     _usable_record,
 )
-from ._store import ResultCache
+from ._records import Records
 
 __all__ = ["GCScan", "GCWork"]
 
@@ -71,6 +65,17 @@ def prefixes(name: str) -> list[str]:
         out.append(name[:i])
         i = name.find("-", i + 1)
     return out
+
+
+class _Cache(Protocol):
+    """What a scan uses of a ``ResultCache`` (not imported: it imports this module)."""
+
+    dirs: CacheDirs
+    wal: Records
+    locks: Locks
+    cleanup: CleanUp
+    results_dir: str
+    records_dir: str
 
 
 class _Read:
@@ -110,9 +115,9 @@ class GCScan:
     every attachment of which is valid; ``networks``: the run's."""
 
     def __init__(
-        self, cache: ResultCache, keep: Iterable[str] | None = None, networks: Iterable[str] = ()
+        self, cache: _Cache, keep: Iterable[str] | None = None, networks: Iterable[str] = ()
     ) -> None:
-        self.cache = cache
+        self._cache = cache
         self.keep = frozenset(keep) if keep else frozenset()
         self.surveyed = False
         self.names: set[str] = set()  # results/ (temporaries left out)
@@ -129,12 +134,9 @@ class GCScan:
     # -- listing -------------------------------------------------------------------
 
     def survey(self, discover: bool = False) -> None:
-        """List ``results/``, ``records/`` and each container's directory, once.
-
-        ``discover``: read the entries that none of the run's networks (nor a
-        record's network) can claim, to learn the networks known only from
-        the cache (:meth:`networks`). A refused directory raises ``CacheError``.
-        """
+        """List ``results/``, ``records/`` and each container's directory, once; ``discover``:
+        also read the entries no known network can claim, to learn the networks known only
+        from the cache (:meth:`networks`). A refused directory raises ``CacheError``."""
         self.surveyed = True
         self._list_results()
         self._list_records()
@@ -149,7 +151,7 @@ class GCScan:
 
     def _list_results(self) -> None:
         action = "list the cache entries"
-        dfd = open_dir(self.cache.results_dir, create=False, action=action)
+        dfd = open_dir(self._cache.results_dir, create=False, action=action)
         if dfd is None:
             self.names, self._listed = set(), None
             return
@@ -157,12 +159,9 @@ class GCScan:
             st = os.fstat(dfd)
             listed_at = time.time_ns()
             try:
-                names = os.listdir(dfd)
-            except OSError as e:
-                path = self.cache.results_dir
-                self._errors.append(
-                    CacheError(f"cannot {action}: cannot list {path}", _strerror(e))
-                )
+                names = _listed(dfd, self._cache.results_dir, action)
+            except CacheError as e:
+                self._errors.append(e)
                 names = []
         finally:
             os.close(dfd)
@@ -177,7 +176,7 @@ class GCScan:
         self.names = new
 
     def _list_records(self) -> None:
-        action, base = "list the records", self.cache.records_dir
+        action, base = "list the records", self._cache.records_dir
         top = open_dir(base, create=False, action=action)
         if top is None:
             return
@@ -204,7 +203,7 @@ class GCScan:
     def refresh(self) -> None:
         """List ``results/`` again if it may have changed since (under the next network's lock)."""
         try:
-            st = os.stat(self.cache.results_dir, follow_symlinks=False)
+            st = os.stat(self._cache.results_dir, follow_symlinks=False)
             now: tuple[int, ...] | None = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
         except OSError:
             now = None
@@ -249,11 +248,8 @@ class GCScan:
         *,
         records: bool = True,
     ) -> GCWork:
-        """What GC of ``network`` must do; call it holding the network's GC lock.
-
-        ``valid``: the valid attachments given. Removes the network's entries
-        whose content is unusable (as :meth:`ResultCache.remove_corrupt` says).
-        """
+        """What GC of ``network`` must do, holding its GC lock (``valid``: the valid attachments
+        given); removes the network's unusable entries (:meth:`ResultCache.remove_corrupt`)."""
         check_name(network, "network name")
         self._known.add(network)
         work = GCWork()
@@ -340,19 +336,19 @@ class GCScan:
 
     def _remove(self, network: str, broken: list[str], older_than: float, work: GCWork) -> None:
         """Remove the unusable entries ``broken``, unless modified lately or locked."""
-        cache = self.cache
+        cache = self._cache
         action = f"clean up unreadable entries of network {network}"
         dfd = cache.dirs.fd(cache.results_dir, create=False, action=action) if broken else None
         if dfd is None:
             return
         cutoff = time.time() - older_than
         for name in broken:
-            lk = None
+            lk, splits = None, _dash_splits(name[len(network) + 1 :])
             try:
-                # Every attachment of this file name takes this lock (another network's
-                # ADD sharing the name may be writing it).
-                lk = _try_lock_file(cache.locks, network, name)
-                if lk is None and _splits(name[len(network) + 1 :]):
+                # Every attachment of this file name takes this lock, whatever the split
+                # (another network's ADD sharing the name may be writing it).
+                lk = cache.locks.try_lock(network, *splits[0]) if splits else None
+                if lk is None and splits:
                     continue  # busy: an operation works on it right now
                 removed = self._unlink(dfd, network, name, cutoff, action)
             except CacheError as e:
@@ -374,7 +370,7 @@ class GCScan:
                 return False
             for cid, _ in _dash_splits(name[len(network) + 1 :]):
                 if name in self._containers.get(cid, ()):
-                    self.cache.wal.unmark(cid, name)  # its record is in progress again
+                    self._cache.wal.unmark(cid, name)  # its record is in progress again
             os.unlink(name, dir_fd=dfd)
         except FileNotFoundError:
             return False
@@ -386,11 +382,11 @@ class GCScan:
     # -- reading -------------------------------------------------------------------
 
     def _path(self, name: str) -> str:
-        return f"{self.cache.results_dir}/{name}"
+        return f"{self._cache.results_dir}/{name}"
 
     def _results_fd(self) -> int | None:
-        results = self.cache.results_dir
-        return self.cache.dirs.fd(results, create=False, action="read the cache entries")
+        results = self._cache.results_dir
+        return self._cache.dirs.fd(results, create=False, action="read the cache entries")
 
     def _read(self, dfd: int, name: str, network: str | None) -> _Read:
         """The entry ``name``, read once (as :meth:`_load`)."""
@@ -402,7 +398,7 @@ class GCScan:
     def _record(self, cid: str, name: str, network: str | None) -> _Read:
         """The record ``name`` of ``cid``, read once (as :meth:`_load`); its ``obj`` is the
         usable record, else ``None``."""
-        cache = self.cache
+        cache = self._cache
         top = cache.dirs.fd(cache.records_dir, create=False, action="read the records")
         if top is None:
             return _Read("missing")
@@ -423,7 +419,7 @@ class GCScan:
     def _complete(self, cid: str, name: str) -> bool:
         """Whether the record ``name`` of ``cid`` is marked complete (its ADD returned) while
         ``results/`` holds no entry of it: another tool DELeted the attachment."""
-        cache = self.cache
+        cache = self._cache
         top = cache.dirs.fd(cache.records_dir, create=False, action="read the records")
         ident = None if top is None else _stat_ident(top, f"{cid}/{name}")
         return ident is not None and _complete(ident) and name not in self.names
@@ -449,7 +445,7 @@ class GCScan:
     def clean_up(self) -> tuple[list[str], list[str]]:
         """What killed writers left (temporary entries once stale, temporary records), then
         the lock files no one holds; the paths removed of the first two kinds."""
-        cache = self.cache
+        cache = self._cache
         temporaries = cache.cleanup.remove_stale_temporaries(self._temporaries)
         records = cache.cleanup.sweep_records(self._containers)
         cache.cleanup.remove_orphan_locks(self.names)
@@ -466,10 +462,9 @@ def _classify(
     keep: frozenset[str],
     work: GCWork,
 ) -> str:
-    """What the entry ``name`` (at ``path``) read for GC of ``network`` is: ``"broken"``
-    (unusable), ``"unnamed"`` (it names no network and is unusable or unreadable: whose it
-    is is told once every entry was read), else ``""`` (gone, another network's, usable,
-    or noted in ``work``: a container of ``keep``'s, or stale)."""
+    """What the entry ``name`` read for GC of ``network`` is: ``"broken"`` (unusable),
+    ``"unnamed"`` (names no network, unusable or unreadable: told once every entry was
+    read), else ``""`` (gone, another network's, usable, or noted in ``work``)."""
     obj, held = got.obj, got.held
     if got.state == "missing" or held[0] not in ("", network):
         return ""  # gone, or another network's
@@ -487,20 +482,6 @@ def _classify(
     if entry.ifname:
         work.stale.append(entry)
     return ""
-
-
-def _try_lock_file(locks: Locks, network: str, name: str) -> CacheLock | None:
-    """The attachment lock of the entry file ``name`` of ``network``, without waiting.
-
-    ``None`` if it is busy, or if no attachment can have that file name
-    (then no one can be writing it).
-    """
-    rest = name[len(network) + 1 :]
-    i = rest.find("-", 1, len(rest) - 1)
-    if i <= 0:
-        return None
-    # Any split gives the same lock file: the one of every attachment named so.
-    return locks.try_lock(network, rest[:i], rest[i + 1 :])
 
 
 def _read_file(

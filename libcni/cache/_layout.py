@@ -1,11 +1,6 @@
-"""Where the cache keeps what: its directories, kept open, and a container's records directory.
-
-:class:`CacheDirs` is the one object every part of :class:`~._store.ResultCache`
-holds (``self.dirs``, shared, never inherited): the paths of ``results/``,
-``locks/`` and ``records/``, the kept descriptors of ``results/``,
-``records/`` and the lock directories (:class:`~._fs.DirFds`), and the
-checked access to ``records/<containerID>/``.
-"""
+""":class:`CacheDirs`: the paths of ``results/``, ``locks/`` and ``records/``, their kept
+descriptors (:class:`~._fs.DirFds`) and the checked ``records/<containerID>/``; the one
+object every part of :class:`~._store.ResultCache` holds."""
 
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ from collections.abc import Iterator
 
 from ..errors import CacheError
 from ._files import _strerror
-from ._fs import DIR_MODE, DirFds, _create_dir_error, open_subdir, untrusted
+from ._fs import DirFds, open_subdir, untrusted
 
 __all__ = ["CacheDirs"]
 
@@ -43,29 +38,18 @@ class CacheDirs:
         return self._fds.fd(path, create=create, action=action)
 
     def lock_dir(self, action: str, subdir: str = "") -> int:
-        """The kept, checked descriptor of ``locks/`` or ``locks/<subdir>`` (created if
-        missing): one ``lstat`` each, instead of opening and checking them at every lock.
-        ``action`` says in an error what failed (``lock <the lock file>``)."""
+        """The kept, checked descriptor of ``locks/`` or ``locks/<subdir>`` (created if missing);
+        ``action`` is for errors (``lock <the lock file>``)."""
         top = self.fd(self.locks_dir, create=True, action=action)
         assert top is not None  # (create=True)
         return top if not subdir else self._fds.subdir(top, self.locks_dir, subdir, action=action)
 
     @contextlib.contextmanager
-    def container_dir(
-        self, container_id: str, *, create: bool, action: str
-    ) -> Iterator[tuple[int, int] | None]:
-        """``(records_fd, container_fd)`` of ``records/<containerID>``; ``None`` if it is missing.
-
-        Both directories are checked as ``results/`` is (``open_dir``,
-        ``open_subdir``: owned by the euid, writable by no one else, never
-        through a symlink); ``create`` makes them (mode 0700).
-        """
-        top = self.fd(self.records_dir, create=create, action=action)
-        sub = (
-            None
-            if top is None
-            else self.open_container(top, container_id, create=create, action=action)
-        )
+    def container_dir(self, container_id: str, *, action: str) -> Iterator[tuple[int, int] | None]:
+        """``(records_fd, container_fd)`` of ``records/<containerID>``, both checked (``open_dir``'s
+        rules); ``None`` if it is missing."""
+        top = self.fd(self.records_dir, create=False, action=action)
+        sub = None if top is None else self.open_container(top, container_id, action=action)
         if top is None or sub is None:
             yield None
             return
@@ -74,28 +58,14 @@ class CacheDirs:
         finally:
             os.close(sub)
 
-    def open_container(
-        self, top: int, container_id: str, *, create: bool, action: str
-    ) -> int | None:
+    def open_container(self, top: int, container_id: str, *, action: str) -> int | None:
         """The checked descriptor of ``records/<containerID>`` (``top``: ``records/``'s)."""
         path = f"{self.records_dir}/{container_id}"
-        for _ in range(10):
-            sub = open_subdir(top, container_id, path, action=action, create=False)
-            if sub is not None or not create:
-                return sub
-            # A DEL of the container's last record may remove it again meanwhile.
-            try:
-                os.mkdir(container_id, DIR_MODE, dir_fd=top)
-            except FileExistsError:
-                pass
-            except OSError as e:
-                raise _create_dir_error(e, path, action) from None
-        raise CacheError(f"cannot {action}: {path} keeps being removed")
+        return open_subdir(top, container_id, path, action=action, create=False)
 
     def container_checked(self, top: int, container_id: str, action: str) -> bool:
-        """Whether ``records/<containerID>`` exists, checked with one ``lstat`` through
-        ``top`` (``records/``): a directory, owned by the euid, writable by no one else, no
-        symlink; anything else raises ``CacheError``."""
+        """Whether ``records/<containerID>`` exists, checked with one ``lstat`` through ``top``
+        (``records/``); anything but a trusted directory raises ``CacheError``."""
         try:
             st = os.stat(container_id, dir_fd=top, follow_symlinks=False)
         except FileNotFoundError:

@@ -1,36 +1,23 @@
-"""Advisory ``flock`` locks on files of ``<cache dir>/locks/``.
+"""Advisory ``flock`` locks on files of ``<cache dir>/locks/``, whose files can be removed safely.
 
-The protocol that lets lock files be removed without ever letting two
-holders in:
-
-- To take a lock, open (or create) the file at its path, ``flock`` it, then
-  check that the file locked is still the one at the path (``fstat`` of the
-  descriptor against ``stat`` of the path). If it is not (a holder removed it
-  meanwhile, or an operator removed it or the whole ``locks/`` directory),
-  close it and start again on the file now at the path.
-- A lock file is removed only by a holder of its *exclusive* lock, and only
-  while it is still the file at the path. A waiter that wakes up on the
-  removed file then sees that it is no longer at the path, and retries.
-
-``flock`` locks belong to the open file description, which a child forked
-without ``exec`` shares; the child's copies of every held lock are closed in
-the child right after ``fork`` (:func:`os.register_at_fork`), so such a child
-(a ``multiprocessing`` worker) never keeps the runtime's locks alive.
+Take: open (or create) the file, ``flock`` it, then check it is still the
+file at the path (else close it and start again on the one there now).
+Only a holder of the *exclusive* lock removes a lock file, while it is still
+at the path. A child forked without ``exec`` closes its copies of every held
+lock at once (:func:`os.register_at_fork`): it never keeps the runtime's
+locks alive.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import threading
 from collections.abc import Callable
-from types import TracebackType
 
 from .._deadline import NO_LIMIT, Deadline, poll
 from ..errors import CacheError
-from ._fs import open_dir, open_subdir
 
 __all__ = ["CacheLock", "acquire"]
 
@@ -65,15 +52,13 @@ def _after_fork_in_parent() -> None:
 
 def _after_fork_in_child() -> None:
     """Close the child's copies of the parent's lock files (never unlock them: shared)."""
-    global _generation, _guard_taken_for_fork
+    global _generation
     _generation += 1
     for fd in _held:
         with contextlib.suppress(OSError):
             os.close(fd)
     _held.clear()
-    if _guard_taken_for_fork:
-        _guard_taken_for_fork = False
-        _fork_guard.release()
+    _after_fork_in_parent()  # the guard is released in both
 
 
 os.register_at_fork(
@@ -101,10 +86,8 @@ def _close_registered(fd: int) -> None:
 
 
 def _remove_locked(ident: tuple[int, int], path: str) -> bool:
-    """Remove the lock file ``path``, locked exclusively, if it is still the one there.
-
-    ``ident`` is ``(st_dev, st_ino)`` of the locked file.
-    """
+    """Remove the lock file ``path``, locked exclusively (``ident``: its ``(st_dev, st_ino)``),
+    if it is still the one there."""
     try:
         if _at_path(ident, path):
             os.unlink(path)
@@ -171,11 +154,8 @@ class CacheLock:
         self._release()
 
     def _release(self, remove: bool = False) -> bool:
-        """Release the lock; whether its lock file was removed.
-
-        It is removed when the lock is exclusive and either ``remove`` or its
-        ``entry`` is missing.
-        """
+        """Release the lock; whether its lock file was removed (exclusive, and ``remove`` or its
+        ``entry`` missing)."""
         fd, self._fd = self._fd, -1
         if fd < 0 or self._generation != _generation:
             return False  # released, or the parent's lock (its copy was closed at fork)
@@ -207,12 +187,7 @@ class CacheLock:
     def __enter__(self) -> CacheLock:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def __del__(self) -> None:
@@ -228,24 +203,6 @@ class CacheLock:
         return f"<CacheLock {mode} {state} {self.path!r}>"
 
 
-def _open_lock_file(dir_path: str, subdir: str, base: str, name: str, path: str) -> int:
-    action = f"lock {path}"
-    dfd = open_dir(dir_path, create=True, action=action)
-    if dfd is None:  # pragma: no cover - open_dir(create=True) never returns None
-        raise CacheError(f"cannot {action}: {dir_path} is missing")
-    try:
-        if subdir:
-            parent, dfd = dfd, -1
-            try:
-                dfd = open_subdir(parent, subdir, base, action=action)
-            finally:
-                os.close(parent)
-        return _open_registered(name, dfd, path)
-    finally:
-        if dfd >= 0:
-            os.close(dfd)
-
-
 def _try_flock(fd: int, op: int) -> bool | None:
     """One ``flock`` of ``fd`` that does not wait: ``True``, or ``None`` if it is busy."""
     try:
@@ -255,19 +212,17 @@ def _try_flock(fd: int, op: int) -> bool | None:
         return None
 
 
-def _flock(fd: int, op: int, blocking: bool, deadline: Deadline | None, path: str) -> bool:
-    """``flock`` ``fd``: wait (``blocking``), try until ``deadline`` (the shared back-off of
+def _flock(fd: int, op: int, deadline: Deadline | None, wait: bool, path: str) -> bool:
+    """``flock`` ``fd``: ``wait`` for it, try until ``deadline`` (the shared back-off of
     ``libcni._deadline``), or try once; whether it got it."""
     try:
-        if blocking:
+        if wait:
             fcntl.flock(fd, op)
             return True
         if deadline is None:
             return _try_flock(fd, op) is not None
         return poll(lambda: _try_flock(fd, op), deadline) is not None
-    except OSError as e:
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):  # pragma: no cover - BlockingIOError
-            return False
+    except OSError as e:  # (a busy lock is a BlockingIOError, caught by _try_flock)
         raise CacheError(f"cannot lock {path}", e.strerror or str(e)) from None
 
 
@@ -277,39 +232,28 @@ def acquire(
     *,
     subdir: str = "",
     exclusive: bool,
-    blocking: bool,
-    timeout: float | None = None,
+    timeout: float | None,
+    dirs: Callable[[str], int],
     entry: str | None = None,
-    dirs: Callable[[str], int] | None = None,
 ) -> CacheLock | None:
-    """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if busy and not ``blocking``.
+    """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if still busy after ``timeout``.
 
-    ``blocking`` waits for the lock, for at most ``timeout`` seconds when it
-    is a number (``None`` then when it is still busy), trying again after the
-    pauses of ``libcni._deadline.backoff``; ``None`` and more than
-    ``NO_LIMIT`` (``math.inf``) wait in ``flock`` as long as it takes. The
-    directories (0700) and the lock file (0600) are created as needed; none
-    of them is reached through a symlink. ``entry``: see :class:`CacheLock`.
-    ``dirs(action)``: gives a checked descriptor of the lock file's directory,
-    kept open by the caller (the cache's :class:`~._fs.DirFds`), used instead
-    of opening the directory (asked again at each try: a directory replaced
-    meanwhile is noticed); ``action`` is for its errors, as ``open_dir``'s.
+    ``timeout`` 0 (or less) tries once; a number waits at most that long, trying
+    again after the pauses of ``libcni._deadline.backoff``; ``None`` or more
+    than ``NO_LIMIT`` waits in ``flock``. ``dirs(action)`` gives the checked,
+    kept descriptor of the lock file's directory (created as needed, 0700;
+    asked again at each try); the file is created 0600, never through a
+    symlink. ``entry``: see :class:`CacheLock`.
     """
     base = os.path.join(dir_path, subdir) if subdir else dir_path
     path = os.path.join(base, name)
     op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-    deadline: Deadline | None = None
-    if blocking and timeout is not None and timeout <= NO_LIMIT:
-        deadline = Deadline(max(timeout, 0.0))  # a bounded wait polls
-        blocking = False
+    wait = timeout is None or timeout > NO_LIMIT
+    deadline = Deadline(timeout) if timeout is not None and 0 < timeout <= NO_LIMIT else None
     while True:
-        fd = (
-            _open_lock_file(dir_path, subdir, base, name, path)
-            if dirs is None
-            else _open_registered(name, dirs(f"lock {path}"), path)
-        )
+        fd = _open_registered(name, dirs(f"lock {path}"), path)
         try:
-            if not _flock(fd, op, blocking, deadline, path):
+            if not _flock(fd, op, deadline, wait, path):
                 _close_registered(fd)
                 return None
             ident = _ident(fd)

@@ -5,7 +5,8 @@ network's (``locks/networks/<network>``: shared for ADD and DEL, exclusive
 for GC) and a container's (``locks/containers/<containerID>``, the network
 manager's). How a lock is taken and its file removed safely is
 :mod:`._lock`'s; :class:`Locks`, the part of :class:`~._store.ResultCache`
-that hands them out, says which file each one is.
+that hands them out, says which file each one is. Each ``try_`` method takes
+its lock without waiting: ``None`` if it is busy (for async callers).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import os
 
 from .._deadline import lock_timeout
-from ..errors import LockTimeoutError
 from ._fs import attachment_name, check_name, fit_name
 from ._layout import CacheDirs
 from ._lock import CacheLock, acquire
@@ -33,135 +33,90 @@ class Locks:
     def lock(
         self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
     ) -> CacheLock:
-        """Take the exclusive lock of one attachment, waiting for it; returns the held lock.
+        """Take the exclusive lock of one attachment, waiting at most ``timeout`` seconds.
 
-        Use it as ``with cache.lock(net, cid, ifname): ...`` or call
-        ``release()``. It excludes other threads and other processes working on
-        the same attachment; different attachments never block each other.
-        ``timeout`` bounds the wait (seconds; ``None`` or ``math.inf``: as long
-        as it takes): :class:`~libcni.errors.LockTimeoutError` when it runs out.
-        On release, the lock file is removed if the attachment has no entry.
+        ``None`` or ``math.inf``: as long as it takes; else ``LockTimeoutError``
+        when it runs out. It excludes other threads and processes; different
+        attachments never block each other. Its file goes on release if the
+        attachment has no entry.
         """
-        lk = self._attachment(network, container_id, ifname, blocking=True, timeout=timeout)
+        lk = self._attachment(network, container_id, ifname, timeout)
         if lk is None:
-            raise _timed_out(
-                timeout,
-                f"attachment (network {network!r}, container {container_id!r}, "
-                f"interface {ifname!r})",
-                self.attachment_lock_path(network, container_id, ifname),
-            )
+            what = f"network {network!r}, container {container_id!r}, interface {ifname!r}"
+            path = self.attachment_lock_path(network, container_id, ifname)
+            raise lock_timeout(f"attachment ({what})", path, timeout)
         return lk
 
     def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
-        """:meth:`lock` without waiting: ``None`` if someone else holds it (for async callers)."""
-        return self._attachment(network, container_id, ifname, blocking=False)
+        """:meth:`lock` without waiting: ``None`` if it is busy (for async callers)."""
+        return self._attachment(network, container_id, ifname, 0)
 
     def _attachment(
-        self,
-        network: str,
-        container_id: str,
-        ifname: str,
-        *,
-        blocking: bool,
-        timeout: float | None = None,
+        self, network: str, container_id: str, ifname: str, timeout: float | None
     ) -> CacheLock | None:
         name = attachment_name(network, container_id, ifname)
+        entry = os.path.join(self.results_dir, name)
         return acquire(
             self.locks_dir,
             name,
             exclusive=True,
-            blocking=blocking,
             timeout=timeout,
-            entry=os.path.join(self.results_dir, name),
+            entry=entry,
             dirs=self.dirs.lock_dir,
         )
 
     def network_lock(
         self, network: str, exclusive: bool, *, timeout: float | None = None
     ) -> CacheLock:
-        """Take the lock of a whole network, waiting for it; returns the held lock.
-
-        ADD and DEL hold it shared (they run in parallel with each other), GC
-        exclusive (it excludes them). The lock file is
-        ``<dir>/locks/networks/<network>``, which no attachment lock can be.
-        ``timeout`` bounds the wait, as for :meth:`lock`.
-        """
-        lk = self._network(network, exclusive, blocking=True, timeout=timeout)
+        """Take a network's lock (``locks/networks/<network>``), waiting at most ``timeout``
+        seconds: shared for ADD and DEL, exclusive for GC."""
+        lk = self._network(network, exclusive, timeout)
         if lk is None:
-            raise _timed_out(timeout, f"network {network!r}", self.network_lock_path(network))
+            raise lock_timeout(f"network {network!r}", self.network_lock_path(network), timeout)
         return lk
 
     def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
         """:meth:`network_lock` without waiting: ``None`` if it is busy (for async callers)."""
-        return self._network(network, exclusive, blocking=False)
+        return self._network(network, exclusive, 0)
 
-    def _network(
-        self, network: str, exclusive: bool, *, blocking: bool, timeout: float | None = None
-    ) -> CacheLock | None:
+    def _network(self, network: str, exclusive: bool, timeout: float | None) -> CacheLock | None:
+        name = fit_name(check_name(network, "network name"), "network name")
         return acquire(
             self.locks_dir,
-            self._network_lock_name(network),
+            name,
             subdir="networks",
             exclusive=exclusive,
-            blocking=blocking,
             timeout=timeout,
-            dirs=self._network_locks,
+            dirs=lambda action: self.dirs.lock_dir(action, "networks"),
         )
 
-    @staticmethod
-    def _network_lock_name(network: str) -> str:
-        return fit_name(check_name(network, "network name"), "network name")
-
-    # -- per-container locks (libcni.manager) ------------------------------
-
     def container_lock(self, container_id: str, timeout: float | None = None) -> CacheLock:
-        """Take the exclusive lock of a whole container, waiting at most ``timeout`` seconds.
+        """Take a container's lock (``locks/containers/<containerID>``, the network manager's
+        across a setup, teardown or check), waiting at most ``timeout`` seconds.
 
-        The network manager holds it across a setup, teardown or check so
-        that those of one container never interleave, across threads and
-        processes. The lock file is ``<dir>/locks/containers/<containerID>``,
-        which no attachment lock (always ``<network>-<id>-<ifname>``, directly
-        in ``locks/``) nor network lock can be. ``timeout`` bounds the wait,
-        as for :meth:`lock`. On release the lock file is removed when the
-        container has no records (``records/<containerID>`` is missing: libcni
-        holds nothing of it), so a container torn down leaves no lock file;
-        GC removes the lock files no one holds.
-        """
-        lk = self._container(container_id, blocking=True, timeout=timeout)
+        Its file goes on release when the container has no ``records/`` directory
+        (libcni holds nothing of it); GC removes the ones no one holds."""
+        lk = self._container(container_id, timeout)
         if lk is None:
-            raise _timed_out(
-                timeout, f"container {container_id!r}", self.container_lock_path(container_id)
-            )
+            path = self.container_lock_path(container_id)
+            raise lock_timeout(f"container {container_id!r}", path, timeout)
         return lk
 
     def try_container_lock(self, container_id: str) -> CacheLock | None:
         """:meth:`container_lock` without waiting: ``None`` if it is busy (for async callers)."""
-        return self._container(container_id, blocking=False)
+        return self._container(container_id, 0)
 
-    def _container(
-        self, container_id: str, *, blocking: bool, timeout: float | None = None
-    ) -> CacheLock | None:
-        name = self._container_lock_name(container_id)
+    def _container(self, container_id: str, timeout: float | None) -> CacheLock | None:
+        name = fit_name(check_name(container_id, "container ID"), "container ID")
         return acquire(
             self.locks_dir,
             name,
             subdir="containers",
             exclusive=True,
-            blocking=blocking,
             timeout=timeout,
             entry=os.path.join(self.records_dir, name),
-            dirs=self._container_locks,
+            dirs=lambda action: self.dirs.lock_dir(action, "containers"),
         )
-
-    @staticmethod
-    def _container_lock_name(container_id: str) -> str:
-        return fit_name(check_name(container_id, "container ID"), "container ID")
-
-    def _network_locks(self, action: str) -> int:
-        return self.dirs.lock_dir(action, "networks")
-
-    def _container_locks(self, action: str) -> int:
-        return self.dirs.lock_dir(action, "containers")
 
     # -- the files (for messages: what a wait that timed out was waiting for) --------------
 
@@ -171,12 +126,10 @@ class Locks:
 
     def network_lock_path(self, network: str) -> str:
         """The lock file of a network (:meth:`network_lock`)."""
-        return os.path.join(self.locks_dir, "networks", self._network_lock_name(network))
+        name = fit_name(check_name(network, "network name"), "network name")
+        return os.path.join(self.locks_dir, "networks", name)
 
     def container_lock_path(self, container_id: str) -> str:
         """The lock file of a container (:meth:`container_lock`)."""
-        return os.path.join(self.locks_dir, "containers", self._container_lock_name(container_id))
-
-
-def _timed_out(timeout: float | None, what: str, path: str) -> LockTimeoutError:
-    return lock_timeout(what, path, timeout)
+        name = fit_name(check_name(container_id, "container ID"), "container ID")
+        return os.path.join(self.locks_dir, "containers", name)

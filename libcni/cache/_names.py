@@ -13,11 +13,8 @@ from ._entry import CNI_CACHE_V1, RECORD_V1, CacheEntry, CorruptEntryError, load
 
 
 def _names_held(obj: Any) -> tuple[str, str, str]:
-    """The (network, container ID, interface name) a decoded file holds; ``""`` where none.
-
-    Only a ``cniCacheV1`` object holds names (a legacy bare result holds
-    none); a wrongly typed name counts as none.
-    """
+    """The (network, container ID, interface name) a decoded ``cniCacheV1`` file holds; ``""``
+    where none (a legacy result, a wrongly typed name)."""
     if type(obj) is not dict or obj.get("kind") != CNI_CACHE_V1:
         return "", "", ""
     network, cid, ifname = obj.get("networkName"), obj.get("containerId"), obj.get("ifName")
@@ -29,12 +26,8 @@ def _names_held(obj: Any) -> tuple[str, str, str]:
 
 
 def _held_by_other(obj: Any, network: str, container_id: str, ifname: str) -> bool:
-    """Whether the decoded file ``obj`` names another attachment than the one given.
-
-    Two attachments can share a file name (network ``a-b`` with container
-    ``c``, network ``a`` with container ``b-c``): the names inside tell them
-    apart. A name the file lacks is taken from the file name, as a read does.
-    """
+    """Whether the decoded file ``obj`` names another attachment than the one given (a name
+    it lacks is the file name's, as a read takes it)."""
     held = _names_held(obj)
     return any(h and h != w for h, w in zip(held, (network, container_id, ifname), strict=True))
 
@@ -49,11 +42,8 @@ def _splits(rest: str) -> bool:
 
 
 def _only_of(name: str, network: str, networks: set[str]) -> bool:
-    """Whether the file ``name``, whose content names no network, is one of ``network``'s.
-
-    It must be ``<network>-<containerID>-<ifname>``, and not also
-    ``<other>-<containerID>-<ifname>`` for another of the known ``networks``.
-    """
+    """Whether the file ``name``, whose content names no network, is ``network``'s: it can be
+    ``<network>-<containerID>-<ifname>`` and not so for another of the known ``networks``."""
     if not name.startswith(f"{network}-") or not _splits(name[len(network) + 1 :]):
         return False
     return not any(
@@ -63,47 +53,34 @@ def _only_of(name: str, network: str, networks: set[str]) -> bool:
 
 
 def _is_candidate(name: str, part: str) -> bool:
-    """Whether the file ``name`` can be ``<network>-<containerID>-<ifname>`` for ``part``.
-
-    ``part`` is ``-<containerID>-``; it must have something before and after it.
-    The first match at index >= 1 is the one that leaves the most room after it.
-    """
+    """Whether the file ``name`` can be ``<network>-<containerID>-<ifname>`` for ``part``
+    (``-<containerID>-``, with something before and after it)."""
     i = name.find(part, 1)
     return i > 0 and i + len(part) < len(name)
 
 
 def _named_as(entry: CacheEntry, name: str) -> bool:
-    """Whether the names an entry holds are the ones its file name is made of.
+    """Whether the names an entry holds are those of its file name (one lacking a name is).
 
-    Both libcni and the Go library name the file after the entry, so a
-    mismatch means the file was tampered with or copied: listed under the
-    names it holds, GC would DEL that other attachment again at every run and
-    never remove the file. An entry lacking a name (the file name supplies
-    it, as on a read) is not a mismatch.
+    A mismatch is a file tampered with or copied: listed under its names, GC
+    would DEL that other attachment at every run and never remove the file.
     """
     parts = (entry.network_name, entry.container_id, entry.ifname)
     return not all(parts) or name == "-".join(parts)
 
 
 def _shared_name(name: str, container_id: str) -> bool:
-    """Whether the record file ``name`` of ``container_id`` can be two attachments'.
-
-    In ``records/<containerID>/`` a file ``<network>-<containerID>-<ifname>``
-    names one attachment unless ``-<containerID>-`` occurs in it more than
-    once (network ``a-c-b`` with interface ``x``, network ``a`` with
-    interface ``b-c-x``): only then do the names inside tell whose it is.
-    """
+    """Whether the record file ``name`` of ``container_id`` can be two attachments': when
+    ``-<containerID>-`` occurs twice in it (network ``a-c-b`` with interface ``x``, network
+    ``a`` with interface ``b-c-x``); only then do the names inside tell whose it is."""
     part = f"-{container_id}-"
     first = name.find(part)
     return first >= 0 and name.find(part, first + 1) >= 0
 
 
 def _usable_record(data: bytes, path: str, *, container_id: str, name: str) -> CacheEntry | None:
-    """The record ``data`` of the file ``name`` of ``records/<container_id>/``, if usable.
-
-    It must decode as a ``libcniRecordV1`` object holding this container and
-    a network and interface name that make up its file name.
-    """
+    """The record ``data`` of the file ``name`` of ``records/<container_id>/`` if usable: a
+    ``libcniRecordV1`` object of this container, its names making up its file name."""
     try:
         record = CacheEntry.from_dict(loads(data, path), source=path, kind=RECORD_V1)
     except CorruptEntryError:

@@ -1,12 +1,8 @@
-"""The write-ahead records of ``<dir>/records/<containerID>/``: write, read, remove, list.
+"""The write-ahead records of ``<dir>/records/<containerID>/`` (:class:`Records`, ``cache.wal``).
 
-``records/<containerID>/<network>-<containerID>-<ifname>``: what ADD writes
-before its first plugin runs, marked complete (its sticky bit) once the
-entry is written, kept until the attachment is DELeted. Go libcni never looks
-outside ``results/``: a complete record whose entry is gone was DELeted by
-such a tool, and is dropped where found. A per-container directory makes it
-the container's index: its attachments are found by listing it. :class:`Records`
-is the part of :class:`~._store.ResultCache` that does it.
+What ADD writes before its first plugin runs, marked complete once the entry
+is written, kept until the attachment is DELeted: the container's index (the
+rules: docs/cache.rst).
 """
 
 from __future__ import annotations
@@ -54,13 +50,9 @@ class OpenRecord:
         self._fd = fd
 
     def complete(self) -> None:
-        """Mark the record complete, once the ADD's entry is written: one ``fchmod`` (its
-        sticky bit, ``COMPLETE_MODE``), no fsync. From then on it never reads as in progress.
-
-        Killed before or during it, or failing, the record stays unmarked, read as the
-        records of libcni before the mark: complete while its entry exists, else in
-        progress (a DEL too many, never a leak).
-        """
+        """Mark the record complete once the ADD's entry is written: one ``fchmod`` (its sticky
+        bit), no fsync. A failure leaves it unmarked: complete while its entry exists, else in
+        progress (a DEL too many, never a leak)."""
         if self._fd < 0:
             return  # closed: its number may be another file's now
         try:  # noqa: SIM105 - on ADD's hot path, contextlib.suppress costs as much as the call
@@ -102,22 +94,14 @@ class Records:
             return record.json
 
     def begin(self, entry: CacheEntry) -> OpenRecord:
-        """Record the attachment of ``entry`` as in progress (its fields but ``result``).
+        """Record the attachment of ``entry`` as in progress; kept open until its ADD ends.
 
-        ADD calls it before its first plugin runs, holding the attachment's
-        lock (``ResultCache.lock``), and keeps the returned :class:`OpenRecord` open until it
-        ends: :meth:`OpenRecord.complete` marks the record once the entry is
-        written. A new record is written in place: if the process is
-        killed while writing it, no plugin has run yet, and what is left is
-        an unusable record, which nothing DELs and GC removes. A record that
-        is there already (of an earlier ADD of the attachment) is replaced
-        atomically (a temporary file renamed over it), so that it is never
-        lost half-way; the record of *another* attachment sharing the file
-        name is never replaced (``CacheError`` naming both), an unusable one
-        is. Not fsynced: a power loss takes the namespaces and interfaces
-        along. A record larger than the size cap of reads (``MAX_ENTRY_SIZE``)
-        is never written. On failure nothing is left and ``CacheError`` names
-        the path.
+        Called holding the attachment's lock, before the first plugin. A new
+        record is written in place (killed meanwhile, no plugin ran: an unusable
+        record GC removes); one already there is replaced atomically (a temporary
+        file renamed over it); *another* attachment's sharing the file name never
+        (``CacheError`` naming both). Not fsynced; never over ``MAX_ENTRY_SIZE``.
+        On failure nothing is left and ``CacheError`` names the path.
         """
         network, container_id, ifname = entry.network_name, entry.container_id, entry.ifname
         name = attachment_name(network, container_id, ifname)
@@ -148,9 +132,8 @@ class Records:
     def _create_record(
         self, top: int, container_id: str, name: str, data: bytes, path: str, entry: CacheEntry
     ) -> int | None:
-        """Write the record ``name`` of ``records/<container_id>/`` (``top``: ``records/``):
-        created in place, or an existing one replaced; its open descriptor, or ``None`` if
-        the container's directory was removed meanwhile (its last record DELeted)."""
+        """Write the record ``name`` of ``container_id`` (``top``: ``records/``), in place or over
+        an existing one; its open descriptor, or ``None`` if the directory was removed meanwhile."""
         action = f"write the record {path}"
         try:
             fd = os.open(f"{container_id}/{name}", _TEMP_FLAGS, FILE_MODE, dir_fd=top)
@@ -158,7 +141,7 @@ class Records:
             return None  # the directory was removed meanwhile (its last record DELeted)
         except FileExistsError:
             # One is there (an earlier ADD of it): replaced atomically.
-            dfd = self.dirs.open_container(top, container_id, create=False, action=action)
+            dfd = self.dirs.open_container(top, container_id, action=action)
             if dfd is None:
                 return None
             try:
@@ -196,21 +179,12 @@ class Records:
             )
 
     def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
-        """The write-ahead record of one attachment, or ``None`` when there is none.
-
-        ``None`` too for another attachment's record sharing the file name.
-        Unusable content (or a symlink, a non-regular or oversized file):
-        :class:`CorruptEntryError`; a file that cannot be read, or a records
-        directory not owned by the euid or writable by others: ``CacheError``.
-        A record is only ever a record: whether the attachment completed is
-        told by ``results/`` (``Entries.read``). A record marked complete whose
-        entry is gone gives ``None`` (and is dropped).
-        """
+        """The write-ahead record of one attachment, or ``None`` (none, another attachment's, or
+        complete with its entry gone: dropped). Unusable: :class:`CorruptEntryError`; unreadable
+        or a refused directory: ``CacheError``."""
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.records_dir, container_id, name)
-        with self.dirs.container_dir(
-            container_id, create=False, action=f"read the record {path}"
-        ) as d:
+        with self.dirs.container_dir(container_id, action=f"read the record {path}") as d:
             if d is None:
                 return None
             record, ident = _record_at(d[1], name, path, network, container_id, ifname)
@@ -219,12 +193,10 @@ class Records:
         return record
 
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
-        """Remove the record of one attachment (DEL, once every plugin succeeded); whether it was there.
+        """Remove the record of one attachment (DEL's end); whether it was there.
 
-        Another attachment's record sharing the file name is left; an
-        unusable one is removed (a symlink itself, never its target); one that
-        cannot be read raises ``CacheError``, removing nothing. The
-        container's directory goes when it is empty.
+        Another attachment's is left, an unusable one removed (a symlink itself),
+        an unreadable one raises ``CacheError``. An emptied directory goes too.
         """
         name = attachment_name(network, container_id, ifname)
         path = f"{self.records_dir}/{container_id}/{name}"
@@ -237,7 +209,7 @@ class Records:
             return _unlink_record(
                 top, f"{container_id}/{name}", top=top, container_id=container_id, action=action
             )
-        with self.dirs.container_dir(container_id, create=False, action=action) as dirs:
+        with self.dirs.container_dir(container_id, action=action) as dirs:
             if dirs is None:
                 return False
             top, dfd = dirs
@@ -255,27 +227,24 @@ class Records:
             return _unlink_record(dfd, name, top=top, container_id=container_id, action=action)
 
     def drop(self, container_id: str, name: str, ident: FileIdent) -> bool:
-        """Remove the record file ``name`` of ``container_id`` that a read found unusable, or
-        complete with its entry gone, if it is still that file (``ident``) and
-        ``results/<name>`` is still absent; whether it was removed.
-
-        Such a record is never DELeted on its word, only removed: not while
-        the lock of an attachment of that file name is held (an ADD writes a
-        new record), nor once it was rewritten (a new file).
-        """
+        """Remove the record ``name`` of ``container_id`` a read found unusable (or complete with
+        its entry gone), if it is still that file (``ident``), ``results/<name>`` still absent
+        and no one holds the attachment's lock (an ADD); whether it was removed."""
         path = os.path.join(self.records_dir, container_id, name)
         action = f"remove the record {path}"
+        entry = os.path.join(self.results_dir, name)
         lk = acquire(
             self.locks_dir,
             fit_name(name, "record"),
             exclusive=True,
-            blocking=False,
-            entry=os.path.join(self.results_dir, name),
+            timeout=0,
+            entry=entry,
+            dirs=self.dirs.lock_dir,
         )
         if lk is None:
             return False
         try:
-            with self.dirs.container_dir(container_id, create=False, action=action) as dirs:
+            with self.dirs.container_dir(container_id, action=action) as dirs:
                 if dirs is None or self._has_entry(name):
                     return False
                 top, dfd = dirs
@@ -291,10 +260,8 @@ class Records:
             lk.release()
 
     def unmark(self, container_id: str, name: str) -> None:
-        """Take the complete mark off the record ``name`` of ``container_id``, if any: GC
-        removes its entry as unusable, but no one DELeted the attachment, so the record
-        must find it again (in progress). ``CacheError`` if it cannot be done.
-        """
+        """Take the complete mark off the record ``name`` of ``container_id``: GC removes its
+        entry as unusable, but no one DELeted it (in progress again). ``CacheError`` on failure."""
         path = f"{self.records_dir}/{container_id}/{name}"
         try:
             top = self.dirs.fd(self.records_dir, create=False, action=f"unmark the record {path}")
@@ -324,9 +291,8 @@ class Records:
         return dfd is not None
 
     def gone(self, container_id: str, name: str, ident: FileIdent) -> bool:
-        """Whether the record ``name``, read with ``ident``, is a completed ADD's whose entry
-        is gone: another tool (Go libcni, cnitool) DELeted or collected the attachment.
-        Such a record is dropped (best effort) and is never in progress."""
+        """Whether the record ``name``, read with ``ident``, is complete with its entry gone (another
+        tool DELeted it): then it is dropped (best effort), never in progress."""
         if not _complete(ident) or self._has_entry(name):
             return False
         with contextlib.suppress(CacheError):  # else left for the next reader or GC
@@ -334,17 +300,9 @@ class Records:
         return True
 
     def records(self, container_id: str = "") -> list[CacheEntry]:
-        """Every usable write-ahead record, of one container if ``container_id``; sorted by file name.
-
-        A record stays from the start of its ADD until its attachment is
-        DELeted: the attachment is *in progress* when ``results/`` holds no
-        entry of it. With a container ID only ``records/<containerID>/`` is
-        listed. Unusable records (see :meth:`read`), records whose
-        names are not those of their file and directory, records marked
-        complete whose entry is gone (dropped) and temporary files are
-        skipped; so, when listing every container, are container directories
-        that are refused (not owned by the euid, writable by others). A records directory that cannot be listed raises ``CacheError``.
-        """
+        """Every usable record, of one container if ``container_id`` (only its directory is listed),
+        by file name. Skipped as :meth:`read` does, and records not named as their file,
+        temporaries and (listing all) refused container directories."""
         action = "list the records"
         out: list[CacheEntry] = []
         if container_id:
@@ -357,7 +315,7 @@ class Records:
                 containers = _listed(top, self.records_dir, action)
         for cid in sorted(containers):
             try:
-                with self.dirs.container_dir(cid, create=False, action=action) as dirs:
+                with self.dirs.container_dir(cid, action=action) as dirs:
                     if dirs is not None:
                         self._records_in(dirs[1], cid, out)
             except CacheError:
@@ -388,14 +346,9 @@ class Records:
                 out.append(record)
 
     def container_names(self, container_id: str, action: str) -> tuple[int, list[str]] | None:
-        """The descriptor of ``records/`` and the sorted record names of the container's
-        directory, or ``None`` when it has none (no directory, or nothing in it).
-
-        The directory is checked with one ``lstat`` through ``records/`` (a
-        directory, owned by the euid, writable by no one else, no symlink) and
-        listed by its path: only this user and root can make anything in
-        ``records/``, so nothing can be swapped in between.
-        """
+        """``records/``'s descriptor and the container's sorted record names, or ``None`` when it
+        has none. Its directory is checked with one ``lstat`` through ``records/`` and listed by
+        path: only this user and root can make anything in ``records/``."""
         top = self.dirs.fd(self.records_dir, create=False, action=action)
         if top is None or not self.dirs.container_checked(top, container_id, action):
             return None
@@ -428,11 +381,8 @@ def _record_at(
 ) -> tuple[CacheEntry | None, FileIdent | None]:
     """The record in the file ``name`` of ``dfd`` if it is this attachment's, and its identity.
 
-    ``(None, None)`` when there is no file; ``(None, ident)`` when it holds
-    another attachment's record (two attachments can share a file name).
-    Unusable content (a symlink, a non-regular or oversized file, not a
-    ``libcniRecordV1`` object, missing names): ``CorruptEntryError``; a
-    file that cannot be read: ``CacheError``.
+    ``(None, None)``: no file; ``(None, ident)``: another attachment's record.
+    Unusable: ``CorruptEntryError``; unreadable: ``CacheError``.
     """
     try:
         data, ident = _files._read_ident_at(dfd, name, path)
@@ -459,16 +409,12 @@ def _mkdir_at(top: int, name: str, action: str) -> bool:
 
 
 def _replace_at(dfd: int, name: str, data: bytes, path: str) -> int | None:
-    """Write ``data`` to a temporary file of ``dfd`` and rename it to ``name``; its
-    open descriptor.
+    """Write ``data`` to a temporary file of ``dfd`` renamed to ``name``; its open descriptor,
+    or ``None`` if the directory was removed meanwhile.
 
-    ``None`` (nothing written) if the directory was removed meanwhile (a
-    DEL removed its last record): the caller opens it again. The temporary
-    file is ``.<name>``: the writer holds the attachment's lock, so one
-    left there by a killed writer is removed, and GC removes it as soon as
-    that lock is free (``CleanUp.sweep_records``). A name too long for the dot
-    gets a random ``..<hex>`` one, removed after ``TEMP_STALE_AFTER``.
-    """
+    The temporary file is ``.<name>`` (its writer holds the attachment's lock:
+    a killed writer's is removed here, or by GC once the lock is free); a name
+    too long for the dot gets ``..<hex>``, removed after ``TEMP_STALE_AFTER``."""
     fixed = len(name) * 4 < NAME_MAX or len(os.fsencode(name)) < NAME_MAX
     tmp = f".{name}"
     for _ in range(10):

@@ -1,10 +1,5 @@
-"""The entries of ``<dir>/results/``: write, read, remove and list them.
-
-An entry is ``results/<network>-<containerID>-<ifname>`` in the Go library's
-``cniCacheV1`` format, written atomically and durably (a temporary file
-fsynced and renamed over it). :class:`Entries` is the part of
-:class:`~._store.ResultCache` that does it.
-"""
+"""The entries of ``<dir>/results/`` (:class:`Entries`, ``cache.results``): write, read,
+remove and list them (the rules: docs/cache.rst)."""
 
 from __future__ import annotations
 
@@ -45,25 +40,14 @@ class Entries:
         return os.path.join(self.results_dir, attachment_name(network, container_id, ifname))
 
     def write(self, entry: CacheEntry, data: bytes | None = None) -> None:
-        """Store ``entry``, replacing any previous one of the same attachment.
+        """Store ``entry`` (``data``: its JSON if made already), replacing the attachment's previous one.
 
-        ``data``: the entry's JSON (``entry.to_json()``) when the caller has it
-        already (ADD makes it from its record's, ``completed_json``).
-
-        Atomic and durable: the JSON goes to a temporary file of the results
-        directory, which is fsynced, renamed over the entry, and the directory
-        is fsynced. A symlink at the entry path is replaced, never written
-        through; a symlinked results directory is refused. On failure the
-        temporary file is removed, the previous entry is left as it was
-        (unless only the final directory fsync failed) and ``CacheError`` is
-        raised naming the path.
-
-        An entry larger than the size cap of reads (``MAX_ENTRY_SIZE``) is
-        never written (``CacheError`` naming it). An entry of *another*
-        attachment at the same path (two attachments can share a file name)
-        is never replaced: ``CacheError`` naming both
-        (see :meth:`check_owner`). Call it holding the attachment's
-        lock (``ResultCache.lock``), which is the same for both.
+        Atomic and durable: a temporary file of ``results/`` is fsynced, renamed
+        over the entry, and the directory fsynced; a symlink at the path is
+        replaced, never written through. On failure nothing is left but the
+        previous entry and ``CacheError`` names the path. Never written: an entry
+        over ``MAX_ENTRY_SIZE``, or over *another* attachment's (:meth:`check_owner`).
+        Call it holding the attachment's lock.
         """
         name = attachment_name(entry.network_name, entry.container_id, entry.ifname)
         if data is None:
@@ -105,13 +89,8 @@ class Entries:
         return tmp
 
     def check_owner(self, network: str, container_id: str, ifname: str) -> None:
-        """Raise ``CacheError`` if the attachment's entry path holds another attachment's entry.
-
-        What :meth:`write` checks, for a caller that wants to know before
-        doing anything (ADD, before its plugins run). An absent, corrupt or
-        legacy entry is fine; one that cannot be read (an I/O error) raises,
-        since it cannot be told apart.
-        """
+        """Raise ``CacheError`` if the entry path holds another attachment's entry (what
+        :meth:`write` checks; an absent, corrupt or legacy one is fine, an unreadable one raises)."""
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
         dfd = self.dirs.fd(self.results_dir, create=False, action=f"write cache entry {path}")
@@ -141,27 +120,18 @@ class Entries:
             )
 
     def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
-        """The entry of one attachment, or ``None`` when there is none.
+        """The entry of one attachment, or ``None`` (none, or another attachment's sharing its file name).
 
-        A legacy file holding a bare result gives ``kind=""``, ``config=b""``
-        and the names from the arguments. A file holding another attachment's
-        entry (two attachments can share a file name: network ``a-b`` with
-        container ``c``, network ``a`` with container ``b-c``) gives
-        ``None``. An empty or corrupt file, one larger than
-        ``MAX_ENTRY_SIZE``, a symlink, or a non-regular file raises
-        :class:`CorruptEntryError`; a file that cannot be read (too many open
-        files, EIO, permission denied) a plain ``CacheError``; both name it.
+        A legacy bare result gives ``kind=""``, ``config=b""`` and the names given.
+        Unusable content (empty, corrupt, oversized, a symlink, not a regular
+        file): :class:`CorruptEntryError`; a file that cannot be read: ``CacheError``.
         """
         return self.read_ident(network, container_id, ifname)[0]
 
     def read_ident(
         self, network: str, container_id: str, ifname: str
     ) -> tuple[CacheEntry | None, FileIdent | None]:
-        """:meth:`read`, and the identity of the file read (``None`` when it gives ``None``).
-
-        For :meth:`remove_read`: DEL reads the entry before its plugins run
-        and removes it after, without reading it twice.
-        """
+        """:meth:`read`, and the identity of the file read (for :meth:`remove_read`)."""
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
         dfd = self.dirs.fd(self.results_dir, create=False, action=f"read cache entry {path}")
@@ -186,15 +156,8 @@ class Entries:
     def remove_read(
         self, network: str, container_id: str, ifname: str, ident: FileIdent | None
     ) -> bool:
-        """:meth:`remove`, for an entry :meth:`read_ident` gave with identity ``ident``.
-
-        While the file at the entry path is still the one read (same device,
-        inode, size, modification and change times) it is known to be this
-        attachment's and is unlinked without being read again. Otherwise
-        (``ident`` is ``None``, or the file was replaced or written since, by
-        a writer outside this cache's locks) it is :meth:`remove`, which reads
-        it again to tell whose it is.
-        """
+        """:meth:`remove` of the entry :meth:`read_ident` gave with ``ident``: unlinked unread while
+        the file is still that one, else read again to tell whose it is."""
         if ident is None:
             return self.remove(network, container_id, ifname)
         name = attachment_name(network, container_id, ifname)
@@ -213,13 +176,10 @@ class Entries:
         return self.remove(network, container_id, ifname)
 
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
-        """Remove the entry of one attachment; return whether a file was removed.
+        """Remove the entry of one attachment; whether a file was removed.
 
-        An absent entry is fine, and so is one holding another attachment's
-        entry, which is left alone (see :meth:`read`). A corrupt entry is
-        removed; one that cannot be read (an I/O error) cannot be told apart
-        and raises ``CacheError``, removing nothing. A symlink at the entry
-        path is removed itself (never its target).
+        Another attachment's entry is left; a corrupt one (or a symlink, itself)
+        removed; one that cannot be read raises ``CacheError``, removing nothing.
         """
         name = attachment_name(network, container_id, ifname)
         path = os.path.join(self.results_dir, name)
@@ -248,15 +208,11 @@ class Entries:
         return True
 
     def entries(self, container_id: str = "") -> list[CacheEntry]:
-        """Every readable ``cniCacheV1`` entry, of one container if ``container_id``.
+        """Every readable ``cniCacheV1`` entry, of one container if ``container_id``, by file name.
 
-        Sorted by file name. Entries that cannot be read or decoded, legacy
-        files, entries without a network or interface name, entries whose
-        names are not the ones their file name is made of, and temporary
-        files are skipped. With a container ID only the files whose name holds
-        ``-<containerID>-`` are opened, and their ``containerId`` must match.
-        A missing results directory gives ``[]``; one that cannot be listed
-        raises ``CacheError``.
+        Skipped: unreadable or undecodable files, legacy ones, entries lacking a
+        network or interface name or not named as their file, temporaries. With a
+        container ID only the files whose name holds ``-<containerID>-`` are read.
         """
         if container_id:
             # The shortest file name that could hold it must fit, as in every method.

@@ -1,23 +1,11 @@
 """``ResultCache``: the on-disk cache of attachments, a facade over its parts.
 
-Each job of the cache is a part in its own module, an object of its own, and
-:class:`ResultCache` holds one of each over one shared :class:`~._layout.CacheDirs`:
-
-- ``cache.results`` (:class:`~._results.Entries`): the entries of ``results/``;
-- ``cache.wal`` (:class:`~._records.Records`): the write-ahead records of
-  ``records/<containerID>/``;
-- ``cache.locks`` (:class:`~._locks.Locks`): the attachment, network and
-  container locks (files of ``locks/``, taken as :mod:`._lock` says);
-- ``cache.cleanup`` (:class:`~._cleanup.CleanUp`): GC's removals of what is
-  stale or corrupt;
-
-on :mod:`._files` (reading and writing one file) and :mod:`._names` (whose a
-file is). The operations call the parts; the facade keeps the methods a tool
-that inspects or migrates a cache uses, and what spans two parts: a
-container's index (:meth:`ResultCache.attachments_of`) and the containers cached
-(:meth:`ResultCache.containers`), DEL's end
-(:meth:`ResultCache.forget`) and GC's clean-up of one network's corrupt
-entries (:meth:`ResultCache.remove_corrupt`, a :class:`~._gc.GCScan` of it).
+Each job of the cache is a part in its own module: ``cache.results``
+(:class:`~._results.Entries`), ``cache.wal`` (:class:`~._records.Records`),
+``cache.locks`` (:class:`~._locks.Locks`), ``cache.cleanup``
+(:class:`~._cleanup.CleanUp`), over one shared ``cache.dirs``
+(:class:`~._layout.CacheDirs`). The facade keeps what a tool
+that inspects or migrates a cache uses, and what spans two parts.
 """
 
 from __future__ import annotations
@@ -32,6 +20,7 @@ from ._cleanup import CleanUp
 from ._entry import CacheEntry
 from ._files import MAX_ENTRY_SIZE, TEMP_PREFIX, TEMP_STALE_AFTER, FileIdent
 from ._fs import check_name, fit_name
+from ._gc import GCScan
 from ._layout import CacheDirs
 from ._lock import CacheLock
 from ._locks import Locks
@@ -49,25 +38,14 @@ __all__ = [
 
 
 class ResultCache:
-    """The cache of attachments under ``dir`` (the Go library's cache layout).
+    """The cache of attachments under ``dir`` (the Go library's layout: docs/cache.rst).
 
-    Entries are ``<dir>/results/<network>-<containerID>-<ifname>`` files in
-    the ``cniCacheV1`` format; locks are files of ``<dir>/locks/``. The
-    directories are created (mode 0700) on first use, entry and lock files
-    have mode 0600. Every method checks the three names first and raises
+    Every method checks the three names first and raises
     :class:`~libcni.errors.ValidationError` for one that is empty, ``.``,
     ``..`` or holds ``/`` or NUL, for a network name starting with ``.``, and
     for a file name longer than 255 bytes: nothing is ever read, written or
-    removed outside ``<dir>/results/``.
-
-    An attachment's lock file goes away with its entry (when the lock is
-    released and the attachment has no entry), and GC removes the ones no
-    one holds that have no entry; a waiter that locked a file removed
-    meanwhile retries on the file now at the path, so exclusion always holds.
-
-    The parts, each an object of its own module: ``results`` (entries),
-    ``wal`` (write-ahead records), ``locks``, ``cleanup`` (GC's removals),
-    over ``dirs`` (the directories, kept open).
+    removed outside ``<dir>/results/``. An attachment's lock file goes away
+    with its entry (on release), and GC removes the ones no one holds.
     """
 
     def __init__(self, dir: str | os.PathLike[str]) -> None:
@@ -88,63 +66,52 @@ class ResultCache:
     def __repr__(self) -> str:
         return f"ResultCache({self.dir!r})"
 
-    # -- entries (results/) ---------------------------------------------------
+    # -- entries (results/): see Entries ----------------------------------------------
 
     def write(self, entry: CacheEntry, data: bytes | None = None) -> None:
-        """Store ``entry`` (``data``: its JSON, if made already) atomically and durably,
-        replacing any previous one of the same attachment (never another attachment's
-        sharing its file name: ``CacheError``); call it holding the attachment's
-        :meth:`lock` (see ``Entries.write``)."""
+        """Store ``entry`` atomically and durably, holding its :meth:`lock`."""
         self.results.write(entry, data)
 
     def read(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
-        """The entry of one attachment, or ``None`` when there is none (or the file holds
-        another attachment's); a corrupt file raises :class:`CorruptEntryError`, one that
-        cannot be read a plain ``CacheError`` (see ``Entries.read``)."""
+        """The entry of one attachment, or ``None``."""
         return self.results.read(network, container_id, ifname)
 
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
-        """Remove the entry of one attachment; whether a file was removed (another
-        attachment's is left; an unreadable one raises ``CacheError``)."""
+        """Remove the entry of one attachment; whether a file was removed."""
         return self.results.remove(network, container_id, ifname)
 
     def check_owner(self, network: str, container_id: str, ifname: str) -> None:
-        """Raise ``CacheError`` if the attachment's entry path holds another attachment's
-        entry (what :meth:`write` checks, for a caller that wants to know first)."""
+        """Raise ``CacheError`` if the entry's path holds another attachment's entry."""
         self.results.check_owner(network, container_id, ifname)
 
     def entries(self, container_id: str = "") -> list[CacheEntry]:
-        """Every readable ``cniCacheV1`` entry, of one container if ``container_id``, sorted
-        by file name (see ``Entries.entries``)."""
+        """Every readable entry, of one container if ``container_id``, by file name."""
         return self.results.entries(container_id)
 
     def entry_path(self, network: str, container_id: str, ifname: str) -> str:
-        """The path of the entry of one attachment (names checked as everywhere)."""
+        """The path of the entry of one attachment."""
         return self.results.entry_path(network, container_id, ifname)
 
-    # -- write-ahead records (records/<containerID>/) ----------------------------
+    # -- write-ahead records (records/<containerID>/): see Records ----------------------
 
     def records(self, container_id: str = "") -> list[CacheEntry]:
-        """Every usable write-ahead record, of one container if ``container_id`` (its
-        index), sorted by file name (see ``Records.records``)."""
+        """Every usable record, of one container if ``container_id``, by file name."""
         return self.wal.records(container_id)
 
     def read_record(self, network: str, container_id: str, ifname: str) -> CacheEntry | None:
-        """The write-ahead record of one attachment, or ``None`` when there is none (see
-        ``Records.read``)."""
+        """The write-ahead record of one attachment, or ``None``."""
         return self.wal.read(network, container_id, ifname)
 
     def record_path(self, network: str, container_id: str, ifname: str) -> str:
-        """The path of the write-ahead record of one attachment (names checked as everywhere)."""
+        """The path of the write-ahead record of one attachment."""
         return self.wal.path(network, container_id, ifname)
 
-    # -- locks (locks/) --------------------------------------------------------------
+    # -- locks (locks/): see Locks ----------------------------------------------------
 
     def lock(
         self, network: str, container_id: str, ifname: str, *, timeout: float | None = None
     ) -> CacheLock:
-        """Take the exclusive lock of one attachment, waiting at most ``timeout`` seconds
-        (``LockTimeoutError``); the held lock, a context manager (see ``Locks.lock``)."""
+        """Take the exclusive lock of one attachment, waiting at most ``timeout`` seconds."""
         return self.locks.lock(network, container_id, ifname, timeout=timeout)
 
     def try_lock(self, network: str, container_id: str, ifname: str) -> CacheLock | None:
@@ -154,8 +121,7 @@ class ResultCache:
     def network_lock(
         self, network: str, exclusive: bool, *, timeout: float | None = None
     ) -> CacheLock:
-        """Take the lock of a whole network (shared for ADD and DEL, exclusive for GC),
-        waiting at most ``timeout`` seconds."""
+        """Take the lock of a whole network, waiting at most ``timeout`` seconds."""
         return self.locks.network_lock(network, exclusive, timeout=timeout)
 
     def try_network_lock(self, network: str, exclusive: bool) -> CacheLock | None:
@@ -163,8 +129,7 @@ class ResultCache:
         return self.locks.try_network_lock(network, exclusive)
 
     def container_lock(self, container_id: str, timeout: float | None = None) -> CacheLock:
-        """Take the exclusive lock of a whole container (the network manager's), waiting at
-        most ``timeout`` seconds."""
+        """Take the lock of a whole container, waiting at most ``timeout`` seconds."""
         return self.locks.container_lock(container_id, timeout)
 
     def try_container_lock(self, container_id: str) -> CacheLock | None:
@@ -202,16 +167,13 @@ class ResultCache:
         """What the cache holds of one container: its complete entries and its records
         without an entry (in progress), each by file name.
 
-        The container's records directory is its index: an ADD records every
-        attachment there before its first plugin runs, and the record stays
-        until the attachment is DELeted (a record marked complete whose entry
-        is gone was DELeted by another tool: it is dropped, not listed). So
-        only ``records/<containerID>/`` is listed, and each attachment's entry
-        is read by its name: the cost does not depend on what else is cached. A container without that directory
-        (or with nothing in it) was set up by the Go library or an older
-        libcni: it is found as :meth:`entries` finds it, by a listing of
-        ``results/``. A records directory that is refused (another owner,
-        writable by others, a symlink) raises ``CacheError``.
+        Only ``records/<containerID>/`` (the container's index) is listed and
+        each attachment's entry read by its name: the cost does not depend on
+        what else is cached. A container without that directory (set up by
+        the Go library or an older libcni) is found by a listing of
+        ``results/``, as :meth:`entries` does. A record marked complete whose
+        entry is gone is dropped, not listed; a refused records directory
+        raises ``CacheError``.
         """
         fit_name(f"n-{check_name(container_id, 'container ID')}-i", "container ID")
         action = f"list the attachments of container {container_id!r}"
@@ -257,25 +219,13 @@ class ResultCache:
     def containers(self) -> list[str]:
         """Every container with an entry or a record (complete or in progress), sorted.
 
-        One listing of ``records/`` and of each container's directory in it,
-        one of ``results/``: an entry whose file name is also a record's
-        belongs to that record's container (libcni writes both), so it is not
-        read. Only the entries without a record (the Go library's, cnitool's,
-        an older libcni's) are read, for their ``containerId``, and the
-        records of a container without an entry (in progress; one marked
-        complete whose entry is gone is dropped, not counted). A directory
-        that cannot be listed raises ``CacheError``.
+        One listing of ``records/`` (and each container's directory) and one of
+        ``results/``: only the entries without a record (the Go library's,
+        cnitool's, an older libcni's) are read, for their ``containerId``. A
+        directory that cannot be listed raises ``CacheError``.
         """
         action = "list the containers"
-        owners: dict[str, set[str]] = {}  # a record's file name -> the containers holding it
-        top = self.dirs.fd(self.records_dir, create=False, action=action)
-        for cid in [] if top is None else _files._listed(top, self.records_dir, action):
-            try:
-                if top is not None and self.dirs.container_checked(top, cid, action):
-                    for name in os.listdir(f"{self.records_dir}/{cid}"):
-                        owners.setdefault(name, set()).add(cid)
-            except (OSError, CacheError):
-                continue  # refused, or gone meanwhile: as records() skips it
+        owners = self._record_owners(action)  # a record's file name -> the containers holding it
         found: set[str] = set()
         dfd = self.dirs.fd(self.results_dir, create=False, action=action)
         for name in [] if dfd is None else _files._listed(dfd, self.results_dir, action):
@@ -293,6 +243,18 @@ class ResultCache:
                     found.add(cid)
         return sorted(found)
 
+    def _record_owners(self, action: str) -> dict[str, set[str]]:
+        owners: dict[str, set[str]] = {}
+        top = self.dirs.fd(self.records_dir, create=False, action=action)
+        for cid in [] if top is None else _files._listed(top, self.records_dir, action):
+            try:
+                if top is not None and self.dirs.container_checked(top, cid, action):
+                    for name in os.listdir(f"{self.records_dir}/{cid}"):
+                        owners.setdefault(name, set()).add(cid)
+            except (OSError, CacheError):
+                continue  # refused, or gone meanwhile: as records() skips it
+        return owners
+
     def remove_corrupt(
         self,
         network: str,
@@ -301,40 +263,21 @@ class ResultCache:
     ) -> tuple[list[str], list[CacheError]]:
         """Remove the entries of ``network`` whose content is unusable; GC's clean-up.
 
-        Returns the file names removed and the errors met (GC collects them;
-        none stops the clean-up). An entry is unusable when it is empty, not
-        JSON, not an object, larger than ``MAX_ENTRY_SIZE``, a symlink or
-        not a regular file, or a ``cniCacheV1`` object with wrongly typed
-        fields or with names that are not the ones its file name is made of
-        (a legacy bare result is usable). Never removed:
-
-        - an entry that cannot be *read* (too many open files, EIO,
-          permission denied): its content may be fine; the error is returned;
-        - an entry named in ``valid`` (``(container ID, interface name)``
-          pairs), by its file name or by the names inside;
-        - an entry of another network: one whose ``networkName`` is another,
-          or, for content that names no network, one whose file name can also
-          be ``<other>-<containerID>-<ifname>`` for a network ``<other>``
-          met in this scan (``a-b-c-eth0`` can be network ``a-b``'s when
-          collecting ``a``);
-        - a file modified less than ``older_than`` seconds ago: a writer that
-          does not write atomically (the Go library writes in place) may be
-          filling it right now;
-        - a file whose attachment lock is held (the lock of every attachment
-          with that file name): an operation may be writing it right now.
+        Returns the file names removed and the errors met (none stops it).
+        Unusable: empty, not JSON, not an object, over ``MAX_ENTRY_SIZE``, a
+        symlink or not a regular file, a ``cniCacheV1`` object wrongly typed or
+        not named as its file (a legacy bare result is usable). Never removed: an
+        entry that cannot be *read* (its error is returned); one named in
+        ``valid`` (``(container ID, interface name)`` pairs); another network's
+        (by its ``networkName``, or, naming none, by a file name that can be a
+        network's met in this scan: ``a-b-c-eth0`` may be ``a-b``'s); one modified
+        less than ``older_than`` seconds ago (the Go library writes in place); one
+        whose attachment lock is held.
         """
-        from ._gc import GCScan  # (it builds on this module)
-
         scan = GCScan(self, networks=(network,))
         scan.survey()
         work = scan.collect(network, tuple(valid), older_than, records=False)
         return work.removed, work.errors
 
-    def remove_unreadable(
-        self,
-        network: str,
-        valid: Iterable[tuple[str, str]] = (),
-        older_than: float = 30.0,
-    ) -> tuple[list[str], list[CacheError]]:
-        """The former name of :meth:`remove_corrupt`, which never removes an unreadable entry."""
-        return self.remove_corrupt(network, valid, older_than)
+    remove_unreadable = remove_corrupt
+    """The former name of :meth:`remove_corrupt`, which never removes an unreadable entry."""

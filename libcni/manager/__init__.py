@@ -1,15 +1,8 @@
 """The networks of a container: :class:`NetworkManager` and :class:`AsyncNetworkManager`.
 
-What a container runtime needs on top of the operations of ``CNIConfig``
-: attach a container to the loopback network and to its
-networks with interface names, roll back a setup that failed half-way, tear
-down from the cache (with the configuration cached at ADD), check, inspect
-the merged view, report readiness and collect garbage across every network.
-The configuration is always the one on disk now, and setup, teardown and
-check of one container never interleave (across threads, tasks and
-processes). The rules live in one module per operation family (``_setup``;
-``_teardown``, ``_attach``; ``_gc``; ``_ready``) over a small typed state
-(``_state``), yielding the effects of ``_effects``; this module performs them
+What a runtime needs on top of ``CNIConfig``: setup with rollback, teardown
+from the cache, check, inspect, readiness and GC across every network. The
+rules (``_setup``, ``_teardown``...) yield effects; this module performs them
 with blocking calls, :class:`AsyncNetworkManager` with ``await``.
 """
 
@@ -73,33 +66,25 @@ __all__ = [
 class NetworkManager(_ManagerBase):
     """Attaches containers to their networks and detaches them.
 
-    ``conf_dir`` holds the network configuration files (``None``: none);
-    ``networks``, configuration lists defined in code (e.g. with
-    :func:`~libcni.conf_list_from_bytes`), come before its files, and a file
-    naming one of them is skipped as shadowed. ``plugin_dirs`` hold the
-    plugin binaries (default: ``/opt/cni/bin``, then ``/usr/lib/cni``); a
-    network whose binary is missing is skipped until the binary appears.
-    ``cache_dir``, ``exec`` and ``timeout`` are as for
-    :class:`~libcni.CNIConfig`. Without ``default_networks`` a setup given no
-    networks attaches the first ``max_networks`` usable networks in order
-    (``0``: all). With ``loopback`` every setup first attaches the
-    ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; with
-    ``loopback="internal"`` it brings ``lo`` up in the namespace itself (no
-    plugin, nothing cached); with ``False`` neither. Other interfaces are
-    named ``<interface_prefix><n>`` unless a request names them. With
-    ``retry_attempts``, a network whose ADD fails with code 11 ("try again
-    later") is DELeted and added again, up to that many more times, with a
-    back-off, within the setup's timeout. ``observers`` are told of every
-    operation, each of its networks and each plugin run (:class:`~libcni.Event`).
+    ``conf_dir`` holds the network configuration files (``None``: none); ``networks``,
+    lists defined in code (:func:`~libcni.conf_list_from_bytes`), come first and shadow
+    files of the same name. ``plugin_dirs`` hold the binaries (default: ``/opt/cni/bin``,
+    then ``/usr/lib/cni``); a network whose binary is missing is skipped until it appears.
+    ``cache_dir``, ``exec`` and ``timeout`` are as for :class:`~libcni.CNIConfig`.
+    Without ``default_networks`` a setup given no networks attaches the first
+    ``max_networks`` usable ones (``0``: all). ``loopback``: every setup first attaches
+    the ``cni-loopback`` network (the ``loopback`` plugin) as ``lo``; ``"internal"``: it
+    brings ``lo`` up itself (nothing cached); ``False``: neither. Other interfaces are
+    ``<interface_prefix><n>`` unless a request names them. ``retry_attempts``: an ADD
+    failing with code 11 ("try again later") is DELeted and retried that many more times,
+    with a back-off, within the setup's timeout. ``observers`` are told of every
+    operation, network and plugin run (:class:`~libcni.Event`).
 
-    Every constructor argument can be read back under its name
-    (``manager.plugin_dirs``...). Safe to share between threads; nothing runs
-    in the background.
+    Every constructor argument can be read back under its name (``manager.plugin_dirs``).
+    Safe to share between threads; nothing runs in the background.
     """
 
     _cni: CNIConfig
-
-    # -- the driver ------------------------------------------------------
 
     def _drive(self, op: Op) -> Any:
         return drive(op, self._perform)
@@ -147,8 +132,6 @@ class NetworkManager(_ManagerBase):
         with ThreadPoolExecutor(threads, thread_name_prefix="libcni-together") as pool:
             return list(pool.map(lambda call, ctx: ctx.run(one, call), calls, contexts))
 
-    # -- the operations ----------------------------------------------------
-
     def networks(self) -> LoadedNetworks:
         """The configuration as of now (re-read if anything changed on disk)."""
         loaded: LoadedNetworks = self._drive(self._state.current())
@@ -169,27 +152,19 @@ class NetworkManager(_ManagerBase):
         when ``None``); on failure roll everything back and raise :class:`~libcni.errors.SetupError`.
 
         ``args`` (pairs, or a mapping) reach every network as ``CNI_ARGS``;
-        ``capability_args`` (a mapping, or a typed
-        :class:`~libcni.capabilities.RuntimeConfig`) are checked before
-        anything runs, and a capability that no network of the setup declares
-        is logged (once per network and name). ``timeout`` bounds all the ADDs
-        together (retries included); each rollback DEL has its own.
+        ``capability_args`` (a mapping, or a :class:`~libcni.capabilities.RuntimeConfig`)
+        are checked before anything runs; one no network declares is logged.
+        ``timeout`` bounds all the ADDs (retries included); each rollback DEL has its own.
         """
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
+        )
         view: ContainerNetworks = self._operation(
-            _setup.setup(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=networks,
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                parallel,
-                timeout,
-            ),
-            "setup",
-            container_id,
+            _setup.setup(self._state, req, parallel, timeout), "setup", container_id
         )
         return view
 
@@ -207,28 +182,19 @@ class NetworkManager(_ManagerBase):
         (or those of ``networks``), last first; every DEL runs, failures raise together as
         :class:`~libcni.errors.TeardownError`.
 
-        Each DEL uses what the cache knows: the configuration, args and
-        capability args cached (or recorded) at ADD, and, when ``netns`` is
-        empty, the netns cached for that attachment. A network named in
-        ``networks`` with nothing cached for the container (a cache lost or
-        wiped) is DELeted with its current configuration, the interface name
-        setup would have given it, and ``args``/``capability_args``.
+        Each DEL uses the configuration, args and capability args cached at ADD (and the
+        cached netns when ``netns`` is empty). A network of ``networks`` with nothing cached
+        is DELeted with its current configuration, the interface setup would give it,
+        ``args`` and ``capability_args``.
         """
-        self._operation(
-            _teardown.teardown(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=networks,
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                timeout,
-            ),
-            "teardown",
-            container_id,
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
         )
+        self._operation(_teardown.teardown(self._state, req, timeout), "teardown", container_id)
 
     def check(self, container_id: str, netns: str = "", *, timeout: float | None = None) -> None:
         """CHECK every cached attachment of the container, with what it cached (and its
@@ -261,27 +227,21 @@ class NetworkManager(_ManagerBase):
         """Attach a set-up container to one more network (Podman's ``network connect``);
         the container's whole merged view.
 
-        ``netns`` must be the cached one (``""`` takes it); the interface is
-        the request's, or the first free ``<interface_prefix><n>``. The network
-        already attached is :class:`~libcni.errors.AlreadyAttachedError`,
-        nothing cached :class:`~libcni.errors.NotAttachedError`; the other
-        checks are setup's. A failed ADD is rolled back (that network only):
-        :class:`~libcni.errors.SetupError`.
+        ``netns`` must be the cached one (``""`` takes it); the interface is the request's,
+        or the first free ``<interface_prefix><n>``. Already attached:
+        :class:`~libcni.errors.AlreadyAttachedError`; nothing cached:
+        :class:`~libcni.errors.NotAttachedError`; a failed ADD is rolled back (that
+        network only): :class:`~libcni.errors.SetupError`.
         """
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=[network],
+            args=args,
+            capability_args=capability_args,
+        )
         view: ContainerNetworks = self._operation(
-            _attach.attach(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=[network],
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                timeout,
-            ),
-            "attach",
-            container_id,
+            _attach.attach(self._state, req, timeout), "attach", container_id
         )
         return view
 
@@ -289,11 +249,10 @@ class NetworkManager(_ManagerBase):
         self, container_id: str, network: str, *, timeout: float | None = None
     ) -> ContainerNetworks:
         """DEL one network of the container with what it cached (Podman's ``network
-        disconnect``); the other attachments, the loopback one included, stay. The view after.
+        disconnect``); the others, loopback included, stay. The view after.
 
-        A container with nothing cached, or not on ``network``, is
-        :class:`~libcni.errors.NotAttachedError`; a failed DEL is
-        :class:`~libcni.errors.TeardownError` (its entry stays).
+        Nothing cached, or not on ``network``: :class:`~libcni.errors.NotAttachedError`;
+        a failed DEL: :class:`~libcni.errors.TeardownError` (its entry stays).
         """
         view: ContainerNetworks = self._operation(
             _attach.detach(self._state, container_id, network, timeout), "detach", container_id
@@ -306,12 +265,10 @@ class NetworkManager(_ManagerBase):
         """Drop the container's attachments (those of ``networks``, or all, complete or in
         progress) from the cache without running any plugin; return what was dropped.
 
-        The way out for an attachment whose DEL fails every time (a plugin
-        removed for good, an argument no plugin accepts): each one dropped is
-        logged (WARNING), and returned with its configuration, netns, args and
-        capability args, so that a person can remove by hand what its plugins
-        made (interfaces, addresses, rules). A container with nothing cached
-        returns ``()``. Takes the container's lock, as :meth:`teardown`.
+        The way out for an attachment whose DEL always fails: each one is logged
+        (WARNING) and returned with its configuration, netns and args, for a person to
+        remove by hand what its plugins made. Nothing cached: ``()``. Takes the
+        container's lock, as :meth:`teardown`.
         """
         dropped: tuple[NetworkAttachment, ...] = self._drive(
             _teardown.forget(self._state, container_id, networks)
@@ -346,16 +303,12 @@ class NetworkManager(_ManagerBase):
         :class:`ContainerNetworks` (``.netns`` is the namespace's path) for the
         ``with`` block; then teardown, and the namespace removed.
 
-        When setup fails it rolls back, the namespace is removed, and the
-        :class:`~libcni.errors.SetupError` propagates. On exit the namespace
-        is removed even if the teardown fails; then the
-        :class:`~libcni.errors.TeardownError` is raised.
+        A failed setup rolls back, removes the namespace and raises its
+        :class:`~libcni.errors.SetupError`; a failed teardown raises its
+        :class:`~libcni.errors.TeardownError` after the namespace is removed.
         """
         request = ContainerRequest(
-            container_id=container_id,
-            networks=networks,
-            args=args,
-            capability_args=capability_args,
+            container_id=container_id, networks=networks, args=args, capability_args=capability_args
         )
         return sandbox(self, request, name, netns_dir, parallel, timeout)
 

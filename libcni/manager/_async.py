@@ -1,13 +1,5 @@
-"""``AsyncNetworkManager``: every operation of ``NetworkManager`` as a coroutine.
-
-The rules are the same generators (``_setup``, ``_teardown``...); the effects
-are awaited: operations of an :class:`~libcni.aio.AsyncCNIConfig`, parallel
-ADDs as tasks, the container lock polled without blocking the loop; the
-configuration check and cache reads (stats and small files) inline, as
-``AsyncCNIConfig`` reads its cache. A cancelled setup rolls back (the
-rollback DELs finish even if cancelled again) before ``CancelledError``
-propagates.
-"""
+"""``AsyncNetworkManager``: the same rules, their effects awaited (a cancelled setup rolls
+back, its DELs finished, before ``CancelledError`` propagates)."""
 
 from __future__ import annotations
 
@@ -15,12 +7,11 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._deadline import Deadline, apoll
 from .._drive import finish
 from ..aio import AsyncCNIConfig
-from ..invoke import Exec
 from ..values import Args, CapabilityArgs, NetworkAttachment
 from . import _attach, _gc, _ready, _setup, _teardown
 from ._base import _ManagerBase
@@ -39,14 +30,10 @@ from ._sandbox import async_sandbox
 from ._state import NO_CAPS, ContainerRequest
 from ._values import ContainerNetworks, LoadedNetworks, NetworkRequest
 
-if TYPE_CHECKING:
-    from .._events import Observer
-
 __all__ = ["AsyncNetworkManager"]
 
 
 def _outcome(task: asyncio.Future[Any]) -> Outcome:
-    """A finished task's ``(value, error)``."""
     if task.cancelled():
         return None, asyncio.CancelledError()
     error = task.exception()
@@ -54,30 +41,14 @@ def _outcome(task: asyncio.Future[Any]) -> Outcome:
 
 
 class AsyncNetworkManager(_ManagerBase):
-    """The asyncio form of :class:`~libcni.NetworkManager`: same constructor, same rules.
-
-    Safe to share between tasks: setups of different containers run
-    concurrently; setup, teardown and check of one container one after the
-    other (also across threads and processes).
-    """
+    """The asyncio form of :class:`~libcni.NetworkManager`: same constructor, same rules;
+    safe to share between tasks (one container's operations never interleave)."""
 
     _ASYNC = True
+    _CNI = AsyncCNIConfig
     _cni: AsyncCNIConfig
 
-    @staticmethod
-    def _make_cni(
-        plugin_dirs: Sequence[str | os.PathLike[str]],
-        cache_dir: str | os.PathLike[str] | None,
-        exec: Exec | None,
-        timeout: float | None,
-        observers: Sequence[Observer] = (),
-    ) -> AsyncCNIConfig:
-        return AsyncCNIConfig(
-            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
-        )
-
     async def _operation(self, op: Op, name: str, container_id: str = "") -> Any:
-        """:meth:`_drive` ``op``; with observers, between the events of the operation ``name``."""
         if self._watch is None:
             return await self._drive(op)
         with self._watch.span("operation", name, container_id=container_id) as parent:
@@ -126,10 +97,8 @@ class AsyncNetworkManager(_ManagerBase):
             except asyncio.TimeoutError:
                 raise effect.timed_out() from None
         assert isinstance(effect, Blocking)
-        # Short local reads (stats, small files), done inline as AsyncCNIConfig reads its
-        # cache: a worker thread would queue them behind other operations' fsyncs. The
-        # loop turns first: many operations begun at once share the turns instead of
-        # running all their steps up to their first plugin in one (docs/performance.md).
+        # Short local reads, inline (a worker thread would queue them behind fsyncs), after a
+        # turn of the loop that operations begun at once share (docs/performance.md).
         await asyncio.sleep(0)
         return effect.call(*effect.args)
 
@@ -156,15 +125,12 @@ class AsyncNetworkManager(_ManagerBase):
 
     @staticmethod
     async def _lock(effect: LockContainer) -> Any:
-        """The container lock without blocking the loop: the tries and pauses of the blocking
-        wait (``libcni._deadline``), and its error when the time is up."""
+        """The container lock, polled without blocking the loop."""
         cache, container_id = effect.cache, effect.container_id
         lock = await apoll(lambda: cache.try_container_lock(container_id), Deadline(effect.timeout))
         if lock is None:
             raise effect.timed_out()
         return lock.release
-
-    # -- the operations ----------------------------------------------------
 
     async def networks(self) -> LoadedNetworks:
         """The configuration as of now (re-read if anything changed on disk)."""
@@ -183,21 +149,15 @@ class AsyncNetworkManager(_ManagerBase):
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.setup`; a cancelled setup rolls back, then re-raises."""
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
+        )
         view: ContainerNetworks = await self._operation(
-            _setup.setup(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=networks,
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                parallel,
-                timeout,
-            ),
-            "setup",
-            container_id,
+            _setup.setup(self._state, req, parallel, timeout), "setup", container_id
         )
         return view
 
@@ -212,20 +172,15 @@ class AsyncNetworkManager(_ManagerBase):
         timeout: float | None = None,
     ) -> None:
         """As :meth:`NetworkManager.teardown`."""
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=networks,
+            args=args,
+            capability_args=capability_args,
+        )
         await self._operation(
-            _teardown.teardown(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=networks,
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                timeout,
-            ),
-            "teardown",
-            container_id,
+            _teardown.teardown(self._state, req, timeout), "teardown", container_id
         )
 
     async def check(
@@ -256,20 +211,15 @@ class AsyncNetworkManager(_ManagerBase):
         timeout: float | None = None,
     ) -> ContainerNetworks:
         """As :meth:`NetworkManager.attach`; a cancelled attach rolls back, then re-raises."""
+        req = ContainerRequest(
+            container_id=container_id,
+            netns=netns,
+            networks=[network],
+            args=args,
+            capability_args=capability_args,
+        )
         view: ContainerNetworks = await self._operation(
-            _attach.attach(
-                self._state,
-                ContainerRequest(
-                    container_id=container_id,
-                    netns=netns,
-                    networks=[network],
-                    args=args,
-                    capability_args=capability_args,
-                ),
-                timeout,
-            ),
-            "attach",
-            container_id,
+            _attach.attach(self._state, req, timeout), "attach", container_id
         )
         return view
 
@@ -311,15 +261,9 @@ class AsyncNetworkManager(_ManagerBase):
         parallel: bool = False,
         timeout: float | None = None,
     ) -> contextlib.AbstractAsyncContextManager[ContainerNetworks]:
-        """As :meth:`NetworkManager.sandbox`, an async context manager (``async with``).
-
-        The namespace is created in a worker thread; a setup cancelled meanwhile
-        rolls back and the namespace is removed before ``CancelledError`` propagates.
-        """
+        """As :meth:`NetworkManager.sandbox`, an async context manager (``async with``); a
+        cancelled setup rolls back and removes the namespace before ``CancelledError``."""
         request = ContainerRequest(
-            container_id=container_id,
-            networks=networks,
-            args=args,
-            capability_args=capability_args,
+            container_id=container_id, networks=networks, args=args, capability_args=capability_args
         )
         return async_sandbox(self, request, name, netns_dir, parallel, timeout)

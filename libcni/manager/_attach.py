@@ -1,20 +1,5 @@
-"""One network more or less for a running container.
-
-The rules of ``attach`` (Podman's ``network connect``) and ``detach``
-(``network disconnect``), as generators over the manager's state that yield its effects, made of the
-public pieces of setup (``_setup``), teardown (``_teardown``) and the cache
-reads (``_held``); the sync and async managers drive them.
-
-Decisions (docs/attaching.rst):
-
-- ``attach`` needs something cached for the container (a setup); it names
-  the interface the first free ``<interface_prefix><n>`` (``eth0``, ``eth2``
-  cached: ``eth1``, as setup and Podman fill gaps); a netns given must be the
-  cached one (the same path, or the same namespace by another path).
-- ``detach`` of a network the container is not on is ``NotAttachedError``
-  naming it; of the last network, the loopback attachment stays (the
-  container is still known: ``attach`` works again; ``teardown`` ends it).
-"""
+"""``attach`` and ``detach``: one network more or less for a running container, made of the
+pieces of setup and teardown (the decisions: docs/attaching.rst)."""
 
 from __future__ import annotations
 
@@ -25,13 +10,7 @@ import attrs
 from .. import _log as logging
 from .. import request as rq
 from .._deadline import Deadline
-from ..errors import (
-    AlreadyAttachedError,
-    CNIError,
-    ConfigError,
-    NotAttachedError,
-    ValidationError,
-)
+from ..errors import AlreadyAttachedError, CNIError, ConfigError, NotAttachedError, ValidationError
 from ._effects import Blocking, LockContainer, Op
 from ._held import Held, held, view
 from ._setup import Run, attempt, del_dead_attempts, plan, refuse_not_netns, undo
@@ -52,7 +31,6 @@ def _nothing_cached(container_id: str, what: str) -> NotAttachedError:
 
 
 def _same_netns(given: str, cached: str) -> bool:
-    """Whether ``given`` is the cached netns: the same path, or the same namespace."""
     if given == cached:
         return True
     try:
@@ -63,8 +41,7 @@ def _same_netns(given: str, cached: str) -> bool:
 
 
 def _netns_of(container_id: str, atts: list[Held], netns: str) -> str:
-    """The netns of an attach: the cached one (``netns`` must be it, or another path to
-    that namespace; ``""`` takes it); ``netns`` when none is cached."""
+    """The netns of an attach: the cached one (``netns`` must be it), else ``netns``."""
     cached = next((e.netns for e, _ in atts if e.netns), "")
     if netns and cached and not _same_netns(netns, cached):
         raise ValidationError(
@@ -82,8 +59,7 @@ def _netns_of(container_id: str, atts: list[Held], netns: str) -> str:
 def _ifname_of(
     settings: Settings, container_id: str, atts: list[Held], request: NetworkRequest
 ) -> str:
-    """The interface of an attach: the request's, or the first free ``<prefix><n>``;
-    the network already attached is :class:`AlreadyAttachedError`."""
+    """The interface of an attach: the request's, or the first free ``<prefix><n>``."""
     network = request.network
     for e, complete in atts:
         if complete and e.network_name == network:
@@ -106,13 +82,7 @@ def _ifname_of(
 
 
 def attach(state: State, req: ContainerRequest, timeout: float | None) -> Op:
-    """ADD one more network (``req.networks``, one) to an attached container; a failure
-    rolls back that one only.
-
-    Under the container's lock, every check of setup runs before any plugin
-    (``_setup.plan`` makes the network's run); a dead attempt of that network
-    is DELeted first. The outcome is the container's merged view.
-    """
+    """ADD one more network to an attached container (``NetworkManager.attach``)."""
     request = requests(req.networks or ())[0]  # (a list in the list is refused: one network)
     container_id = req.container_id
     rq.validate_container_id(container_id)
@@ -150,8 +120,7 @@ def attach(state: State, req: ContainerRequest, timeout: float | None) -> Op:
 
 
 def detach(state: State, container_id: str, network: str, timeout: float | None) -> Op:
-    """DEL every attachment of ``network`` the container holds, with what it cached; the
-    other attachments stay. The outcome is the container's merged view after it."""
+    """DEL every attachment of ``network`` the container holds (``NetworkManager.detach``)."""
     rq.validate_container_id(container_id)
     rq.validate_network_name(network)
     timeout = state.timeout_or(timeout)

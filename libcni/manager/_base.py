@@ -32,6 +32,7 @@ class _ManagerBase:
 
     #: Whether the operations' calls return awaitables (``AsyncNetworkManager``).
     _ASYNC = False
+    _CNI: type[CNIConfig] | type[AsyncCNIConfig] = CNIConfig
 
     def __init__(
         self,
@@ -49,7 +50,9 @@ class _ManagerBase:
         exec: Exec | None = None,
         observers: Sequence[Observer] = (),
     ) -> None:
-        cni = self._make_cni(plugin_dirs, cache_dir, exec, timeout, observers)
+        cni = self._CNI(
+            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
+        )
         self._cni: CNIConfig | AsyncCNIConfig = cni
         # The CNIConfig's observers (checked there) are the manager's (libcni._events).
         self._watch: Watch | None = None
@@ -68,30 +71,16 @@ class _ManagerBase:
             timeout=timeout,
             retry_attempts=retry_attempts,
         )
-        # The CNIConfig's own cache, so that the default directory is decided in one place.
         self._state = State(settings, cni.cache, cni.exec.find_in_path)
-        # The seam: what each Call of the rules calls (mypy checks them against it).
+        # The seam: what each Call of the rules calls.
         self._calls: NetworkCalls = CNICalls(cni, self._watch, asynchronous=self._ASYNC)
 
     def _under(self: _M, parent: int) -> _M:
-        """This manager, its calls' network events filed under the event ``parent`` (one
-        operation's): a shallow copy with calls of its own."""
+        """A shallow copy whose calls' network events are filed under the event ``parent``."""
         assert self._watch is not None
         view = copy.copy(self)
         view._calls = CNICalls(self._cni, self._watch.under(parent), asynchronous=self._ASYNC)
         return view
-
-    @staticmethod
-    def _make_cni(
-        plugin_dirs: Sequence[str | os.PathLike[str]],
-        cache_dir: str | os.PathLike[str] | None,
-        exec: Exec | None,
-        timeout: float | None,
-        observers: Sequence[Observer] = (),
-    ) -> CNIConfig | AsyncCNIConfig:
-        return CNIConfig(
-            plugin_dirs, cache_dir=cache_dir, exec=exec, timeout=timeout, observers=observers
-        )
 
     def __repr__(self) -> str:
         settings = self._state.settings
@@ -99,9 +88,6 @@ class _ManagerBase:
             f"{type(self).__name__}(conf_dir={settings.conf_dir!r}, "
             f"plugin_dirs={list(settings.plugin_dirs)!r}, cache_dir={self.cache_dir!r})"
         )
-
-    # Every constructor argument can be read back under its name (go-cni's GetConfig);
-    # the networks given in code are in networks().networks, with those of conf_dir.
 
     @property
     def conf_dir(self) -> str | None:

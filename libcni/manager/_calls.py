@@ -1,14 +1,5 @@
-"""The seam's one implementation: the manager's calls over a ``CNIConfig`` or ``AsyncCNIConfig``.
-
-:class:`CNICalls` implements :class:`~libcni.manager._effects.NetworkCalls`, the
-protocol the rules call through (each :class:`~libcni.manager._effects.Call`).
-``AsyncCNIConfig`` has the same methods as ``CNIConfig``, returning
-coroutines: the async driver awaits what a call returns, the blocking one
-takes it as it is. With observers, each network's operation (ADD, DEL,
-CHECK, STATUS, GC of one network) runs between the events of a network
-(``Watch.network`` / ``Watch.anetwork``), under the manager operation the
-calls were made for (``_ManagerBase._under``).
-"""
+"""The seam's one implementation: the manager's calls over a ``CNIConfig`` or ``AsyncCNIConfig``
+(whose coroutines the async driver awaits), each a network event for observers."""
 
 from __future__ import annotations
 
@@ -27,8 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CNICalls"]
 
-#: ``Watch.network`` or ``Watch.anetwork`` of the ``CNIConfig``: a call between the events
-#: of a network.
+#: ``Watch.network`` or ``Watch.anetwork`` of the ``CNIConfig``.
 _Observed = Callable[
     [str, NetworkConfigList, "RuntimeConf | None", "float | None", Callable[[Any, Any], Any]], Any
 ]
@@ -83,7 +73,6 @@ class CNICalls:
     def gc(
         self, nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: float | None
     ) -> Any:
-        # Each network's GC is a network event of its own (``gc_networks`` emits them), under
-        # the operation of this watch.
+        # gc_networks emits each network's event, under this watch's operation.
         cni = self._cni if self._watch is None else self._watch.view(self._cni)
         return cni.gc_networks(nets, valid_containers=keep, cached_networks=True, timeout=timeout)

@@ -1,34 +1,6 @@
-"""The configuration of a network manager, always current.
-
-:meth:`ConfigWatcher.current` is called at the start of every operation and
-answers the configuration as it is now: a stat scan, and a reload of what
-changed. No thread, no notification.
-
-**The scan** lists ``conf_dir`` and stats each configuration file (followed:
-a file reached through a symbolic link is its target), the drop-in directory
-of each list that the listing holds and its files, the plugin directories,
-and the places where a missing plugin binary would be (``<plugin
-dir>/<type>``). Device, inode, size, modification and change times and mode
-are compared with the previous scan's. A rewrite that keeps all of them can
-only land within the file system's timestamp granularity, so a file whose
-latest time is not older than the previous check by two ticks of the
-kernel's clock (:data:`RECENT` for whole-second timestamps,
-:data:`RECENT_FINE` otherwise, as the cache's ``results/``) is read again
-too: no change is missed.
-
-**The reload** reads only the files whose stat changed (or is that recent),
-parses a file only when its bytes differ from the last parse, completes a
-list with its drop-in plugins only when it or its drop-in directory changed,
-and looks each plugin type up once until a plugin directory changes. When
-nothing it built differs, the previous :class:`LoadedNetworks` is kept.
-
-Networks defined in code (``NetworkManager(networks=[...])``) come first and
-shadow a file naming the same network; with ``conf_dir=None`` they are the
-only ones. A reload builds a new immutable :class:`LoadedNetworks`; an
-operation keeps the one it started with. Checks and reloads of one watcher
-are serialised by a lock of its own (never a container lock; made anew in a
-forked child).
-"""
+"""The configuration of a network manager, always current: :meth:`ConfigWatcher.current` makes
+a stat scan and reloads only what changed (a file changed within two ticks of the last
+check, :data:`RECENT`, is read again: a rewrite that keeps its stat is never missed)."""
 
 from __future__ import annotations
 
@@ -63,8 +35,7 @@ EXTENSIONS = (".conf", ".conflist", ".json")
 _DROP_IN_EXTENSIONS = (".conf",)
 
 RECENT = 2_000_000_000
-"""Nanoseconds: a file changed this close to (or after) the previous check, by a clock of
-whole seconds, is read again (as ``libcni/cache/_gc.py``'s)."""
+"""Nanoseconds: a file changed this close to the previous check (whole-second clock) is read again."""
 
 RECENT_FINE = 20_000_000
 """Nanoseconds: :data:`RECENT` for timestamps finer than a second (two ticks)."""
@@ -75,8 +46,6 @@ _DropIn = tuple[_Stat | None, _Files]  # the directory's stat, its files
 
 
 class _Scan(NamedTuple):
-    """What a check sees."""
-
     files: _Files | str  # the configuration files of conf_dir, or why it cannot be listed
     dirs: frozenset[str]  # the names of the directories in conf_dir
     drop_ins: dict[str, _DropIn]  # network name -> its drop-in directory
@@ -93,20 +62,18 @@ def _stat(path: str) -> _Stat | None:
 
 
 def _until(st: _Stat) -> int:
-    """Until when a change could keep the stat ``st``: two ticks after its last change (the
-    later of its times: not every file system keeps the change time)."""
+    """Until when a change could keep the stat ``st``: two ticks after its later time."""
     t = max(st[3], st[4])
     return t + (RECENT_FINE if t % 10**9 else RECENT)
 
 
 def _recent(st: _Stat | None, since: int) -> bool:
-    """Whether ``st`` changed within two ticks of ``since`` (a later change could keep it)."""
+    """Whether ``st`` changed within two ticks of ``since``."""
     return st is not None and _until(st) >= since
 
 
 def _listing(directory: str, extensions: tuple[str, ...], dirs: set[str] | None = None) -> _Files:
-    """The regular files of ``directory`` as ``conf_files`` lists them, with their stats
-    (``OSError`` if it cannot be listed); the names of its directories go to ``dirs``."""
+    """The regular files of ``directory`` with their stats; its directories' names to ``dirs``."""
     out: _Files = {}
     with os.scandir(directory) as it:
         for entry in it:
@@ -132,7 +99,6 @@ def _drop_in(conf_dir: str, name: str, dirs: frozenset[str]) -> _DropIn:
 
 
 def _check_name(name: str) -> None:
-    """Refuse a network without a valid name: no setup of it could ever succeed."""
     try:
         rq.validate_network_name(name)
     except ValidationError as e:
@@ -144,8 +110,7 @@ def _check_name(name: str) -> None:
 
 
 def _parse(path: str, data: bytes) -> NetworkConfigList:
-    """One configuration file's list, as read (a ``.conflist`` without its drop-in plugins);
-    ``ConfigError`` naming the file for content that no setup could use (no valid name)."""
+    """One file's list, without its drop-in plugins; ``ConfigError`` naming the file."""
     try:
         if path.endswith(".conflist"):
             net = conf_list_from_bytes(data)
@@ -158,7 +123,7 @@ def _parse(path: str, data: bytes) -> NetworkConfigList:
 
 
 def _complete(net: NetworkConfigList, path: str) -> NetworkConfigList:
-    """``net`` with the plugins of its drop-in directory (``conf_list_from_file``'s rule)."""
+    """``net`` with its drop-in plugins (a seam the tests count)."""
     return _complete_list(net, path)
 
 
@@ -172,8 +137,7 @@ class _State:
 
 @attrs.define
 class _File:
-    """One configuration file as last read, and what its bytes gave; ``complete``: the
-    list with its drop-in plugins (or why not), and the drop-in directory it was made from."""
+    """One file as last read; ``complete``: its drop-in directory and the list made with it."""
 
     stat: _Stat
     data: bytes | None
@@ -183,9 +147,7 @@ class _File:
 
 
 class _Load:
-    """A reload under way: the usable networks by name, where each is defined, what is
-    skipped and why (also by network name, when it is known), where missing binaries
-    would be."""
+    """A reload under way: the usable networks, where each is defined, what is skipped."""
 
     __slots__ = ("code", "missing", "networks", "skipped", "unusable", "where")
 
@@ -199,13 +161,11 @@ class _Load:
         self.code: dict[str, str] = {}  # network name -> where it is defined in code
 
     def skip(self, place: str, name: str, why: str, waiting: bool = False) -> None:
-        """Skip the network ``name`` defined at ``place``."""
         self.skipped[place] = why
         self.unusable.setdefault(name, (why, waiting))
 
     def add(self, place: str, net: NetworkConfigList, missing: tuple[str, bool] | None) -> None:
-        """Use ``net`` (defined at ``place``), unless a binary is ``missing`` (why, and
-        whether it may yet appear) or an earlier place defines its name."""
+        """Use ``net`` unless a binary is ``missing`` or an earlier place defines its name."""
         if missing is not None:
             self.skip(place, net.name, *missing)
         elif net.name in self.networks:
@@ -217,7 +177,6 @@ class _Load:
 
 
 def _recent_until(scan: _Scan) -> int:
-    """Until when a change could leave what ``scan`` saw as it was."""
     stats = [] if isinstance(scan.files, str) else list(scan.files.values())
     for _, inner in scan.drop_ins.values():
         stats.extend(inner.values())
@@ -226,8 +185,7 @@ def _recent_until(scan: _Scan) -> int:
 
 
 class ConfigWatcher:
-    """Loads the networks of ``conf_dir`` (after ``networks``, defined in code) and reloads
-    them when anything changed."""
+    """Loads the networks given in code, then those of ``conf_dir``; reloads what changed."""
 
     def __init__(
         self,
@@ -252,7 +210,7 @@ class ConfigWatcher:
         self._found: dict[str, tuple[str | None, tuple[tuple[str, _Stat | None], ...]]] = {}
 
     def current(self) -> LoadedNetworks:
-        """The configuration as it is now (reloaded if anything changed since the last call)."""
+        """The configuration as it is now."""
         if self._pid != os.getpid():  # forked while another thread may have held the lock
             self._pid, self._lock = os.getpid(), threading.Lock()
         with self._lock:
@@ -290,10 +248,8 @@ class ConfigWatcher:
         old = state.signature.missing if state is not None else ()
         return _Scan(files, names, drop_ins, plugin_dirs, tuple((p, _stat(p)) for p, _ in old))
 
-    # -- the reload --------------------------------------------------------------------
-
     def _read(self, path: str, st: _Stat, old: _File | None) -> _File:
-        """Read ``path``; parse it unless its bytes are the ones parsed last time."""
+        """Read ``path``; parse it unless its bytes are those parsed last time."""
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -307,9 +263,7 @@ class ConfigWatcher:
             return _File(st, data, None, str(e))
 
     def _reload(self, scan: _Scan, state: _State | None, now: int) -> tuple[_Scan, LoadedNetworks]:
-        """The configuration loaded again: the networks given in code, then the files of
-        ``conf_dir`` in order (each read again only if it may have changed); with the scan
-        to compare the next one with (the drop-in directories of the lists loaded)."""
+        """The configuration loaded again, and the scan to compare the next one with."""
         # The last check's time, if a stat it saw can hide a change (else: None).
         since = None
         if state is not None and state.recent_until >= state.checked_at:
@@ -335,8 +289,7 @@ class ConfigWatcher:
         return scan._replace(drop_ins=drop_ins, missing=missing), loaded
 
     def _load_files(self, load: _Load, scan: _Scan, since: int | None) -> dict[str, _DropIn]:
-        """Load the files of ``conf_dir`` in order into ``load`` (each read again only if it
-        may have changed since ``since``); the drop-in directories of the lists loaded."""
+        """Load ``conf_dir``'s files into ``load``; the drop-in directories of the lists."""
         files: _Files = {}
         if isinstance(scan.files, str):
             assert self.conf_dir is not None
@@ -369,7 +322,7 @@ class ConfigWatcher:
         return drop_ins
 
     def _loaded(self, load: _Load, before: LoadedNetworks) -> LoadedNetworks:
-        """What ``load`` found, as the configuration; each new reason to skip a file logged."""
+        """What ``load`` found; each new reason to skip a file logged."""
         for path, why in load.skipped.items():
             if before.skipped.get(path) != why:  # once per reason, not at every reload
                 log.warning("network configuration %s skipped: %s", path, why)
@@ -386,8 +339,7 @@ class ConfigWatcher:
     def _with_drop_ins(
         self, path: str, f: _File, scan: _Scan, drop_ins: dict[str, _DropIn], since: int | None
     ) -> NetworkConfigList | str:
-        """The list of the file ``path`` with the plugins of its drop-in directory (the one
-        made last time while neither changed), or why it cannot be used."""
+        """The list of ``path`` with its drop-in plugins (made again only on a change), or why not."""
         head = f.net
         assert head is not None and self.conf_dir is not None
         if head.load_only_inlined_plugins:
@@ -408,7 +360,6 @@ class ConfigWatcher:
         return complete
 
     def _defaults(self, networks: Mapping[str, NetworkConfigList]) -> tuple[str, ...]:
-        """What a setup given no networks attaches."""
         if self.default_networks is not None:
             return self.default_networks
         if self.max_networks > 0:
@@ -418,9 +369,7 @@ class ConfigWatcher:
     def _missing(
         self, net: NetworkConfigList, missing: list[tuple[str, _Stat | None]]
     ) -> tuple[str, bool] | None:
-        """Why a binary of ``net`` (a plugin's or its IPAM plugin's) cannot be used, and
-        whether it may yet appear (each type looked up once until a plugin directory
-        changes); the places of a binary not found go to ``missing``."""
+        """Why a binary of ``net`` cannot be used, whether it may yet appear (places: ``missing``)."""
         for plugin in net.plugins:
             for kind in _binaries(plugin):
                 found = self._found.get(kind)
@@ -434,12 +383,8 @@ class ConfigWatcher:
         return None
 
     def _look_up(self, kind: str) -> tuple[str | None, tuple[tuple[str, _Stat | None], ...]]:
-        """Find the binary of ``kind``; if it is not found, where it would be.
-
-        When a search fails, the places are stat'ed and the search is made
-        again: the stats noted were taken before the search that failed, so a
-        binary installed after it always differs from what was noted.
-        """
+        """Find the binary of ``kind``, else where it would be (stat'ed, then searched again:
+        a binary installed after the stats always differs from them)."""
         try:
             self._find(kind, self.plugin_dirs)
             return None, ()

@@ -1,12 +1,5 @@
-"""The effects the manager's rules yield (each class says what its outcome is), and the seam
-every plugin run goes through (:class:`NetworkCalls`).
-
-As in :mod:`libcni._ops`, every operation of the manager is a generator of
-effects; :class:`~libcni.manager.NetworkManager` performs them with blocking
-calls, :class:`~libcni.manager.AsyncNetworkManager` with ``await``. The
-manager never runs a plugin itself: each is an operation of the
-``CNIConfig``/``AsyncCNIConfig``, made by a :class:`Call`.
-"""
+"""The effects the manager's rules yield (each class says its outcome), and the seam every
+plugin run goes through (:class:`NetworkCalls`), as in :mod:`libcni._ops`."""
 
 from __future__ import annotations
 
@@ -26,21 +19,14 @@ from ..values import RuntimeConf
 
 @attrs.frozen
 class LoopbackUp:
-    """Effect: bring ``lo`` up in ``netns`` (``loopback="internal"``) in a thread of its own,
-    waited for at most ``timeout`` seconds (``None``: no end); the outcome is ``None``.
-
-    The system calls may wait for the kernel (its routing lock, busy while other
-    containers' interfaces are made): the async driver's loop never waits for them,
-    and a bring-up that outlasts the setup's time left fails it with :meth:`timed_out`
-    (the thread finishes on its own).
-    """
+    """Effect: bring ``lo`` up in ``netns`` in a thread, for at most ``timeout`` s; ``None``."""
 
     netns: str
     timeout: float | None
     limit: float | None  # the setup's timeout, for the message
 
     def start(self) -> concurrent.futures.Future[None]:
-        """The bring-up, started in a new thread (that ends right after it)."""
+        """The bring-up, started in a new thread."""
         from ..netns import _loopback_up
 
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -59,7 +45,6 @@ class LoopbackUp:
         return done
 
     def wait(self) -> None:
-        """The bring-up, waited for (blocking) at most ``timeout`` seconds."""
         try:
             self.start().result(self.timeout)
         except concurrent.futures.TimeoutError:
@@ -74,14 +59,7 @@ class LoopbackUp:
 
 
 class NetworkCalls(Protocol):
-    """The seam between the rules and the operations: what a :class:`Call` may call.
-
-    One method per operation of ``CNIConfig``/``AsyncCNIConfig`` the manager
-    uses; ``manager._calls.CNICalls`` implements it over either (the async
-    methods return awaitables, which the async driver awaits) and makes each
-    network's call a network event for observers. mypy checks every call the
-    rules make against it.
-    """
+    """The seam: what a :class:`Call` may call (``_calls.CNICalls`` implements it)."""
 
     def add(self, net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Any:
         """ADD (``add_network_list``); the outcome is the result."""
@@ -98,24 +76,18 @@ class NetworkCalls(Protocol):
     def gc(
         self, nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: float | None
     ) -> Any:
-        """GC of ``nets`` and of the networks known only from the cache, keeping the
-        attachments of the containers ``keep`` (``gc_networks``)."""
+        """GC (``gc_networks``) of ``nets`` and of the cached networks, keeping ``keep``."""
 
 
 @attrs.frozen
 class Call:
-    """Effect: ``call(calls)``, one operation through the seam (:class:`NetworkCalls`);
-    the outcome is its value (awaited by the async driver).
-
-    ``protected`` calls (rollback DELs) finish even if the caller is cancelled.
-    """
+    """Effect: ``call(calls)``, its value; ``protected`` ones finish even if cancelled."""
 
     call: Callable[[NetworkCalls], Any]
     protected: bool = False
 
 
-# The calls the rules make, one per method of the seam (closures over arguments, never
-# over a loop's variables).
+# The calls the rules make (closures over arguments, never over a loop's variables).
 
 
 def call_add(net: NetworkConfigList, rt: RuntimeConf, timeout: float | None) -> Call:
@@ -142,12 +114,7 @@ def call_gc(nets: Sequence[NetworkConfigList], keep: frozenset[str], timeout: fl
 
 @attrs.frozen
 class Together:
-    """Effect: run ``calls`` at the same time; the outcome is ``[(value, error), ...]``.
-
-    Each item is a :class:`Call`, or an operation (a generator of effects) that
-    the driver runs to its end. ``width``: at most that many at once, in
-    order (``0``: all of them).
-    """
+    """Effect: run ``calls`` together, ``width`` at once (``0``: all); ``[(value, error)]``."""
 
     calls: tuple[Call | Generator[Any, Any, Any], ...]
     width: int = 0
@@ -163,8 +130,7 @@ class LockContainer:
     operation: str = ""  # for the LockTimeoutError message
 
     def timed_out(self) -> LockTimeoutError:
-        """The error of a wait for this lock that outlasted ``timeout``, the same from both
-        drivers (``ResultCache.container_lock``'s file as the details)."""
+        """The error of a wait for this lock that outlasted ``timeout``."""
         path = self.cache.container_lock_path(self.container_id)
         return lock_timeout(f"container {self.container_id!r}", path, self.timeout, self.operation)
 
@@ -190,8 +156,7 @@ Outcome = tuple[Any, BaseException | None]
 
 
 def time_left(deadline: Deadline, network: str, container_id: str) -> float | None:
-    """The timeout of a setup's next call: the time left, the setup's own timeout when it
-    sets no end (``None``, ``math.inf``); :class:`PluginTimeoutError` when none is left."""
+    """The timeout of a setup's next call; :class:`PluginTimeoutError` when no time is left."""
     if deadline.expired:
         raise PluginTimeoutError(
             f"setup timed out after {deadline.limit:.3g}s before network {network!r} "
@@ -204,7 +169,6 @@ def time_left(deadline: Deadline, network: str, container_id: str) -> float | No
 
 
 def call_timeout(deadline: Deadline) -> float | None:
-    """The timeout to give a call within ``deadline``: the time left, or the limit itself when
-    it sets no end (``None`` would mean the ``CNIConfig``'s default)."""
+    """The time left, or the limit itself when it sets no end (``None``: the default)."""
     left = deadline.left()
     return deadline.limit if left is None else left

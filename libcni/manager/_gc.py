@@ -12,16 +12,14 @@ __all__ = ["gc"]
 
 
 def gc(state: State, valid_containers: Iterable[str], timeout: float | None) -> Op:
-    """GC of every configured or cached network, keeping the valid containers' attachments:
-    one ``gc_networks`` call (one listing of the cache, each entry read at most once)."""
+    """One ``gc_networks`` of every configured or cached network."""
     if isinstance(valid_containers, str):
         valid_containers = [valid_containers]
     keep = frozenset(valid_containers)
     loaded: LoadedNetworks = yield from state.current()
     nets = list(loaded.networks.values())
     if state.plugin_loopback and LOOPBACK_NETWORK not in loaded.networks:
-        # Setups attach it first: a setup killed while writing its first record left
-        # an unusable record of it, which only its GC removes.
+        # A setup killed while writing its first record left one of it: only its GC removes it.
         nets.append(state.loopback_net)
     yield call_gc(tuple(nets), keep, state.timeout_or(timeout))
     return None

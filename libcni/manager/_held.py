@@ -1,9 +1,5 @@
 """What the cache holds for a container, read back: its attachments in order, the
-configuration each cached at ADD (parsed once), and the merged view (``inspect``).
-
-Read by every operation family: teardown, check and inspect, the dead
-attempts of setup and attach, detach and forget.
-"""
+configuration each cached at ADD (parsed once), and the merged view (``inspect``)."""
 
 from __future__ import annotations
 
@@ -33,7 +29,7 @@ log = logging.getLogger("libcni")
 
 _DIGITS = re.compile(r"(\d+)")
 
-#: How many cached configurations a manager keeps parsed (see :func:`_parse_cached`).
+#: How many cached configurations a manager keeps parsed.
 _PARSED_MAX = 256
 
 #: One attachment the cache holds for a container: its entry and ``True`` (complete), or
@@ -43,7 +39,6 @@ Held = tuple[CacheEntry, bool]
 
 @functools.lru_cache(maxsize=256)
 def _natural(ifname: str) -> tuple[Any, ...]:
-    """The natural sort key of an interface name (remembered: containers share a few)."""
     return tuple(int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(ifname)))
 
 
@@ -53,14 +48,7 @@ def attachment_order(ifname: str, network: str) -> tuple[Any, ...]:
 
 
 def held(state: State, container_id: str) -> list[Held]:
-    """Every attachment the cache holds for the container, in order: its complete entries
-    and the records of attachments without one (in progress).
-
-    Found through the container's records directory, its index
-    (``ResultCache.attachments_of``): the cost does not grow with the other
-    containers cached; a container set up by the Go library or an older
-    libcni (no records) is found by a listing of the entries.
-    """
+    """The container's attachments in order: entries (complete), records (in progress)."""
     entries, records = state.cache.attachments_of(container_id)
     out: list[Held] = [(e, True) for e in entries]
     out += [(r, False) for r in records]
@@ -69,14 +57,7 @@ def held(state: State, container_id: str) -> list[Held]:
 
 
 def _parse_cached(state: State, config: bytes) -> NetworkConfigList:
-    """The cached configuration as a list, remembered: containers share a few configurations.
-
-    A single plugin's configuration (cached by ``add_network``, or by Go's
-    ``AddNetwork``) is the list of that one plugin (``conf_list_from_conf``).
-    A configuration list is immutable, so one parse serves every teardown
-    and check of the containers attached with it. Bounded: the memory is
-    cleared when it holds too many (configurations that are gone).
-    """
+    """The cached configuration as a list (a plugin's: a list of one), parsed once."""
     net = state.parsed.get(config)
     if net is None:
         net = conf_list_from_bytes(config)
@@ -91,13 +72,8 @@ def _parse_cached(state: State, config: bytes) -> NetworkConfigList:
 def cached_net(
     state: State, att: CacheEntry, netns: str, loaded: LoadedNetworks | None = None
 ) -> tuple[NetworkConfigList, RuntimeConf]:
-    """The list, args and capability args cached at ADD (the current file as a fallback).
-
-    ``att`` is a cache entry or record: the same one
-    ``get_network_list_cached_config`` reads, without reading it again.
-    """
+    """The list and args ``att`` cached at ADD (else the current file's list)."""
     network = att.network_name
-    # As get_network_list_cached_config: the cached args (none given here).
     rt = att.runtime_conf(netns=netns)
     try:
         net = _parse_cached(state, att.config)
@@ -126,8 +102,7 @@ def cached_net(
 
 
 def _result(e: CacheEntry) -> AttachmentResult | None:
-    """The attachment of a complete entry with its result, ``None`` when it has none or
-    it cannot be read (logged)."""
+    """The attachment of an entry with its result (``None``: none, or unreadable: logged)."""
     if e.result is None:
         return None
     try:

@@ -14,7 +14,6 @@ log = logging.getLogger("libcni")
 
 
 def _no_defaults(state: State, loaded: LoadedNetworks) -> NotReadyError:
-    """Why no network is usable by default."""
     where = state.where()
     if loaded.skipped:
         skipped = "; ".join(f"{path}: {why}" for path, why in loaded.skipped.items())
@@ -56,13 +55,7 @@ def _config_problem(state: State, loaded: LoadedNetworks) -> NotReadyError | Non
 
 
 def problem(state: State, loaded: LoadedNetworks) -> NotReadyError | None:
-    """Why the configuration cannot attach containers now (``None``: ready), with "ready"
-    remembered for the configuration loaded.
-
-    It depends only on ``loaded`` and on the plugin directories, which the
-    change check watches: a plugin installed or removed there reloads, and
-    a reload is a new ``loaded``.
-    """
+    """Why the configuration cannot attach containers now (``None``: ready, remembered)."""
     if state.ready is loaded:
         return None
     found = _config_problem(state, loaded)

@@ -1,20 +1,14 @@
-"""``sandbox()``: a container's network namespace and networks, made and undone together.
-
-Create a namespace (:func:`libcni.netns.create`, named as asked), set the container up in
-it, hand over the view, then tear down and remove the namespace, in that
-order (as containerd does: the networks are torn down while their namespace
-still exists). When setup fails it has rolled back already; the namespace is
-removed after it, and the setup's error propagates. A teardown failure is
-raised after the namespace is removed. Written once for the blocking and the
-async manager.
-"""
+"""``sandbox()``: a network namespace and the container's networks, made and undone together
+(torn down while the namespace exists, as containerd does)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from .. import _log as logging
 from .._drive import finish
@@ -41,6 +35,11 @@ def _remove_after_failure(ns: NetNS, container_id: str) -> None:
         log.warning("network namespace of container %r not removed: %s", container_id, e)
 
 
+def _in(request: ContainerRequest, ns: NetNS) -> dict[str, Any]:
+    """``request`` in ``ns``, as keyword arguments of ``setup``."""
+    return attrs.asdict(attrs.evolve(request, netns=ns.path), recurse=False)
+
+
 @contextlib.contextmanager
 def sandbox(
     manager: NetworkManager,
@@ -55,15 +54,7 @@ def sandbox(
     container_id = request.container_id
     ns = create(name, dir=netns_dir)
     try:
-        view = manager.setup(
-            container_id,
-            ns.path,
-            networks=request.networks,
-            args=request.args,
-            capability_args=request.capability_args,
-            parallel=parallel,
-            timeout=timeout,
-        )
+        view = manager.setup(**_in(request, ns), parallel=parallel, timeout=timeout)
     except BaseException:
         _remove_after_failure(ns, container_id)
         raise
@@ -108,15 +99,7 @@ async def async_sandbox(
     container_id = request.container_id
     ns = await _create(name, netns_dir, container_id)
     try:
-        view = await manager.setup(
-            container_id,
-            ns.path,
-            networks=request.networks,
-            args=request.args,
-            capability_args=request.capability_args,
-            parallel=parallel,
-            timeout=timeout,
-        )
+        view = await manager.setup(**_in(request, ns), parallel=parallel, timeout=timeout)
     except BaseException:
         _remove_after_failure(ns, container_id)
         raise

@@ -23,6 +23,7 @@ from ..errors import (
     PluginError,
     PluginTimeoutError,
     SetupError,
+    TeardownError,
     ValidationError,
 )
 from ..values import RuntimeConf, _pairs, capability_mapping
@@ -41,16 +42,8 @@ from ._effects import (
 )
 from ._held import cached_net
 from ._ready import problem
-from ._state import (
-    INTERNAL_LOOPBACK,
-    ContainerRequest,
-    Item,
-    State,
-    ifnames,
-    quoted,
-    requests,
-    why,
-)
+from ._state import INTERNAL_LOOPBACK, ContainerRequest, Item, State, ifnames, quoted, requests, why
+from ._teardown import delete_each
 from ._values import (
     LOOPBACK_IFNAME,
     LOOPBACK_NETWORK,
@@ -67,27 +60,25 @@ _WARNED_MAX = 4096
 
 
 class Run:
-    """What a setup attempted and what came of it."""
+    """What a setup attempted and what came of it (``done``: the results by index)."""
 
     __slots__ = ("attempted", "done", "failure", "interrupted", "items")
 
     def __init__(self, items: Sequence[Item]) -> None:
         self.items = items
         self.attempted: list[Item] = []
-        self.done: dict[int, AttachmentResult] = {}  # the results, by index in items
+        self.done: dict[int, AttachmentResult] = {}
         self.failure: CNIError | None = None  # the first failed ADD
-        self.interrupted: BaseException | None = None  # a cancellation, an interrupt
+        self.interrupted: BaseException | None = None
 
     def succeeded(self, i: int, result: Any) -> None:
-        """Item ``i`` was attached with ``result``."""
         item = self.items[i]
         self.done[i] = AttachmentResult(item.network, item.ifname, result)
 
 
 def refuse_not_netns(netns: str) -> None:
-    """:class:`NamespaceError` when ``netns`` exists and is not a network namespace (a
-    regular file, a pin left empty, a FIFO, a directory); never blocks on it. A path that
-    does not exist is passed to the plugins as given."""
+    """:class:`NamespaceError` when ``netns`` exists and is not a network namespace (never
+    blocks on it; a path that does not exist is the plugins' to judge)."""
     from ..netns import _not_netns
 
     reason = _not_netns(netns)
@@ -95,14 +86,8 @@ def refuse_not_netns(netns: str) -> None:
         raise NamespaceError(reason)
 
 
-# -- the plan: everything refused before anything runs ------------------------
-
-
 def _check_arguments(items: Sequence[Item]) -> None:
-    """Refuse the args and capability args of every network of a setup before the first
-    plugin runs: pairs ``CNI_ARGS`` cannot carry and capability arguments without a JSON
-    form (``ConfigError`` naming the network), well-known capabilities that break their
-    rules (``capabilities.check_plain``: ``ValidationError``)."""
+    """Refuse args and capability args that cannot be sent, naming the network."""
     checked: set[int] = set()
     for item in items:
         caps = item.rt.capability_args
@@ -119,10 +104,7 @@ def _check_arguments(items: Sequence[Item]) -> None:
 
 
 def _not_usable(state: State, loaded: LoadedNetworks, names: Sequence[str]) -> CNIError:
-    """The error of a setup naming networks that cannot be used: ``NotFoundError`` for
-    a name not configured at all, ``ConfigError`` for one whose configuration cannot
-    be used (bad requests), else ``NotReadyError`` naming the binary each waits for
-    (try again later)."""
+    """``NotFoundError``, ``ConfigError`` or ``NotReadyError``: why ``names`` cannot be used."""
     unknown = [n for n in names if why(loaded, n) is None]
     if unknown:
         e = NotFoundError(state.settings.conf_dir or "", unknown[0])
@@ -141,8 +123,7 @@ def _not_usable(state: State, loaded: LoadedNetworks, names: Sequence[str]) -> C
 
 
 def _unused(items: Sequence[Item]) -> dict[str, list[str]]:
-    """The capability arguments no network of the setup declares, with the networks given
-    them (runtimes pass the same arguments to every network: one declaring it uses it)."""
+    """The capability arguments no network of the setup declares, with the networks given them."""
     given: dict[str, list[str]] = {}  # capability -> the networks given it
     used: set[str] = set()
     for item in items:
@@ -163,12 +144,7 @@ def _unused(items: Sequence[Item]) -> dict[str, list[str]]:
 
 
 def _warn_unused(state: State, items: Sequence[Item]) -> None:
-    """Log the capability arguments that no plugin of the setup's networks receives.
-
-    A misspelled capability (``portMapping``) reaches no plugin: without this
-    warning it would pass in silence. Once per network and name, for the life
-    of the manager.
-    """
+    """Log each capability argument no plugin receives (a misspelling?), once per network."""
     for key, networks in _unused(items).items():
         for network in networks:
             if (network, key) in state.warned:
@@ -195,12 +171,7 @@ def _requested(state: State, loaded: LoadedNetworks, req: ContainerRequest) -> l
 
 
 def plan(state: State, loaded: LoadedNetworks, req: ContainerRequest) -> list[Item]:
-    """The networks of a setup with their interface names; refuses bad requests.
-
-    Everything that can be refused is refused here, before anything runs:
-    the container ID, the networks and interface names, and capability
-    arguments without a JSON form (a ``ConfigError``, not a failed ADD).
-    """
+    """The networks of a setup with their interface names; refuses what it can."""
     container_id, netns = req.container_id, req.netns
     rq.validate_container_id(container_id)
     if not netns:
@@ -226,9 +197,6 @@ def plan(state: State, loaded: LoadedNetworks, req: ContainerRequest) -> list[It
     _check_arguments(items)
     _warn_unused(state, items)
     return items
-
-
-# -- setup ---------------------------------------------------------------------
 
 
 def setup(state: State, req: ContainerRequest, parallel: bool, timeout: float | None) -> Op:
@@ -260,9 +228,7 @@ def setup(state: State, req: ContainerRequest, parallel: bool, timeout: float | 
 
 
 def _attach_all(state: State, run: Run, netns: str, parallel: bool, deadline: Deadline) -> Op:
-    """ADD the networks of ``run`` in order (serially: all of them; in parallel: the
-    loopback network first, then the others at the same time); the first failure stops
-    the serial ones. What happened is in ``run``."""
+    """ADD the networks of ``run`` in order (``parallel``: after loopback, together)."""
     run.failure = yield from _internal_loopback(state, netns, deadline)
     if run.failure is not None:
         return None
@@ -293,8 +259,7 @@ def _attach_all(state: State, run: Run, netns: str, parallel: bool, deadline: De
 
 
 def _internal_loopback(state: State, netns: str, deadline: Deadline) -> Op:
-    """With ``loopback="internal"``: ``lo`` up in ``netns`` within ``deadline`` (nothing
-    cached); the error, if any."""
+    """With ``loopback="internal"``: ``lo`` up in ``netns``; the error, if any."""
     if state.settings.loopback != INTERNAL_LOOPBACK:
         return None
     try:
@@ -308,7 +273,7 @@ def _retry_pause(
     state: State, e: PluginError, retries: int, pauses: Iterator[float]
 ) -> float | None:
     """The back-off before attempt ``retries + 2`` after ``e`` (the next of ``pauses``);
-    ``None``: not retried (not code 11, a timeout, no retries left, or too little time left)."""
+    ``None``: not retried."""
     if (
         retries >= state.settings.retry_attempts
         or e.code != CODE_TRY_AGAIN
@@ -334,15 +299,9 @@ def _del_before_retry(item: Item, error: PluginError, deadline: Deadline) -> Op:
 
 
 def attempt(state: State, item: Item, deadline: Deadline) -> Op:
-    """ADD one network of a setup; with ``retry_attempts``, again after a code 11.
-
-    A plugin's "try again later" (code 11) is followed by a DEL of the
-    network (so that nothing of the failed attempt stays), a back-off
-    (:data:`~libcni._deadline.TRY_AGAIN`) and a new
-    ADD, up to ``retry_attempts`` more times, all within the setup's
-    timeout: when too little time is left, or the DEL fails, the code-11
-    error is the failure. A plugin timeout is not retried.
-    """
+    """ADD one network; after a code 11, DEL, back off (:data:`~libcni._deadline.TRY_AGAIN`)
+    and ADD again, up to ``retry_attempts`` more times within the setup's timeout (the DEL
+    failing or too little time left: the code-11 error is the failure)."""
     container_id = item.rt.container_id
     retries = 0
     pauses = TRY_AGAIN.pauses(deadline, whole=True)
@@ -377,22 +336,11 @@ def attempt(state: State, item: Item, deadline: Deadline) -> Op:
         yield Pause(pause)
 
 
-# -- what an earlier setup left, and the rollback --------------------------------
-
-
 def _still_cached(
     state: State, container_id: str, items: Sequence[Item]
 ) -> tuple[tuple[str, str] | None, list[CacheEntry]]:
-    """The ``(network, ifname)`` of an attachment of the container that has a cache entry
-    (readable or not), if any, and the write-ahead records of the planned attachments
-    that have none.
-
-    The entries looked for: those of the planned attachments, and those of
-    every record of the container (its index, one listing): whatever the
-    network, a container still attached is not set up again. A record
-    without an entry is a setup that failed or whose runtime died: its
-    plugins may hold resources, so it is DELeted before it is set up again.
-    """
+    """The ``(network, ifname)`` of an entry of the container, if any; the records of planned
+    attachments without an entry (dead attempts, DELeted before the setup)."""
     cache = state.cache
     records = {(r.network_name, r.ifname): r for r in cache.records(container_id)}
     keys = [(item.network, item.ifname) for item in items]
@@ -405,8 +353,7 @@ def _still_cached(
 def del_dead_attempts(
     state: State, container_id: str, dead: Sequence[CacheEntry], deadline: Deadline
 ) -> Op:
-    """DEL each record of an earlier setup attempt, with what it recorded; nothing else
-    runs if one fails (``SetupError`` with the DEL's error as ``cause``; the record stays)."""
+    """DEL each record of an earlier attempt; one failing is a ``SetupError`` (it stays)."""
     for record in reversed(dead):
         try:
             net, rt = cached_net(state, record, record.netns)
@@ -423,28 +370,14 @@ def del_dead_attempts(
     return None
 
 
-def _rollback(attempted: Sequence[Item], timeout: float | None) -> Op:
-    """DEL every attempted network in reverse order, each with a full timeout; all of them."""
-    errors: list[CNIError] = []
-    for item in reversed(attempted):
-        try:
-            yield call_delete(item.net, item.rt, timeout, protected=True)
-        except CNIError as e:
-            log.warning(
-                "rollback of network %r (%s) for container %r failed: %s",
-                item.network,
-                item.ifname,
-                item.rt.container_id,
-                e,
-            )
-            errors.append(e)
-    return errors
-
-
 def undo(state: State, container_id: str, run: Run) -> Op:
-    """Roll back what ``run`` attempted, then raise why: the interruption as it is, or a
-    :class:`SetupError` with the failure, the partial results and the rollback's errors."""
-    rollback_errors = yield from _rollback(run.attempted, state.timeout_or(None))
+    """Roll back what ``run`` attempted, then raise the interruption or a :class:`SetupError`."""
+    rollback_errors: list[CNIError] = []
+    try:  # every attempted network, last first, each with a full timeout
+        timeout = state.timeout_or(None)
+        yield from delete_each(state, container_id, run.attempted, "", timeout, "rollback", True)
+    except TeardownError as e:
+        rollback_errors = e.errors
     if run.interrupted is not None:
         raise run.interrupted
     assert run.failure is not None

@@ -1,12 +1,4 @@
-"""The small typed state every rule of the manager reads, and the values they share.
-
-:class:`Settings` holds the constructor's values, checked; :class:`State` adds
-what the rules use: the cache (a ``ResultCache``, the ``CNIConfig``'s own), the
-plugin finder (a callable), the :class:`~libcni.manager._config.ConfigWatcher`
-and the memos of the manager's life (parsed cached configurations,
-readiness, capability warnings). :class:`ContainerRequest` is what setup,
-teardown and attach are asked; :class:`Item` one network ready to run.
-"""
+"""The small typed state every rule of the manager reads, and the values they share."""
 
 from __future__ import annotations
 
@@ -107,8 +99,7 @@ def _default_networks(value: Sequence[str] | None) -> tuple[str, ...] | None:
 
 @attrs.frozen(kw_only=True)
 class Settings:
-    """The manager's constructor values, checked in this order (each read back by its
-    property of the same name)."""
+    """The manager's constructor values, checked in this order."""
 
     conf_dir: str | None = attrs.field(converter=_conf_dir)
     plugin_dirs: tuple[str, ...] = attrs.field(converter=_plugin_dirs)
@@ -122,8 +113,7 @@ class Settings:
 
 
 class State:
-    """What the rules read: the settings, the cache, the plugin finder, the configuration
-    watcher, and the memos of the manager's life (each written by one module)."""
+    """What the rules read, and the memos of the manager's life (each written by one module)."""
 
     __slots__ = (
         "cache",
@@ -148,7 +138,6 @@ class State:
             settings.max_networks,
             settings.code_networks,
         )
-        # The loopback network of the loopback plugin, cached as cni-loopback.
         self.loopback_net = conf_list_from_bytes(LOOPBACK_CONFIG)
         self.parsed: dict[bytes, NetworkConfigList] = {}  # _held.parse_cached
         self.ready: LoadedNetworks | None = None  # _ready.problem: the last one found ready
@@ -215,13 +204,9 @@ def requests(
     """``networks`` as requests (a name ``s`` is ``NetworkRequest(s)``); ``ConfigError`` for others."""
     if isinstance(networks, (str, NetworkRequest)):
         networks = [networks]
-    out: list[NetworkRequest] = []
-    for n in networks:
-        if isinstance(n, str):
-            out.append(NetworkRequest(n))
-        elif isinstance(n, NetworkRequest):
-            out.append(n)
-        else:
+    out = [NetworkRequest(n) if isinstance(n, str) else n for n in networks]
+    for n in out:
+        if not isinstance(n, NetworkRequest):
             raise ConfigError(
                 f"a network must be a name or a NetworkRequest, not {type(n).__name__}"
             )
@@ -231,13 +216,8 @@ def requests(
 def ifnames(
     settings: Settings, container_id: str, requested: Sequence[NetworkRequest]
 ) -> list[str]:
-    """The interface name of each request, as setup gives them.
-
-    Names given in requests are reserved first (``lo`` too, with loopback);
-    every other request gets the first free ``<interface_prefix><n>`` in
-    request order. A bad or repeated name is refused (``ValidationError``,
-    ``ConfigError``).
-    """
+    """The interface name of each request: the names given (and ``lo``) reserved first, then
+    the first free ``<interface_prefix><n>`` in order; bad or repeated names refused."""
     taken: set[str] = {LOOPBACK_IFNAME} if settings.loopback else set()
     for r in requested:
         if r.ifname is None:

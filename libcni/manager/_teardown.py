@@ -37,10 +37,11 @@ def delete_each(
     netns: str,
     timeout: float | None,
     what: str,
+    protected: bool = False,
 ) -> Op:
-    """DEL each of ``todo``, last first, all of them (an entry or record with what it cached,
-    and its own netns when ``netns`` is empty); the failures raise together as
-    :class:`TeardownError`. ``what``: the operation, for the log."""
+    """DEL each of ``todo``, last first, with what it cached (and its netns when ``netns`` is
+    empty); failures raise together as :class:`TeardownError`. ``what``: for the log;
+    ``protected`` (a rollback): each DEL finishes even if the caller is cancelled."""
     errors: list[CNIError] = []
     for att in reversed(todo):
         try:
@@ -48,7 +49,7 @@ def delete_each(
                 net, rt = att.net, att.rt
             else:  # complete (its entry is not read again) or in progress
                 net, rt = cached_net(state, att, netns or att.netns)
-            yield call_delete(net, rt, timeout)
+            yield call_delete(net, rt, timeout, protected=protected)
         except CNIError as e:
             log.warning(
                 "%s of network %r (%s) for container %r failed: %s",
@@ -65,16 +66,7 @@ def delete_each(
 
 
 def teardown(state: State, req: ContainerRequest, timeout: float | None) -> Op:
-    """DEL every attachment the cache holds (or those of ``req.networks``), last one first.
-
-    Each DEL uses what the cache knows of its attachment: the
-    configuration, args and capability args cached or recorded at ADD,
-    and its netns when ``req.netns`` is empty. A network named in
-    ``req.networks`` of which the cache knows nothing is DELeted with its
-    current configuration, the interface name setup would give it and the
-    request's args and capability args.
-    """
-    # The configuration on disk is read only if a cached one cannot be used.
+    """DEL every attachment the cache holds, or those of ``req.networks``, last one first."""
     container_id = req.container_id
     timeout = state.timeout_or(timeout)
     pairs, caps = _pairs(req.args), capability_mapping(req.capability_args)  # refused before
@@ -96,7 +88,6 @@ def teardown(state: State, req: ContainerRequest, timeout: float | None) -> Op:
 
 
 def _names(request: NetworkRequest, entry: CacheEntry) -> bool:
-    """Whether ``request`` (a network, and an interface if it names one) names ``entry``."""
     return request.network == entry.network_name and request.ifname in (None, entry.ifname)
 
 
@@ -106,9 +97,7 @@ def _named(
     atts: Sequence[Held],
     named: Sequence[tuple[NetworkRequest, str]],
 ) -> Op:
-    """What a teardown given networks DELs, in order: the held attachments the requests
-    (``named``: each with the interface setup would give it) name, and for a request
-    naming none, the DEL :func:`_uncached` makes of it."""
+    """What a teardown given networks DELs, in order (:func:`_uncached` for the unknown)."""
     todo: list[CacheEntry | Item] = [
         att for att, _ in atts if any(_names(r, att) for r, _ in named)
     ]
@@ -130,14 +119,8 @@ def _uncached(
     request: NetworkRequest,
     ifname: str,
 ) -> Item | None:
-    """The DEL of a network named for teardown of which the cache knows nothing (a cache
-    lost or wiped): its current configuration, the interface name setup would give it,
-    the teardown's args and capability args (ocicni's fallback).
-
-    ``None`` (logged) when no configuration has that name either: nothing
-    is known that could be DELeted, and failing would only make the
-    runtime retry for ever.
-    """
+    """The DEL of a named network nothing is cached for, with its current configuration
+    (ocicni's fallback); ``None`` (logged) when there is none."""
     container_id = req.container_id
     net = loaded.networks.get(request.network)
     if request.network == LOOPBACK_NETWORK:
@@ -166,9 +149,7 @@ def _uncached(
 
 
 def check(state: State, container_id: str, netns: str, timeout: float | None) -> Op:
-    """CHECK every cached attachment of the container in order; the first failure is raised.
-
-    Nothing cached or recorded: :class:`NotAttachedError` (code 3)."""
+    """CHECK every cached attachment in order (``NetworkManager.check``)."""
     timeout = state.timeout_or(timeout)
     release = yield LockContainer(state.cache, container_id, timeout, "check")
     try:
@@ -184,19 +165,12 @@ def check(state: State, container_id: str, netns: str, timeout: float | None) ->
 
 
 def inspect(state: State, container_id: str) -> Op:
-    """The merged view of the container, from the cache alone."""
     merged: ContainerNetworks = yield Blocking(view, (state, container_id))
     return merged
 
 
 def forget(state: State, container_id: str, networks: Sequence[str] | None) -> Op:
-    """Drop the container's entries and records (those of ``networks``, or all) without
-    running any plugin; what was dropped, in :func:`attachment_order`.
-
-    Under the container's lock, as teardown; each attachment under its own
-    lock, whose file goes with the entry. A container with nothing cached
-    drops nothing: ``()``.
-    """
+    """Drop the container's entries and records (those of ``networks``, or all), no DEL."""
     rq.validate_container_id(container_id)
     if isinstance(networks, str):
         networks = [networks]
@@ -215,7 +189,6 @@ def forget(state: State, container_id: str, networks: Sequence[str] | None) -> O
 
 
 def _forget_one(state: State, e: CacheEntry, complete: bool) -> NetworkAttachment:
-    """Drop one attachment under its lock (logged); what it was."""
     cache, container_id = state.cache, e.container_id
     lock = cache.lock(e.network_name, container_id, e.ifname, timeout=state.settings.timeout)
     try:

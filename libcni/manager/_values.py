@@ -38,11 +38,9 @@ def _opt_mapping(value: CapabilityArgs | None) -> dict[str, Any] | None:
 class NetworkRequest:
     """One network of a setup: its name and, optionally, the interface name to use.
 
-    ``args`` (pairs, or a mapping) are added after the setup's ``args``;
-    ``capability_args`` (a mapping or a
-    :class:`~libcni.capabilities.RuntimeConfig`), when given, replace the
-    setup's for this network. A plain string ``s`` in
-    ``setup(networks=...)`` means ``NetworkRequest(s)``.
+    ``args`` (pairs, or a mapping) are added after the setup's; ``capability_args`` (a
+    mapping or a :class:`~libcni.capabilities.RuntimeConfig`), when given, replace the
+    setup's. A plain string ``s`` in ``setup(networks=...)`` means ``NetworkRequest(s)``.
 
     >>> NetworkRequest("blue", "eth1").ifname
     'eth1'
@@ -58,14 +56,11 @@ class NetworkRequest:
 class LoadedNetworks:
     """The configuration of a :class:`NetworkManager` as of one moment.
 
-    ``networks``: every usable network by name, in file order; ``defaults``:
-    what ``setup`` attaches when given no networks; ``skipped``: each file
-    that is not used, with the reason; ``files``: the file of each usable
-    network; ``not_ready``: each network skipped because a binary (a
-    plugin's or its IPAM plugin's) is not found yet, with the reason;
-    ``invalid``: each other network skipped whose name is known (a drop-in
-    file that does not parse, a plugin type that can name no file), with the
-    reason.
+    ``networks``: every usable network by name, in file order; ``defaults``: what
+    ``setup`` attaches when given no networks; ``skipped``: each file not used, with
+    the reason; ``files``: the file of each usable network; ``not_ready``: each network
+    whose binary (or IPAM binary) is not found yet, with the reason; ``invalid``: each
+    other network skipped whose name is known, with the reason.
     """
 
     networks: Mapping[str, NetworkConfigList] = attrs.field(factory=dict)
@@ -89,11 +84,9 @@ class AttachmentResult:
 class ContainerInterface:
     """A container-side interface, as the results of its network describe it.
 
-    ``name``, the ``network`` that made it, ``mac``, ``sandbox`` (the netns
-    path), ``mtu`` (``None`` when not reported), ``pci_id`` and
-    ``socket_path`` (empty when not reported), the ``ips`` assigned to it and
-    their ``ip_configs`` (each :class:`~libcni.types.IPConfig` with its
-    address and gateway).
+    ``name``, the ``network`` that made it, ``mac``, ``sandbox`` (the netns path),
+    ``mtu`` (``None``), ``pci_id`` and ``socket_path`` (empty when not reported), its
+    ``ips`` and their ``ip_configs`` (:class:`~libcni.types.IPConfig`: address, gateway).
     """
 
     name: str
@@ -111,18 +104,14 @@ class ContainerInterface:
 class ContainerNetworks:
     """The networks of one container, merged over its attachments.
 
-    ``attachments`` in setup order (loopback first); ``interfaces``: the
-    container-side interfaces (those in a sandbox) by name;
-    ``host_interfaces``: the other interfaces the results report (the host
-    end of a veth pair, a bridge), by name; ``ips``: every IP but
-    loopback's, in attachment order; ``gateways``: the gateways of those
-    IPs, in order, without repeats; ``routes``: every attachment's routes
-    but loopback's, in order; ``dns``: each attachment's non-empty DNS, in
-    order; ``netns``: the network namespace given to ``setup`` (or cached;
-    ``""`` when unknown); ``incomplete``: ``(network, ifname)`` of every
-    attachment that is only in progress (a write-ahead record and no result:
-    an ADD that failed or whose runtime died, which a teardown or GC DELs).
-    :meth:`ip` is the first IP (of one version).
+    ``attachments`` in setup order (loopback first); ``interfaces``: the container-side
+    interfaces (in a sandbox) by name; ``host_interfaces``: the others the results report
+    (a veth's host end, a bridge); ``ips``: every IP but loopback's, in attachment order;
+    ``gateways``: their gateways, without repeats; ``routes``: every attachment's routes
+    but loopback's; ``dns``: each non-empty DNS; ``netns``: the namespace given to
+    ``setup`` or cached (``""``: unknown); ``incomplete``: ``(network, ifname)`` of each
+    attachment only in progress (an ADD that failed or whose runtime died, which a
+    teardown or GC DELs). :meth:`ip` is the first IP (of one version).
     """
 
     container_id: str
@@ -170,14 +159,11 @@ class ContainerNetworks:
         netns: str = "",
         incomplete: Sequence[tuple[str, str]] = (),
     ) -> ContainerNetworks:
-        """The merged view of ``attachments``; each result is read through its 1.x form.
+        """The merged view of ``attachments``, each result read through its 1.x form.
 
-        The container-side interfaces are those with a ``sandbox`` and the one
-        named like the attachment. An IP belongs to the interface its
-        ``interface`` index points to within its own attachment's result; an
-        IP without a valid index belongs to the attachment's own interface
-        (the one named like the attachment, made up without MAC and sandbox
-        when the result lists none).
+        Container-side interfaces: those with a ``sandbox`` and the one named like the
+        attachment. An IP belongs to the interface its ``interface`` index points to in its
+        own result, else to the attachment's own (made up when the result lists none).
         """
         m = _Merging()
         for att in attachments:
@@ -203,7 +189,7 @@ class ContainerNetworks:
 
 
 class _Merging:
-    """A merged view being built (:meth:`ContainerNetworks.merge`), one attachment at a time."""
+    """A merged view being built, one attachment at a time."""
 
     __slots__ = ("dns", "gateways", "host", "ips", "made", "owned", "routes")
 
@@ -218,10 +204,7 @@ class _Merging:
         self.dns: list[DNS] = []
 
     def add(self, att: AttachmentResult, r: Any) -> None:
-        """The interfaces, IPs, routes and DNS of one attachment (``r``: its 1.x result).
-
-        The loopback attachment's IPs, gateways and routes are not the container's.
-        """
+        """The interfaces, IPs, routes and DNS of one attachment (``r``: its 1.x result)."""
         names, own = self._interfaces(att, r)
         counted = att.ifname != LOOPBACK_IFNAME
         for ipc in r.ips:
@@ -246,12 +229,7 @@ class _Merging:
             self.dns.append(r.dns)
 
     def _interfaces(self, att: AttachmentResult, r: Any) -> tuple[list[str | None], str | None]:
-        """The container-side name of each interface of ``r`` (``None``: a host-side one,
-        kept in ``host``) and the attachment's own interface, if ``r`` lists it.
-
-        Container-side: with a sandbox, or named as the attachment (a plugin
-        that leaves out the sandbox still reports the container's interface).
-        """
+        """The container-side name of each interface of ``r`` (``None``: host-side); its own."""
         names: list[str | None] = []
         own: str | None = None
         for iface in r.interfaces:
@@ -267,7 +245,6 @@ class _Merging:
         return names, own
 
     def _make(self, name: str, network: str, iface: Interface | None) -> None:
-        """A container-side interface ``name``, made by ``network``, unless one was."""
         if name not in self.made:
             self.made[name] = (network, iface)
             self.owned[name] = []
@@ -312,7 +289,6 @@ def _interface_dict(i: ContainerInterface) -> dict[str, Any]:
 
 
 def _as_1x(result: Result) -> Any:
-    """``result`` in its 1.x form, or ``None`` when it has none."""
     if result.cni_version.startswith("1."):
         return result
     try:
