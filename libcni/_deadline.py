@@ -23,13 +23,10 @@ __all__ = [
     "BUSY_BINARY",
     "LOCK_WAIT",
     "NO_LIMIT",
-    "POLL_FIRST",
-    "POLL_MAX",
     "TRY_AGAIN",
     "Backoff",
     "Deadline",
     "apoll",
-    "backoff",
     "check_timeout",
     "lock_timeout",
     "plugin_timed_out",
@@ -42,10 +39,6 @@ _T = TypeVar("_T")
 #: Timeouts longer than this (about three years; ``math.inf``, ``1e9``) mean no
 #: practical limit: no end is computed, so nothing can overflow.
 NO_LIMIT = 1e8
-
-#: The first pause between two tries of a busy lock (seconds), then doubling up to POLL_MAX.
-POLL_FIRST = 0.001
-POLL_MAX = 0.02
 
 _clock = time.monotonic
 _sleep = time.sleep
@@ -93,9 +86,9 @@ class Deadline:
 
 
 class Backoff(NamedTuple):
-    """A pace of retries: pauses from ``first`` seconds, doubling up to ``cap``, each
-    shortened by up to ``jitter`` (a fraction) at random, for at most ``budget`` seconds
-    from the first pause (``None``: as long as the deadline allows)."""
+    """A pace of retries: from ``first`` seconds, doubling up to ``cap``, each pause up to
+    ``jitter`` (a fraction) shorter at random, for ``budget`` seconds at most (``None``: no
+    budget but the deadline)."""
 
     first: float
     cap: float
@@ -105,14 +98,13 @@ class Backoff(NamedTuple):
     def pauses(
         self, deadline: Deadline, budget: Deadline | None = None, *, whole: bool = False
     ) -> Iterator[float]:
-        """The pauses before each new try, until ``deadline`` or ``budget`` (made now from
-        :attr:`budget` when not given) has passed. A pause longer than the time left is
-        cut to it (a last try at the end), or, ``whole``, ends them (a try needs time of
-        its own: a plugin run)."""
+        """The pauses until ``deadline`` or ``budget`` (default: from now) has passed; one
+        longer than the time left is cut to it (a last try at the end) or, ``whole``, ends
+        them (a try that needs time of its own: a plugin run)."""
         budget = Deadline(self.budget) if budget is None else budget
         pause = self.first
         while True:
-            left = _sooner(deadline.left(), budget.left())
+            left = min((t for t in (deadline.left(), budget.left()) if t is not None), default=None)
             shorter = pause * (1 - self.jitter * random.random()) if self.jitter else pause
             if left is not None and (left <= 0 or (whole and shorter >= left)):
                 return
@@ -120,30 +112,18 @@ class Backoff(NamedTuple):
             pause = min(pause * 2, self.cap)
 
 
-def _sooner(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else min(a, b)
-
-
-#: A busy cache lock: tried again after 1 ms, doubling to 20 ms, until the wait's deadline.
-LOCK_WAIT = Backoff(POLL_FIRST, POLL_MAX)
-#: A plugin binary still being written (``ETXTBSY``): started again after 5 ms, doubling
-#: to 0.5 s, for 5 s at most.
+#: A busy cache lock (``poll``, ``apoll``), until the wait's deadline.
+LOCK_WAIT = Backoff(0.001, 0.02)
+#: A plugin binary still being written (``ETXTBSY``).
 BUSY_BINARY = Backoff(0.005, 0.5, budget=5.0)
-#: A setup's ADD that failed with code 11 (try again later): again after 0.1 s, doubling
-#: to 5 s, each pause up to 20% shorter at random so that containers retrying together
-#: spread out.
+#: A setup's ADD that failed with code 11: the jitter spreads containers retrying together.
 TRY_AGAIN = Backoff(0.1, 5.0, jitter=0.2)
 
 
-def backoff(deadline: Deadline) -> Iterator[float]:
-    """:data:`LOCK_WAIT`'s pauses: each cut to the time left; they end when ``deadline`` has passed."""
-    return LOCK_WAIT.pauses(deadline)
-
-
 def poll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
-    """``attempt()`` until it gives something, pausing as :func:`backoff` says (blocking);
+    """``attempt()`` until it gives something, pausing as :data:`LOCK_WAIT` says (blocking);
     ``None`` when ``deadline`` passed first."""
-    pauses = backoff(deadline)
+    pauses = LOCK_WAIT.pauses(deadline)
     while (got := attempt()) is None:
         pause = next(pauses, None)
         if pause is None:
@@ -154,7 +134,7 @@ def poll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
 
 async def apoll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
     """:func:`poll` without blocking the event loop: the same tries, the same pauses."""
-    pauses = backoff(deadline)
+    pauses = LOCK_WAIT.pauses(deadline)
     while (got := attempt()) is None:
         pause = next(pauses, None)
         if pause is None:
@@ -170,8 +150,7 @@ def timeout_message(command: str, limit: float | None, what: str) -> str:
 
 
 def plugin_timed_out(name: str, limit: float | None) -> str:
-    """The one wording of a plugin run that outlasted its timeout (an operation rewords it
-    against its own limit: ``_ops._run``)."""
+    """The wording of a bare ``Exec`` call out of time (an operation's: ``timeout_message``)."""
     return f'plugin "{name}" timed out after {limit or 0.0:.3g}s'
 
 

@@ -21,7 +21,7 @@ import pytest
 
 import libcni
 from libcni import _deadline
-from libcni._deadline import BUSY_BINARY, LOCK_WAIT, TRY_AGAIN, Backoff, Deadline, backoff, poll
+from libcni._deadline import BUSY_BINARY, LOCK_WAIT, TRY_AGAIN, Backoff, Deadline, poll
 from libcni.cache import ResultCache
 from libcni.errors import LockTimeoutError
 from libcni.manager import AsyncNetworkManager, NetworkManager
@@ -71,16 +71,16 @@ def test_deadline_left_and_expired(fake: FakeTime) -> None:
 
 
 def test_backoff_doubles_up_to_its_most_and_ends_with_the_time(fake: FakeTime) -> None:
-    pauses = list(itertools.islice(backoff(Deadline(0.1)), 3))  # no time passes
+    pauses = list(itertools.islice(LOCK_WAIT.pauses(Deadline(0.1)), 3))  # no time passes
     assert pauses == [0.001, 0.002, 0.004]
-    gen = backoff(Deadline(0.1))
+    gen = LOCK_WAIT.pauses(Deadline(0.1))
     got = []
     for pause in gen:
         got.append(pause)
         fake.sleep(pause)
     assert got[:6] == [0.001, 0.002, 0.004, 0.008, 0.016, 0.02]
-    assert max(got) == _deadline.POLL_MAX and sum(got) == pytest.approx(0.1)
-    unlimited = backoff(Deadline(None))
+    assert max(got) == LOCK_WAIT.cap and sum(got) == pytest.approx(0.1)
+    unlimited = LOCK_WAIT.pauses(Deadline(None))
     assert [next(unlimited) for _ in range(8)][-3:] == [0.02, 0.02, 0.02]
 
 
@@ -95,7 +95,7 @@ def _slept(pauses: Iterator[float], fake: FakeTime) -> list[float]:
 def test_every_retry_pace_is_a_named_backoff(
     fake: FakeTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert Backoff(_deadline.POLL_FIRST, _deadline.POLL_MAX) == LOCK_WAIT
+    assert Backoff(0.001, 0.02) == LOCK_WAIT
     # Code 11: 0.1 s doubling to 5 s, up to 20% shorter at random.
     monkeypatch.setattr(random, "random", lambda: 0.0)
     assert list(itertools.islice(TRY_AGAIN.pauses(Deadline(None)), 8)) == [

@@ -37,11 +37,8 @@ class Exec(Protocol):
 
 @runtime_checkable
 class AsyncExec(Protocol):
-    """An :class:`Exec` that can also run a plugin on the event loop, as
-    :class:`~libcni.invoke.RawExec` does: ``AsyncCNIConfig`` awaits
-    :meth:`aexec_plugin` of an ``exec`` that has it (an ``isinstance`` check),
-    and runs any other ``Exec`` in a worker thread.
-    """
+    """An :class:`Exec` that also runs plugins on the event loop (``RawExec``, ``MockExec``):
+    ``AsyncCNIConfig`` awaits its :meth:`aexec_plugin`, and runs any other ``Exec`` in a thread."""
 
     async def aexec_plugin(
         self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None

@@ -18,7 +18,7 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from libcni import _log as logging  # logging, imported at first use
@@ -437,8 +437,8 @@ class _Start:
         self.name = os.path.basename(path)
         self.args = (path, env, stdin, pass_fd)
         self.deadline = deadline
-        self.busy: Deadline | None = None  # BUSY_BINARY's budget, from the first failure
-        self.pauses: Iterator[float] = iter(())
+        self.busy = Deadline(BUSY_BINARY.budget)
+        self.pauses = BUSY_BINARY.pauses(deadline, self.busy, whole=True)
 
     def once(self) -> _Run | float:
         """Try to start the plugin (in a ``libcni-spawn`` thread for the async driver)."""
@@ -458,9 +458,6 @@ class _Start:
         code = err.errno or 0
         desc = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
         if code == errno.ETXTBSY:
-            if self.busy is None:
-                self.busy = Deadline(BUSY_BINARY.budget)
-                self.pauses = BUSY_BINARY.pauses(self.deadline, self.busy, whole=True)
             pause = next(self.pauses, None)
             if pause is not None:
                 return pause
