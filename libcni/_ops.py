@@ -343,9 +343,9 @@ class Operations:
         return self.exec.find_in_path(plugin_type, self.path)
 
     def _deadline(self, timeout: float | None) -> Deadline:
-        """The deadline of one operation (its ``timeout``, else the default), checked first:
-        a negative or NaN timeout is a ``ValueError`` before anything runs."""
-        return Deadline(check_timeout(self.timeout if timeout is None else timeout))
+        """The deadline of one operation (its ``timeout``, else the default; both checked at
+        the public entry: ``check_timeout``, the one validation of a timeout)."""
+        return Deadline(self.timeout if timeout is None else timeout)
 
     def _cached_prev(self, entry: CacheEntry | None, version: str) -> dict[str, Any] | None:
         """The cached result of ``entry`` converted to ``version``, as a JSON object."""

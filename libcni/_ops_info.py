@@ -50,6 +50,7 @@ def version_info(
     ops: Operations, plugin_type: str, timeout: float | None, path: str | None = None
 ) -> Op[PluginInfo]:
     """VERSION: what the plugin supports (a plugin that predates VERSION supports 0.1.0)."""
+    check_timeout(timeout)
     path = path or ops._find(plugin_type)
     deadline = ops._deadline(timeout)
     stdin = rq.plugin_stdin(rq.VERSION, {}, name="", cni_version="")

@@ -21,6 +21,7 @@ from ._effects import CacheIO, Effect, GCNetwork, RunPlugin
 from ._ops import VALIDATE, Op, Operations, as_list, as_plugin, exec_options, logged
 from ._ops_gc import gc
 from .conf import NetworkConfigList, PluginConfig
+from .invoke import AsyncExec
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
@@ -76,8 +77,8 @@ class AsyncCNIConfig(Operations):
     async def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
-                run = getattr(self.exec, "aexec_plugin", None)
-                if run is not None:
+                if isinstance(self.exec, AsyncExec):
+                    run: Any = self.exec.aexec_plugin  # RawExec's own also takes pass_fd
                     return await run(
                         *effect.args, **exec_options(effect, self.exec, "aexec_plugin")
                     )

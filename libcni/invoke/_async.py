@@ -32,13 +32,13 @@ import heapq
 import itertools
 import os
 import signal
-import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._deadline import Deadline, plugin_timed_out
 from ..errors import PluginTimeoutError
-from ._raw import TICK, _deadline, _remaining, _Retry, _Run, _timed_out
+from ._raw import TICK, _Run, _Start
 
 if TYPE_CHECKING:
     from ._raw import RawExec
@@ -60,11 +60,7 @@ class _Slots:
         self.waiting: list[tuple[int, int, asyncio.Future[bool]]] = []  # a heap
 
     async def take(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        deadline: float | None,
-        name: str,
-        timeout: float | None,
+        self, loop: asyncio.AbstractEventLoop, deadline: Deadline, name: str
     ) -> Callable[[], None]:
         """Wait for a slot (until ``deadline``); the function that gives it back (at most once)."""
         order = _ORDER.get()
@@ -76,7 +72,7 @@ class _Slots:
         else:
             waiter: asyncio.Future[bool] = loop.create_future()
             heapq.heappush(self.waiting, (order, next(_orders), waiter))
-            left = _remaining(deadline)
+            left = deadline.left()
             timer = None if left is None else loop.call_later(max(left, 0), _settle, waiter, False)
             try:
                 given = await waiter
@@ -89,7 +85,7 @@ class _Slots:
                     timer.cancel()
             if not given:
                 raise PluginTimeoutError(
-                    _timed_out(name, timeout),
+                    plugin_timed_out(name, deadline.limit),
                     f"it was still waiting for its turn to start ({len(self.waiting)} waiting)",
                     plugin=name,
                 )
@@ -158,35 +154,28 @@ def _unblock_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
-def _close_started(future: asyncio.Future[_Run]) -> None:
+def _close_started(future: asyncio.Future[_Run | float]) -> None:
     """A start whose task was cancelled meanwhile: kill and reap what it started."""
     if not future.cancelled() and future.exception() is None:
-        future.result().close()
+        run = future.result()
+        if isinstance(run, _Run):
+            run.close()
 
 
-async def _start(
-    loop: asyncio.AbstractEventLoop,
-    path: str,
-    env: Mapping[str, str],
-    stdin: bytes,
-    pass_fd: int | None,
-    deadline: float | None,
-    timeout: float | None,
-) -> _Run:
-    """Start the plugin in a ``libcni-spawn`` thread, retrying a busy binary
-    (:class:`~._raw._Retry`) without blocking the loop. A task cancelled meanwhile
+async def _start(loop: asyncio.AbstractEventLoop, start: _Start) -> _Run:
+    """Start the plugin in a ``libcni-spawn`` thread, again after the pauses of a busy
+    binary (:class:`~._raw._Start`) without blocking the loop. A task cancelled meanwhile
     leaves the start to end in its thread; what it started is then killed and reaped."""
-    retry = None
     while True:
-        start = loop.run_in_executor(_starting_threads(), _Run, path, env, stdin, pass_fd)
+        once = loop.run_in_executor(_starting_threads(), start.once)
         try:
-            return await asyncio.shield(start)
+            run = await asyncio.shield(once)
         except asyncio.CancelledError:
-            start.add_done_callback(_close_started)
+            once.add_done_callback(_close_started)
             raise
-        except (OSError, ValueError) as e:
-            retry = retry or _Retry(path, deadline, timeout)
-            await asyncio.sleep(retry.after(e))
+        if isinstance(run, _Run):
+            return run
+        await asyncio.sleep(run)
 
 
 def _watch(loop: asyncio.AbstractEventLoop, run: _Run) -> None:
@@ -200,13 +189,13 @@ def _watch(loop: asyncio.AbstractEventLoop, run: _Run) -> None:
     run.unwatch = unwatch
 
 
-async def _exited(loop: asyncio.AbstractEventLoop, run: _Run, deadline: float | None) -> bool:
+async def _exited(loop: asyncio.AbstractEventLoop, run: _Run, deadline: Deadline) -> bool:
     """Wait until ``run``'s leader exited (True) or ``deadline`` passed (False)."""
     if run.status is not None:
         return True
     done: asyncio.Future[bool] = loop.create_future()
     run.on_exit = lambda: _settle(done, True)
-    left = _remaining(deadline)
+    left = deadline.left()
     timers = [] if left is None else [loop.call_later(max(left, 0), _settle, done, False)]
 
     def tick() -> None:  # no pidfd: look now and then
@@ -226,9 +215,9 @@ async def _exited(loop: asyncio.AbstractEventLoop, run: _Run, deadline: float | 
 async def _terminate(loop: asyncio.AbstractEventLoop, run: _Run, grace: float) -> None:
     """SIGTERM to the group, ``grace`` seconds, then SIGKILL (timeout, cancellation)."""
     run.kill(signal.SIGTERM)
-    if not await _exited(loop, run, time.monotonic() + grace):
+    if not await _exited(loop, run, Deadline(grace)):
         run.kill(signal.SIGKILL)
-        await _exited(loop, run, None)
+        await _exited(loop, run, Deadline(None))
 
 
 async def aexec(
@@ -241,10 +230,10 @@ async def aexec(
 ) -> bytes:
     """:meth:`RawExec.aexec_plugin`."""
     loop = asyncio.get_running_loop()
-    deadline = _deadline(timeout)
-    give = await _slots_of(loop).take(loop, deadline, os.path.basename(path), timeout)
+    deadline = Deadline(timeout)
+    give = await _slots_of(loop).take(loop, deadline, os.path.basename(path))
     try:
-        run = await _start(loop, path, env, stdin, pass_fd, deadline, timeout)
+        run = await _start(loop, _Start(path, env, stdin, pass_fd, deadline))
         try:
             _watch(loop, run)
             try:
@@ -254,7 +243,7 @@ async def aexec(
                 raise
             if not exited:
                 await _terminate(loop, run, exec_.grace)
-                raise run.timeout_error(timeout)
+                raise run.timeout_error(deadline)
             return run.result()
         finally:
             run.close()

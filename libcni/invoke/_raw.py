@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from libcni import _log as logging  # logging, imported at first use
-from libcni._deadline import NO_LIMIT, check_timeout
+from libcni._deadline import BUSY_BINARY, Deadline, plugin_timed_out
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
 from libcni.invoke._errobj import decode_error_object as _decode_error_object
 from libcni.invoke._find import find_in_path
@@ -39,9 +39,6 @@ _STDOUT_MAX = 16 << 20  # more stdout than this: "output too large", the group i
 _STDERR_TAIL = 4096  # stderr attached to errors
 _EXCERPT = 1024  # invalid error output quoted in errors
 _DRAIN_READS = 16  # reads per stream once the leader exited (more than a pipe holds)
-_BUSY_BUDGET = 5.0  # seconds of retrying ETXTBSY
-_BUSY_FIRST_DELAY = 0.005
-_BUSY_MAX_DELAY = 0.5
 #: How often the leader's exit is checked without a pidfd (Linux before 5.3).
 TICK = 0.02
 _MAX_WAIT = 86400.0  # the longest single poll (it takes a C int of milliseconds)
@@ -61,11 +58,6 @@ def _status_text(status: int | None) -> str:
             name = f"signal {sig}"
         return f"killed by signal {name}"
     return f"exit status {os.waitstatus_to_exitcode(status)}"
-
-
-def _timed_out(name: str, timeout: float | None) -> str:
-    """The message of a call that outlasted its timeout (an operation rewords it: ``_ops._run``)."""
-    return f'plugin "{name}" timed out after {timeout or 0.0:.3g}s'
 
 
 def _excerpt(data: bytes) -> str:
@@ -413,35 +405,49 @@ class _Run:
         code, msg, details = decoded
         return PluginError(msg, details, code=code, **ctx)
 
-    def timeout_error(self, timeout: float | None) -> PluginTimeoutError:
+    def timeout_error(self, deadline: Deadline) -> PluginTimeoutError:
         self._log_stderr(logging.WARNING)
         return PluginTimeoutError(
-            _timed_out(self.name, timeout),
+            plugin_timed_out(self.name, deadline.limit),
             f"its process group was killed ({_status_text(self.status)})",
             **self._context(),
         )
 
 
-class _Retry:
-    """Whether and when to start again after starting the plugin failed (created at the first failure).
+class _Start:
+    """The start of one plugin run, for both drivers: :meth:`once` gives the started
+    :class:`_Run`, or the pause after which to call it again.
 
     Only "text file busy" (the binary is being written) is retried, with a
-    fresh process each time and a growing back-off, for about 5 seconds and
-    never past the call's deadline. :meth:`after` returns how long to sleep,
-    or raises the error for a binary that cannot be started: ``PluginError``
-    code 5 naming the path and the OS error (code 4 for a NUL in the path or
-    the environment), or ``PluginTimeoutError``.
+    fresh process each time, at the pace of :data:`~libcni._deadline.BUSY_BINARY`
+    and never past the call's deadline. A binary that cannot be started raises
+    ``PluginError`` code 5 naming the path and the OS error (code 4 for a NUL in
+    the path or the environment), or ``PluginTimeoutError``.
     """
 
-    def __init__(self, path: str, deadline: float | None, timeout: float | None) -> None:
+    def __init__(
+        self,
+        path: str,
+        env: Mapping[str, str],
+        stdin: bytes,
+        pass_fd: int | None,
+        deadline: Deadline,
+    ) -> None:
         self.path = path
         self.name = os.path.basename(path)
+        self.args = (path, env, stdin, pass_fd)
         self.deadline = deadline
-        self.timeout = timeout
-        self.busy_until = _deadline(_BUSY_BUDGET)
-        self.delay = _BUSY_FIRST_DELAY
+        self.busy = Deadline(BUSY_BINARY.budget)
+        self.pauses = BUSY_BINARY.pauses(deadline, self.busy, whole=True)
 
-    def after(self, err: Exception) -> float:
+    def once(self) -> _Run | float:
+        """Try to start the plugin (in a ``libcni-spawn`` thread for the async driver)."""
+        try:
+            return _Run(*self.args)
+        except (OSError, ValueError) as e:
+            return self._after(e)
+
+    def _after(self, err: Exception) -> float:
         if not isinstance(err, OSError):  # ValueError: NUL in the environment or the path
             raise PluginError(
                 f'cannot run plugin "{self.path}": invalid environment or path',
@@ -452,32 +458,20 @@ class _Retry:
         code = err.errno or 0
         desc = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
         if code == errno.ETXTBSY:
-            left, busy = _remaining(self.deadline), _remaining(self.busy_until)
-            if left is not None and self.delay >= left:
+            pause = next(self.pauses, None)
+            if pause is not None:
+                return pause
+            left, busy = self.deadline.left(), self.busy.left()
+            if left is not None and (busy is None or left <= busy):  # the call's time ran out
                 raise PluginTimeoutError(
-                    _timed_out(self.name, self.timeout),
+                    plugin_timed_out(self.name, self.deadline.limit),
                     f"{self.path} stayed busy: {desc}",
                     plugin=self.name,
                 ) from err
-            if busy is not None and self.delay < busy:
-                delay = self.delay
-                self.delay = min(self.delay * 2, _BUSY_MAX_DELAY)
-                return delay
-            desc += f", for {_BUSY_BUDGET:g}s"
+            desc += f", for {BUSY_BINARY.budget:g}s"
         raise PluginError(
             f'failed to execute plugin "{self.path}"', desc, code=CODE_IO, plugin=self.name
         ) from err
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else deadline - time.monotonic()
-
-
-def _deadline(timeout: float | None) -> float | None:
-    """The monotonic end of ``timeout`` seconds from now (``None``: no limit, as in
-    :mod:`libcni._deadline`, whose checks these are)."""
-    timeout = check_timeout(timeout)
-    return None if timeout is None or timeout > NO_LIMIT else time.monotonic() + timeout
 
 
 class RawExec:
@@ -527,20 +521,16 @@ class RawExec:
         ``signal``, and the tail of ``stderr``. A binary that cannot be started
         (not executable, vanished, still busy being written after ~5 s of
         retries) raises ``PluginError`` code 5. ``timeout`` (seconds, ``None``:
-        no limit) bounds the whole call: :class:`~libcni.errors.PluginTimeoutError`.
+        no limit; taken as given, the operations check it at their entry) bounds the
+        whole call: :class:`~libcni.errors.PluginTimeoutError`.
         ``pass_fd``: a descriptor the plugin (and its children) inherit; the
         operations pass an ADD's attachment lock this way, so that it is held
         while any process of the ADD lives.
         """
-        deadline = _deadline(timeout)
-        retry = None
-        while True:
-            try:
-                run = _Run(path, env, stdin, pass_fd)
-                break
-            except (OSError, ValueError) as e:
-                retry = retry or _Retry(path, deadline, timeout)
-                time.sleep(retry.after(e))
+        deadline = Deadline(timeout)
+        start = _Start(path, env, stdin, pass_fd, deadline)
+        while not isinstance(run := start.once(), _Run):
+            time.sleep(run)
         try:
             try:
                 exited = self._wait(run, deadline)
@@ -549,7 +539,7 @@ class RawExec:
                 raise
             if not exited:
                 self._terminate(run)
-                raise run.timeout_error(timeout)
+                raise run.timeout_error(deadline)
             return run.result()
         finally:
             run.close()
@@ -557,12 +547,12 @@ class RawExec:
     def _terminate(self, run: _Run) -> None:
         """SIGTERM to the group, ``grace`` seconds, then SIGKILL (timeout, interrupt)."""
         run.kill(signal.SIGTERM)
-        if not self._wait(run, time.monotonic() + self.grace):
+        if not self._wait(run, Deadline(self.grace)):
             run.kill(signal.SIGKILL)
-            self._wait(run, None)
+            self._wait(run, Deadline(None))
 
     @staticmethod
-    def _wait(run: _Run, deadline: float | None) -> bool:
+    def _wait(run: _Run, deadline: Deadline) -> bool:
         """Serve ``run`` until its leader exited (True) or ``deadline`` passed (False)."""
         poller = run.poller
         if poller is None:
@@ -572,7 +562,7 @@ class RawExec:
                 poller.register(fd, select.POLLOUT if write else select.POLLIN)
         tick = _MAX_WAIT if run.pidfd is not None else TICK
         while not run.exited():
-            left = _remaining(deadline)
+            left = deadline.left()
             if left is not None and left <= 0:
                 return False
             wait = tick if left is None else min(left, tick)
