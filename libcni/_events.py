@@ -226,12 +226,18 @@ class Watch:
         plugin: str = "",
     ) -> Span:
         """The span of an operation or a network (on ``net``, ``rt``), under this watch's parent."""
-        network = "" if net is None else net.name
-        if rt is not None:
-            container_id = rt.container_id
-        ifname = "" if rt is None else rt.ifname
-        about = (operation, network, container_id, ifname, plugin, self.parent)
-        return Span(self, Event(kind, "start", next(_ids), *about))
+        start = Event(
+            kind=kind,
+            phase="start",
+            id=next(_ids),
+            operation=operation,
+            network="" if net is None else net.name,
+            container_id=container_id if rt is None else rt.container_id,
+            ifname="" if rt is None else rt.ifname,
+            plugin=plugin,
+            parent=self.parent,
+        )
+        return Span(self, start)
 
     def operation(
         self,
@@ -293,9 +299,17 @@ class Watch:
     def _started(self, effect: RunPlugin, parent: int) -> tuple[Event, float, float]:
         """The start event of a plugin run under ``parent``, told; the clock before and after."""
         began = _clock()
-        ifname = effect.env.get("CNI_IFNAME", "")
-        about = (effect.command, effect.network, effect.container_id, ifname, effect.plugin, parent)
-        start = Event("plugin", "start", next(_ids), *about)
+        start = Event(
+            kind="plugin",
+            phase="start",
+            id=next(_ids),
+            operation=effect.command,
+            network=effect.network,
+            container_id=effect.container_id,
+            ifname=effect.env.get("CNI_IFNAME", ""),
+            plugin=effect.plugin,
+            parent=parent,
+        )
         self.emit(start)
         return start, began, _clock()
 
