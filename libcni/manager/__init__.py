@@ -286,7 +286,7 @@ class NetworkManager(_ManagerBase):
         :class:`~libcni.errors.GCError`."""
         self._operation(_gc.gc(self._state, valid_containers, timeout), "gc")
 
-    def sandbox(
+    def sandbox(  # noqa: PLR0913  (the public signature: setup's arguments and a name)
         self,
         container_id: str,
         *,
