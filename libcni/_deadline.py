@@ -1,13 +1,5 @@
-"""Time limits, written once: a :class:`Deadline`, every retry pace, the wording.
-
-Every wait goes through here: an operation's timeout shared by its plugin runs (down to
-``invoke``), a setup's by its ADDs, and every retry pace, a named :class:`Backoff`:
-:data:`LOCK_WAIT` (a busy cache lock, blocking or awaited), :data:`BUSY_BINARY` (a plugin
-binary still being written) and :data:`TRY_AGAIN` (a setup's ADD that failed with code 11).
-The wordings: :func:`timeout_message`, :func:`plugin_timed_out`, :func:`lock_timeout`.
-Neutral: it imports nothing of libcni but ``errors``. The clock and the sleeps (``_clock``,
-``_sleep``, ``_asleep``) are read at each call: tests replace them to count tries without timing.
-"""
+"""Time limits, written once: a :class:`Deadline`, every retry pace (:class:`Backoff`), the
+wordings. Tests replace ``_clock``, ``_sleep`` and ``_asleep`` to count tries without timing."""
 
 from __future__ import annotations
 
@@ -19,25 +11,9 @@ from typing import NamedTuple, TypeVar
 
 from .errors import LockTimeoutError
 
-__all__ = [
-    "BUSY_BINARY",
-    "LOCK_WAIT",
-    "NO_LIMIT",
-    "TRY_AGAIN",
-    "Backoff",
-    "Deadline",
-    "apoll",
-    "check_timeout",
-    "lock_timeout",
-    "plugin_timed_out",
-    "poll",
-    "timeout_message",
-]
-
 _T = TypeVar("_T")
 
-#: Timeouts longer than this (about three years; ``math.inf``, ``1e9``) mean no
-#: practical limit: no end is computed, so nothing can overflow.
+#: Timeouts longer than this (about three years, ``math.inf``) mean no limit: nothing overflows.
 NO_LIMIT = 1e8
 
 _clock = time.monotonic
@@ -64,8 +40,8 @@ def check_timeout(timeout: float | None) -> float | None:
 
 
 class Deadline:
-    """The end of a time limit that starts now: ``Deadline(2.0)``, ``Deadline(None)`` (none);
-    ``limit`` is its timeout (for messages). Over :data:`NO_LIMIT` it has no end, as ``None``."""
+    """The end of a time limit that starts now (``None`` or over :data:`NO_LIMIT`: no end);
+    ``limit`` is its timeout, for messages."""
 
     __slots__ = ("_end", "limit")
 

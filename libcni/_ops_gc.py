@@ -87,8 +87,7 @@ def gc(
 def _cached_networks(
     scan: GCScan, names: list[str], errors: list[CNIError]
 ) -> Op[list[NetworkConfigList]]:
-    """The networks known only from the cache, to collect; listed before any lock (each
-    network lists results/ again if it changed)."""
+    """The networks known only from the cache, to collect; listed before any lock."""
     yield CacheIO(scan.survey, (True,))
     found = []
     for name in scan.networks():
@@ -203,10 +202,8 @@ def _del(
     deadline: Deadline,
     errors: list[CNIError],
 ) -> Op[None]:
-    """GC's DEL of one stale attachment (a complete entry, or a record: one in progress);
-    its error in ``errors``. A record's DEL that fails is tried once more: a plugin killed
-    half-way through its ADD can trip over what it left (the reference ``bridge`` plugin's
-    first DEL fails when its ADD died before making its masquerading chain)."""
+    """GC's DEL of one stale attachment, its error in ``errors``; a record's (an ADD killed
+    half-way) is tried once more: ``bridge``'s first DEL can trip over what its ADD left."""
     rt = att.runtime_conf(cache_dir=cache.dir)
     what = f"{'in-progress ' if att.is_record else ''}attachment {att.container_id}/{att.ifname}"
     for again in (att.is_record, False):
