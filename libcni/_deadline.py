@@ -74,9 +74,8 @@ class Backoff(NamedTuple):
     def pauses(
         self, deadline: Deadline, budget: Deadline | None = None, *, whole: bool = False
     ) -> Iterator[float]:
-        """The pauses until ``deadline`` or ``budget`` (default: from now) has passed; one
-        longer than the time left is cut to it (a last try at the end) or, ``whole``, ends
-        them (a try that needs time of its own: a plugin run)."""
+        """The pauses until ``deadline`` or ``budget`` (default: from now) passed; one longer
+        than the time left is cut to it, or ends them if ``whole`` (a try that takes time)."""
         budget = Deadline(self.budget) if budget is None else budget
         pause = self.first
         while True:
@@ -131,8 +130,7 @@ def plugin_timed_out(name: str, limit: float | None) -> str:
 
 
 def lock_timeout(what: str, path: str, limit: float | None, command: str = "") -> LockTimeoutError:
-    """The one error of a wait for a cache lock that outlasted its time: ``what`` names the
-    lock (``network 'n'``...), ``path`` is its file (the details), ``command`` the operation."""
+    """The error of a cache lock wait out of time: ``what`` names the lock, ``path`` its file."""
     return LockTimeoutError(
         timeout_message(command, limit, f"the cache lock of {what} was not free")
         + "; another operation holds it",

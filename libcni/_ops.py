@@ -111,11 +111,9 @@ def as_plugin(net: Any, method: str) -> PluginConfig:
     """``net`` if it is a ``PluginConfig``; else a ``TypeError`` saying what ``method`` takes."""
     if isinstance(net, PluginConfig):
         return net
-    hint = (
-        f"; for a whole list use {method.replace('_network', '_network_list', 1)}()"
-        if isinstance(net, NetworkConfigList)
-        else ""
-    )
+    hint = ""
+    if isinstance(net, NetworkConfigList):
+        hint = f"; for a whole list use {method.replace('_network', '_network_list', 1)}()"
     raise TypeError(
         f"{method}() expects a PluginConfig (one plugin), not {type(net).__name__}{hint}"
     )
@@ -191,13 +189,9 @@ def _call(
     )
 
 
-def _stdout(out: bytes) -> bytes:
-    return out
-
-
 def _run(
     effect: RunPlugin,
-    decode: Callable[[bytes], _R] = _stdout,  # type: ignore[assignment]
+    decode: Callable[[bytes], _R] = bytes,  # type: ignore[assignment]
 ) -> Op[_R]:
     """Run one plugin and ``decode`` its stdout: the one place a ``PluginError`` (no time
     left, a failed run, a timeout, an undecodable output) gets the context of ``effect``."""
