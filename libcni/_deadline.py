@@ -96,8 +96,7 @@ TRY_AGAIN = Backoff(0.1, 5.0, jitter=0.2)
 
 
 def poll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
-    """``attempt()`` until it gives something, pausing as :data:`LOCK_WAIT` says (blocking);
-    ``None`` when ``deadline`` passed first."""
+    """``attempt()`` until it gives something, at :data:`LOCK_WAIT`'s pace; else ``None``."""
     pauses = LOCK_WAIT.pauses(deadline)
     while (got := attempt()) is None:
         pause = next(pauses, None)

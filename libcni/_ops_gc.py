@@ -52,9 +52,8 @@ def gc(
     keep: Iterable[str] | None = None,
     cached: bool = False,
 ) -> Op[None]:
-    """GC of ``nets`` (``keep``: ``valid_containers``; ``cached``: ``cached_networks``): one
-    listing of the cache, then each network as a :class:`GCNetwork` effect; every error is
-    raised at the end (``GCError``)."""
+    """GC of ``nets`` (``keep``: ``valid_containers``; ``cached``: ``cached_networks``), each
+    network a :class:`GCNetwork` effect; every error raised at the end (``GCError``)."""
     check_timeout(timeout)
     names = [c.name for c in _chains(nets)]
     from .cache import GCScan
@@ -100,8 +99,7 @@ def _cached_networks(
 def _cached_list(
     scan: GCScan, network: str, errors: list[CNIError]
 ) -> Op[NetworkConfigList | None]:
-    """The configuration a network known only from the cache cached (a single plugin's
-    as a list of one), or ``None`` (nothing usable; a ``ConfigError`` in ``errors``)."""
+    """The configuration cached for a network known only from the cache, or ``None``."""
     att = yield CacheIO(scan.attachment_of, (network,))
     if att is None:
         return None

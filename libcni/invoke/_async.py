@@ -31,8 +31,7 @@ __all__ = ["AGE", "SLOTS", "aexec"]
 
 #: Plugins of a loop that may be young at once (twice the CPUs: enough to keep them busy).
 SLOTS = max(2, 2 * (os.cpu_count() or 1))
-#: Seconds after which a plugin no longer counts against :data:`SLOTS` (the reference
-#: plugins take 20 to 60 ms; a plugin that waits for a DHCP lease lasts seconds).
+#: Seconds after which a plugin no longer counts against :data:`SLOTS` (most take 20-60 ms).
 AGE = 0.1
 
 
@@ -116,8 +115,7 @@ def _slots_of(loop: asyncio.AbstractEventLoop) -> _Slots:
     return slots
 
 
-#: Threads that start plugins for the loops of this process (made at the first start,
-#: again in a forked child): the loop never waits for a child's ``exec``.
+#: Threads that start plugins for the loops of this process (made again in a forked child).
 SPAWN_THREADS = 2
 _starter: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 
