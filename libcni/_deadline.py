@@ -1,13 +1,5 @@
-"""Time limits, written once: a :class:`Deadline`, every retry pace, the wording.
-
-Every wait goes through here: an operation's timeout shared by its plugin runs (down to
-``invoke``), a setup's by its ADDs, and every retry pace, a named :class:`Backoff`:
-:data:`LOCK_WAIT` (a busy cache lock, blocking or awaited), :data:`BUSY_BINARY` (a plugin
-binary still being written) and :data:`TRY_AGAIN` (a setup's ADD that failed with code 11).
-The wordings: :func:`timeout_message`, :func:`plugin_timed_out`, :func:`lock_timeout`.
-Neutral: it imports nothing of libcni but ``errors``. The clock and the sleeps (``_clock``,
-``_sleep``, ``_asleep``) are read at each call: tests replace them to count tries without timing.
-"""
+"""Time limits, written once: a :class:`Deadline`, every retry pace (:class:`Backoff`), the
+wordings. Tests replace ``_clock``, ``_sleep`` and ``_asleep`` to count tries without timing."""
 
 from __future__ import annotations
 
@@ -19,25 +11,9 @@ from typing import NamedTuple, TypeVar
 
 from .errors import LockTimeoutError
 
-__all__ = [
-    "BUSY_BINARY",
-    "LOCK_WAIT",
-    "NO_LIMIT",
-    "TRY_AGAIN",
-    "Backoff",
-    "Deadline",
-    "apoll",
-    "check_timeout",
-    "lock_timeout",
-    "plugin_timed_out",
-    "poll",
-    "timeout_message",
-]
-
 _T = TypeVar("_T")
 
-#: Timeouts longer than this (about three years; ``math.inf``, ``1e9``) mean no
-#: practical limit: no end is computed, so nothing can overflow.
+#: Timeouts longer than this (about three years, ``math.inf``) mean no limit: nothing overflows.
 NO_LIMIT = 1e8
 
 _clock = time.monotonic
@@ -64,8 +40,8 @@ def check_timeout(timeout: float | None) -> float | None:
 
 
 class Deadline:
-    """The end of a time limit that starts now: ``Deadline(2.0)``, ``Deadline(None)`` (none);
-    ``limit`` is its timeout (for messages). Over :data:`NO_LIMIT` it has no end, as ``None``."""
+    """The end of a time limit that starts now (``None`` or over :data:`NO_LIMIT`: no end);
+    ``limit`` is its timeout, for messages."""
 
     __slots__ = ("_end", "limit")
 
@@ -98,9 +74,8 @@ class Backoff(NamedTuple):
     def pauses(
         self, deadline: Deadline, budget: Deadline | None = None, *, whole: bool = False
     ) -> Iterator[float]:
-        """The pauses until ``deadline`` or ``budget`` (default: from now) has passed; one
-        longer than the time left is cut to it (a last try at the end) or, ``whole``, ends
-        them (a try that needs time of its own: a plugin run)."""
+        """The pauses until ``deadline`` or ``budget`` (default: from now) passed; one longer
+        than the time left is cut to it, or ends them if ``whole`` (a try that takes time)."""
         budget = Deadline(self.budget) if budget is None else budget
         pause = self.first
         while True:
@@ -121,8 +96,7 @@ TRY_AGAIN = Backoff(0.1, 5.0, jitter=0.2)
 
 
 def poll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
-    """``attempt()`` until it gives something, pausing as :data:`LOCK_WAIT` says (blocking);
-    ``None`` when ``deadline`` passed first."""
+    """``attempt()`` until it gives something, at :data:`LOCK_WAIT`'s pace; else ``None``."""
     pauses = LOCK_WAIT.pauses(deadline)
     while (got := attempt()) is None:
         pause = next(pauses, None)
@@ -155,8 +129,7 @@ def plugin_timed_out(name: str, limit: float | None) -> str:
 
 
 def lock_timeout(what: str, path: str, limit: float | None, command: str = "") -> LockTimeoutError:
-    """The one error of a wait for a cache lock that outlasted its time: ``what`` names the
-    lock (``network 'n'``...), ``path`` is its file (the details), ``command`` the operation."""
+    """The error of a cache lock wait out of time: ``what`` names the lock, ``path`` its file."""
     return LockTimeoutError(
         timeout_message(command, limit, f"the cache lock of {what} was not free")
         + "; another operation holds it",

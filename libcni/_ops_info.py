@@ -1,6 +1,4 @@
-"""STATUS, VERSION, validation and the cache getters, over the state of
-:class:`~libcni._ops.Operations`: what the API asks of plugins and of the cache
-without attaching anything."""
+"""STATUS, VERSION, validation and the cache getters, over :class:`~libcni._ops.Operations`."""
 
 from __future__ import annotations
 

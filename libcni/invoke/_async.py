@@ -1,25 +1,9 @@
-"""The asynchronous plugin runs of :class:`~libcni.invoke.RawExec` (``aexec_plugin``).
+"""``RawExec.aexec_plugin``: ``_raw``'s runs, the plugin's pipes and pidfd watched by the loop.
 
-Imported by the first ``aexec_plugin`` (``import libcni`` imports no asyncio).
-The rules of a run are ``_raw``'s; here the event loop waits for them: the
-plugin's pipes and its pidfd are the loop's readers (and its stdin a writer
-while the plugin has not read it all), so the loop learns of the plugin's
-output and of its exit without ever blocking.
-
-The start itself (``_raw._spawn``, which waits until the child has called
-``exec``) runs in one of :data:`SPAWN_THREADS` ``libcni-spawn`` threads:
-``subprocess``'s ``vfork`` path releases the GIL meanwhile, so the loop
-goes on while a child is slow to ``exec`` (the machine busy, the binary on
-a slow file system).
-
-One limit, which nothing above this module knows: at most :data:`SLOTS`
-plugins of a loop are *young* at once (started less than :data:`AGE` seconds
-ago and still running); a further start waits for one, the oldest tasks' first (a
-task's place is that of its first plugin): with many containers set up at
-once the first ones are ready first, as with threads. With 128 containers set up at once, 128 plugins (and their
-``iptables``) on two CPUs would leave the loop's thread unscheduled for
-hundreds of milliseconds; a plugin that lasts (one waiting on the network)
-stops counting at :data:`AGE`, so it never holds the others back for long.
+Starts run in :data:`SPAWN_THREADS` ``libcni-spawn`` threads (the loop never waits for an
+``exec``). At most :data:`SLOTS` plugins of a loop are *young* at once (started less than
+:data:`AGE` seconds ago, still running); a further start waits, the oldest task's first:
+128 plugins started at once on two CPUs would starve the loop's thread.
 """
 
 from __future__ import annotations
@@ -47,8 +31,7 @@ __all__ = ["AGE", "SLOTS", "aexec"]
 
 #: Plugins of a loop that may be young at once (twice the CPUs: enough to keep them busy).
 SLOTS = max(2, 2 * (os.cpu_count() or 1))
-#: Seconds after which a plugin no longer counts against :data:`SLOTS` (the reference
-#: plugins take 20 to 60 ms; a plugin that waits for a DHCP lease lasts seconds).
+#: Seconds after which a plugin no longer counts against :data:`SLOTS` (most take 20-60 ms).
 AGE = 0.1
 
 
@@ -132,8 +115,7 @@ def _slots_of(loop: asyncio.AbstractEventLoop) -> _Slots:
     return slots
 
 
-#: Threads that start plugins for the loops of this process (made at the first start,
-#: again in a forked child): the loop never waits for a child's ``exec``.
+#: Threads that start plugins for the loops of this process (made again in a forked child).
 SPAWN_THREADS = 2
 _starter: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 
@@ -149,8 +131,7 @@ def _starting_threads() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _unblock_signals() -> None:
-    """A starting thread blocks nothing (the ``subprocess`` path's condition), whatever
-    the thread that made it blocks."""
+    """A starting thread blocks nothing (the ``subprocess`` path's condition)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
@@ -163,9 +144,8 @@ def _close_started(future: asyncio.Future[_Run | float]) -> None:
 
 
 async def _start(loop: asyncio.AbstractEventLoop, start: _Start) -> _Run:
-    """Start the plugin in a ``libcni-spawn`` thread, again after the pauses of a busy
-    binary (:class:`~._raw._Start`) without blocking the loop. A task cancelled meanwhile
-    leaves the start to end in its thread; what it started is then killed and reaped."""
+    """Start the plugin in a ``libcni-spawn`` thread (again after a busy binary's pauses);
+    if the task is cancelled meanwhile, what the thread started is killed and reaped."""
     while True:
         once = loop.run_in_executor(_starting_threads(), start.once)
         try:

@@ -1,12 +1,6 @@
-"""Running a plugin binary as a child process.
-
-One call is one :class:`_Run`: the child started by ``os.posix_spawn``, its
-three pipes and its pidfd. It does no waiting of its own: the synchronous
-driver (:class:`RawExec`, ``select.poll``) and the asynchronous one
-(:mod:`._async`, the event loop's readers) tell it which descriptor is ready,
-so both share every rule: how the child starts, how output is collected, how
-the process group is killed and reaped, and how the outcome is decoded.
-"""
+"""Running a plugin binary as a child process: one call is one :class:`_Run`, which never
+waits; the drivers (:class:`RawExec`'s ``select.poll``, :mod:`._async`'s event loop) tell it
+which descriptor is ready, so both share every rule."""
 
 from __future__ import annotations
 
@@ -66,8 +60,7 @@ def _excerpt(data: bytes) -> str:
 
 
 def _inherited() -> list[int]:
-    """The runtime's inheritable descriptors above 2 (Python makes its own non-inheritable;
-    these came from the runtime's parent or were made so on purpose): closed in the child."""
+    """The runtime's inheritable descriptors above 2, closed in the child."""
     try:
         names = os.listdir("/proc/self/fd")
     except OSError:
@@ -92,12 +85,8 @@ _NEW_GROUP: dict[str, Any] = (
 
 
 def _signals_clean() -> bool:
-    """Whether a child ``subprocess`` starts from this thread gets Go's signal state.
-
-    It inherits the thread's signal mask and every ignored disposition but
-    the two ``restore_signals`` resets: so nothing may be blocked or ignored
-    (the kernel's view, ``/proc/thread-self/status``: about 8 µs).
-    """
+    """Whether this thread blocks and ignores nothing ``restore_signals`` does not reset:
+    then a ``subprocess`` child gets Go's signal state (``/proc/thread-self/status``)."""
     try:
         with open("/proc/thread-self/status", "rb") as f:
             text = f.read()
@@ -108,17 +97,10 @@ def _signals_clean() -> bool:
 
 
 def _spawn(path: str, env: Mapping[str, str], stdio: list[int], pass_fd: int | None) -> int:
-    """Start ``path`` as the leader of a new process group, as Go starts it.
-
-    ``stdio`` become its descriptors 0 to 2; ``pass_fd`` (if any) stays open
-    in it, close-on-exec cleared in the child only (the runtime's descriptor
-    stays close-on-exec for the other threads' starts). Nothing else of the
-    runtime is inherited; the signal mask is empty and every disposition the
-    default. ``subprocess`` when this thread's signal state allows it (its
-    ``vfork`` path releases the GIL until the child's ``exec``, and closes
-    the other descriptors at a constant cost), else ``os.posix_spawn``
-    (which resets the signal state, but holds the GIL throughout).
-    """
+    """Start ``path`` as the leader of a new process group, as Go starts it: ``stdio`` as its
+    descriptors 0 to 2, ``pass_fd`` as 3, nothing else inherited, signals at their defaults.
+    ``subprocess`` (its ``vfork`` releases the GIL) when the signal state allows, else
+    ``os.posix_spawn``."""
     if _signals_clean():
         import subprocess  # here: about 2 ms to import, and only plugin runs need it
 
@@ -162,15 +144,10 @@ def _pidfd(pid: int) -> int | None:
 
 class _Run:
     """One running plugin: its pipes and pidfd, the output collected, the decoded outcome.
+    Starting it raises ``OSError`` or ``ValueError`` (a NUL), leaving nothing open."""
 
-    Made by starting the plugin: ``OSError`` (ETXTBSY, EACCES...) or
-    ``ValueError`` (a NUL in the path or the environment) when it cannot be,
-    with nothing left open.
-    """
-
-    # Set by the driver: stop watching a descriptor (called before it is closed).
+    # Set by the driver: stop watching a descriptor; called once the leader was reaped.
     unwatch: Callable[[int], None] = staticmethod(lambda fd: None)
-    # Set by the driver: called once the leader has exited and was reaped.
     on_exit: Callable[[], None] = staticmethod(lambda: None)
 
     def __init__(
@@ -223,8 +200,6 @@ class _Run:
             self.write_stdin()
         elif fd == self.stdout_fd or fd == self.stderr_fd:  # (not one closed meanwhile)
             self._read(fd)
-
-    # -- I/O -----------------------------------------------------------------------
 
     def _close(self, fd: int) -> None:
         if fd == self.stdin_fd:
@@ -288,8 +263,6 @@ class _Run:
                 if fd is None or not self._read(fd):
                     break
 
-    # -- process group ---------------------------------------------------------------
-
     def kill(self, sig: int) -> None:
         """Send ``sig`` to the plugin's whole process group.
 
@@ -335,8 +308,6 @@ class _Run:
             if fd is not None:
                 self._close(fd)
 
-    # -- outcome -----------------------------------------------------------------------
-
     def _stderr_tail(self) -> str:
         return bytes(self._err[-_STDERR_TAIL:]).decode("utf-8", errors="replace")
 
@@ -357,12 +328,7 @@ class _Run:
                 exit_code = os.WEXITSTATUS(status)
             elif os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
-        return {
-            "plugin": self.name,
-            "exit_code": exit_code,
-            "signal": sig,
-            "stderr": self._stderr_tail(),
-        }
+        return dict(plugin=self.name, exit_code=exit_code, signal=sig, stderr=self._stderr_tail())
 
     def result(self) -> bytes:
         """Standard output if the plugin exited 0, else the :class:`PluginError` it reported."""
@@ -415,15 +381,9 @@ class _Run:
 
 
 class _Start:
-    """The start of one plugin run, for both drivers: :meth:`once` gives the started
-    :class:`_Run`, or the pause after which to call it again.
-
-    Only "text file busy" (the binary is being written) is retried, with a
-    fresh process each time, at the pace of :data:`~libcni._deadline.BUSY_BINARY`
-    and never past the call's deadline. A binary that cannot be started raises
-    ``PluginError`` code 5 naming the path and the OS error (code 4 for a NUL in
-    the path or the environment), or ``PluginTimeoutError``.
-    """
+    """The start of one plugin run: :meth:`once` gives the :class:`_Run`, or the pause before
+    trying again (ETXTBSY only, at :data:`~libcni._deadline.BUSY_BINARY`'s pace). Else
+    ``PluginError`` code 5 (code 4 for a NUL), or ``PluginTimeoutError``."""
 
     def __init__(
         self,
@@ -477,19 +437,12 @@ class _Start:
 class RawExec:
     """The default :class:`~libcni.invoke.Exec`: runs plugin binaries as child processes.
 
-    Each call starts the binary (``os.posix_spawn``: no arguments, ``argv[0]``
-    is the path, ``env`` is the complete environment, an empty signal mask and
-    default dispositions) as the leader of a new process group, feeds it
-    ``stdin`` and collects standard output and standard error without ever
-    blocking on one of them. When the leader exits, what remains of its
-    process group is killed with SIGKILL, so neither a leftover child nor one
-    holding the output pipes open survives or delays the call.
-
-    On timeout (a deadline over the whole call) the group receives SIGTERM,
-    then SIGKILL after ``grace`` seconds, and
-    :class:`~libcni.errors.PluginTimeoutError` is raised. Standard error goes
-    to the ``libcni.invoke`` logger, one record per line (DEBUG when the plugin
-    succeeded, WARNING when it failed).
+    Each call starts the binary (no arguments, ``env`` the complete environment, default
+    signal state) as the leader of a new process group and collects its output without
+    blocking; when the leader exits, what remains of its group is killed with SIGKILL.
+    On timeout the group gets SIGTERM, then SIGKILL after ``grace`` seconds:
+    :class:`~libcni.errors.PluginTimeoutError`. Standard error goes to the
+    ``libcni.invoke`` logger, one record per line (DEBUG on success, WARNING on failure).
     """
 
     def __init__(self, grace: float = 1.0) -> None:
@@ -513,19 +466,12 @@ class RawExec:
     ) -> bytes:
         """Run the plugin at ``path``; return its standard output if it exits 0.
 
-        A plugin that exits non-zero (or is killed by a signal) raises
-        :class:`~libcni.errors.PluginError` with the code, message and details
-        of the CNI error object it printed; one that printed nothing, or not a
-        valid error object, raises ``PluginError`` code 999 saying so. Every
-        such error carries ``plugin`` (the file name), ``exit_code`` or
-        ``signal``, and the tail of ``stderr``. A binary that cannot be started
-        (not executable, vanished, still busy being written after ~5 s of
-        retries) raises ``PluginError`` code 5. ``timeout`` (seconds, ``None``:
-        no limit; taken as given, the operations check it at their entry) bounds the
-        whole call: :class:`~libcni.errors.PluginTimeoutError`.
-        ``pass_fd``: a descriptor the plugin (and its children) inherit; the
-        operations pass an ADD's attachment lock this way, so that it is held
-        while any process of the ADD lives.
+        A failing plugin raises :class:`~libcni.errors.PluginError` with its CNI error
+        object's code, message and details (code 999 when it printed none), ``plugin``,
+        ``exit_code`` or ``signal``, and the tail of ``stderr``; a binary that cannot be
+        started, ``PluginError`` code 5. ``timeout`` (seconds, ``None``: no limit) bounds
+        the whole call: :class:`~libcni.errors.PluginTimeoutError`. ``pass_fd``: a
+        descriptor the plugin and its children inherit (an ADD's attachment lock).
         """
         deadline = Deadline(timeout)
         start = _Start(path, env, stdin, pass_fd, deadline)
