@@ -12,8 +12,8 @@
 
 from __future__ import annotations
 
+from libcni.invoke._exec import RawExec
 from libcni.invoke._find import DEFAULT_PLUGIN_DIRS, find_in_path
 from libcni.invoke._protocol import AsyncExec, Exec
-from libcni.invoke._raw import RawExec
 
 __all__ = ["DEFAULT_PLUGIN_DIRS", "AsyncExec", "Exec", "RawExec", "find_in_path"]

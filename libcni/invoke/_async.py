@@ -25,7 +25,7 @@ from ..errors import PluginTimeoutError
 from ._raw import TICK, _Run, _Start
 
 if TYPE_CHECKING:
-    from ._raw import RawExec
+    from ._exec import RawExec
 
 __all__ = ["AGE", "SLOTS", "aexec"]
 
