@@ -75,10 +75,6 @@ def known_keys(cls: type) -> frozenset[str]:
     return frozenset(_key(a) for a in _fields(cls))
 
 
-# --------------------------------------------------------------------------
-# Strict primitives
-
-
 def _str(value: Any, _: Any = None) -> str:
     if type(value) is str:
         return value
@@ -103,9 +99,7 @@ def _parse_cidr(text: str) -> IPv4Interface | IPv6Interface | None:
     if not sep or not (prefix.isascii() and prefix.isdigit()) or len(prefix) > 3:
         return None
     try:
-        if ":" in addr:
-            return IPv6Interface(text)
-        return IPv4Interface(text)
+        return IPv6Interface(text) if ":" in addr else IPv4Interface(text)
     except ValueError:
         return None
 
@@ -113,9 +107,7 @@ def _parse_cidr(text: str) -> IPv4Interface | IPv6Interface | None:
 @lru_cache(maxsize=1024)
 def _parse_ip(text: str) -> IPv4Address | IPv6Address | None:
     try:
-        if ":" in text:
-            return IPv6Address(text)
-        return IPv4Address(text)
+        return IPv6Address(text) if ":" in text else IPv4Address(text)
     except ValueError:
         return None
 
@@ -179,10 +171,8 @@ def _seq_hook(t: Any) -> Callable[[Any, Any], Any]:
             try:
                 out.append(item(v, item_type))
             except Exception as e:  # the first failure, with its index
-                e.__notes__ = [  # type: ignore[attr-defined]
-                    *getattr(e, "__notes__", []),
-                    IterableValidationNote("", i, item_type),
-                ]
+                notes = [*getattr(e, "__notes__", []), IterableValidationNote("", i, item_type)]
+                e.__notes__ = notes  # type: ignore[attr-defined]
                 raise IterableValidationError("", [e], t) from None
         return make(out)
 
@@ -203,9 +193,10 @@ def _pair_hook(t: Any) -> Callable[[Any, Any], Any]:
 
 
 def _is_seq(t: Any) -> bool:
-    origin = get_origin(t)
     args = get_args(t)
-    return (origin is tuple and len(args) == 2 and args[1] is Ellipsis) or origin is list
+    return (get_origin(t) is tuple and len(args) == 2 and args[1] is Ellipsis) or get_origin(
+        t
+    ) is list
 
 
 def _is_pair(t: Any) -> bool:
@@ -213,8 +204,7 @@ def _is_pair(t: Any) -> bool:
 
 
 def _json_check(extra: Mapping[str, Any]) -> None:
-    """Refuse an unknown member without a JSON form (NaN, a set, a cycle...), so that
-    writing back what was read cannot fail."""
+    """Refuse an unknown member without a JSON form (NaN, a set, a cycle...)."""
     import json
 
     for key, value in extra.items():
@@ -284,10 +274,6 @@ def _class_hook(cls: type) -> Callable[[Any, Any], Any]:
     return structure_class
 
 
-# --------------------------------------------------------------------------
-# Unstructuring (writing): declared omission rules
-
-
 def _dump_hook(t: Any) -> Callable[[Any], Any] | None:
     """How a field of type ``t`` is written; ``None``: as it is."""
     if t in (IPInterface, IPAddress, IPAddress | None):
@@ -303,9 +289,7 @@ def _dump_hook(t: Any) -> Callable[[Any], Any] | None:
         return _dump_hook(args[0] if args[1] is type(None) else args[1])
     if _is_seq(t):
         item = _dump_hook(get_args(t)[0])
-        if item is None:
-            return list
-        return lambda v: [item(x) for x in v]
+        return list if item is None else lambda v: [item(x) for x in v]
     if _is_pair(t):
         return list
     return None
@@ -342,9 +326,6 @@ def _class_dump(cls: type) -> Callable[[Any], dict[str, Any]]:
 
     return unstructure_class
 
-
-# --------------------------------------------------------------------------
-# The converter, configured once
 
 _converter: cattrs.Converter | None = None
 #: What a failed structure raises: cattrs' errors (once imported) and ours.

@@ -1,43 +1,20 @@
-"""Time limits, written once: a :class:`Deadline`, the back-off of every wait, the wording.
-
-Every wait goes through here: an operation's timeout shared by its plugin runs, a setup's
-by its ADDs, the waits for a busy cache lock, blocking or awaited (the same pauses, the
-one :func:`lock_timeout` error). Neutral: it imports nothing of libcni but ``errors``.
-The clock and the sleeps (``_clock``, ``_sleep``, ``_asleep``) are read at each call:
-tests replace them to count tries without timing.
-"""
+"""Time limits, written once: a :class:`Deadline`, every retry pace (:class:`Backoff`), the
+wordings. Tests replace ``_clock``, ``_sleep`` and ``_asleep`` to count tries without timing."""
 
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from .errors import LockTimeoutError
 
-__all__ = [
-    "NO_LIMIT",
-    "POLL_FIRST",
-    "POLL_MAX",
-    "Deadline",
-    "apoll",
-    "backoff",
-    "check_timeout",
-    "lock_timeout",
-    "poll",
-    "timeout_message",
-]
-
 _T = TypeVar("_T")
 
-#: Timeouts longer than this (about three years; ``math.inf``, ``1e9``) mean no
-#: practical limit: no end is computed, so nothing can overflow.
+#: Timeouts longer than this (about three years, ``math.inf``) mean no limit: nothing overflows.
 NO_LIMIT = 1e8
-
-#: The first pause between two tries of a busy lock (seconds), then doubling up to POLL_MAX.
-POLL_FIRST = 0.001
-POLL_MAX = 0.02
 
 _clock = time.monotonic
 _sleep = time.sleep
@@ -63,8 +40,8 @@ def check_timeout(timeout: float | None) -> float | None:
 
 
 class Deadline:
-    """The end of a time limit that starts now: ``Deadline(2.0)``, ``Deadline(None)`` (none);
-    ``limit`` is its timeout (for messages). Over :data:`NO_LIMIT` it has no end, as ``None``."""
+    """The end of a time limit that starts now (``None`` or over :data:`NO_LIMIT`: no end);
+    ``limit`` is its timeout, for messages."""
 
     __slots__ = ("_end", "limit")
 
@@ -84,19 +61,43 @@ class Deadline:
         return self._end is not None and _clock() >= self._end
 
 
-def backoff(deadline: Deadline) -> Iterator[float]:
-    """The pauses between the tries of something busy: :data:`POLL_FIRST`, doubling up
-    to :data:`POLL_MAX`, each cut to the time left; it ends when ``deadline`` has passed."""
-    pause = POLL_FIRST
-    while (left := deadline.left()) is None or left > 0:
-        yield pause if left is None else min(pause, left)
-        pause = min(pause * 2, POLL_MAX)
+class Backoff(NamedTuple):
+    """A pace of retries: from ``first`` seconds, doubling up to ``cap``, each pause up to
+    ``jitter`` (a fraction) shorter at random, for ``budget`` seconds at most (``None``: no
+    budget but the deadline)."""
+
+    first: float
+    cap: float
+    budget: float | None = None
+    jitter: float = 0.0
+
+    def pauses(
+        self, deadline: Deadline, budget: Deadline | None = None, *, whole: bool = False
+    ) -> Iterator[float]:
+        """The pauses until ``deadline`` or ``budget`` (default: from now) passed; one longer
+        than the time left is cut to it, or ends them if ``whole`` (a try that takes time)."""
+        budget = Deadline(self.budget) if budget is None else budget
+        pause = self.first
+        while True:
+            left = min((t for t in (deadline.left(), budget.left()) if t is not None), default=None)
+            shorter = pause * (1 - self.jitter * random.random()) if self.jitter else pause
+            if left is not None and (left <= 0 or (whole and shorter >= left)):
+                return
+            yield shorter if left is None else min(shorter, left)
+            pause = min(pause * 2, self.cap)
+
+
+#: A busy cache lock (``poll``, ``apoll``), until the wait's deadline.
+LOCK_WAIT = Backoff(0.001, 0.02)
+#: A plugin binary still being written (``ETXTBSY``).
+BUSY_BINARY = Backoff(0.005, 0.5, budget=5.0)
+#: A setup's ADD that failed with code 11: the jitter spreads containers retrying together.
+TRY_AGAIN = Backoff(0.1, 5.0, jitter=0.2)
 
 
 def poll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
-    """``attempt()`` until it gives something, pausing as :func:`backoff` says (blocking);
-    ``None`` when ``deadline`` passed first."""
-    pauses = backoff(deadline)
+    """``attempt()`` until it gives something, at :data:`LOCK_WAIT`'s pace; else ``None``."""
+    pauses = LOCK_WAIT.pauses(deadline)
     while (got := attempt()) is None:
         pause = next(pauses, None)
         if pause is None:
@@ -107,7 +108,7 @@ def poll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
 
 async def apoll(attempt: Callable[[], _T | None], deadline: Deadline) -> _T | None:
     """:func:`poll` without blocking the event loop: the same tries, the same pauses."""
-    pauses = backoff(deadline)
+    pauses = LOCK_WAIT.pauses(deadline)
     while (got := attempt()) is None:
         pause = next(pauses, None)
         if pause is None:
@@ -122,9 +123,13 @@ def timeout_message(command: str, limit: float | None, what: str) -> str:
     return f"{command or 'operation'} timed out: {what} within the {limit or 0.0:.3g}s timeout"
 
 
+def plugin_timed_out(name: str, limit: float | None) -> str:
+    """The wording of a bare ``Exec`` call out of time (an operation's: ``timeout_message``)."""
+    return f'plugin "{name}" timed out after {limit or 0.0:.3g}s'
+
+
 def lock_timeout(what: str, path: str, limit: float | None, command: str = "") -> LockTimeoutError:
-    """The one error of a wait for a cache lock that outlasted its time: ``what`` names the
-    lock (``network 'n'``...), ``path`` is its file (the details), ``command`` the operation."""
+    """The error of a cache lock wait out of time: ``what`` names the lock, ``path`` its file."""
     return LockTimeoutError(
         timeout_message(command, limit, f"the cache lock of {what} was not free")
         + "; another operation holds it",

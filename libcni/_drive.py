@@ -1,5 +1,4 @@
-"""The drivers of effect generators: blocking (``CNIConfig``, ``NetworkManager``) and async,
-and :func:`finish`, the one wait that outlasts a cancellation."""
+"""The drivers of effect generators, blocking and async; :func:`finish` outlasts a cancellation."""
 
 from __future__ import annotations
 

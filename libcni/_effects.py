@@ -1,8 +1,4 @@
-"""The effects the operations of ``libcni._ops`` yield, and what their drivers need of them.
-
-A leaf: the operations, their drivers (``api``, ``aio``) and the observers (``_events``)
-import it, it imports none of them.
-"""
+"""The effects the operations of ``libcni._ops`` yield, and what their drivers need of them."""
 
 from __future__ import annotations
 
@@ -115,8 +111,7 @@ Release = Callable[[], None]
 
 
 def in_context(effect: RunPlugin, e: PluginError) -> None:
-    """Give ``e`` the context of ``effect`` (``_ops._run``'s rule; idempotent). The observed
-    drivers apply it as soon as the run fails: the plugin's end event carries the error."""
+    """Give ``e`` the context of ``effect`` (idempotent: the observed drivers apply it early)."""
     e.plugin = effect.plugin
     e.command = effect.command
     e.network = e.network or effect.network

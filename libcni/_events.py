@@ -1,32 +1,11 @@
 """What the library tells observers: :class:`Event`, and how the drivers emit it.
 
-An *observer* is any callable taking an :class:`Event` (``observers=`` of
-``CNIConfig``, ``AsyncCNIConfig``, ``NetworkManager``, ``AsyncNetworkManager``).
-It is told when each operation, each network of a manager operation and each
-plugin run starts and ends. An observer that raises is logged on the
-``libcni`` logger and changes nothing.
-
-An observer may also contribute environment variables to each plugin run (the
-W3C trace context of :class:`libcni.tracing.OpenTelemetryObserver`): a method
-``plugin_env(event)``, called with the start event of the run, returning a
-mapping (a value of ``None`` removes the variable) or ``None``. The entries
-are merged into the environment the core built for the operation (the
-``env`` of its ``RunPlugin``), for that one run; ``CNI_*`` variables are
-libcni's and never replaced.
-
-Observers wrap the performer of effects, never the rules nor the driver loop
-(``_drive.drive``/``adrive`` stay the only loops): a driver with a
-:class:`Watch` runs the operation in a :class:`Span` (its events) with the
-performer :meth:`Watch.observed` (or :meth:`Watch.aobserved`) gives, which
-puts each ``RunPlugin`` between the events of a plugin run. The parent of an
-event is passed explicitly: a :class:`Watch` made :meth:`~Watch.under` an
-event files its events under it. The network manager runs each operation in a
-span and hands its calls a watch under it; each network's call
-(:meth:`Watch.network`) runs in a span of its own, with a view of the
-manager's ``CNIConfig`` watched under that network, whose operation then emits
-plugin events only.
-
-With no observer, a driver keeps ``Watch`` out of the way (``_watch is None``).
+An *observer* is any callable taking an :class:`Event`; one that raises is
+logged on the ``libcni`` logger and changes nothing. An observer may also have
+a method ``plugin_env(event)`` (called with the start event of a plugin run)
+returning variables to add to that run's environment (``None`` removes one;
+``CNI_*`` variables are never replaced). The drivers run each operation in a
+:class:`Span` and each plugin run through :meth:`Watch.observed`.
 """
 
 from __future__ import annotations
@@ -81,9 +60,7 @@ class Event(NamedTuple):
     exception, such as :class:`asyncio.CancelledError` or a ``ValueError``
     for a bad argument). Both are ``None`` when the run succeeded (:attr:`ok`).
 
-    Immutable. A named tuple rather than an attrs class, as the library's
-    other values are: two are made at every plugin run, and a tuple is made
-    ten times faster (``_replace`` gives a changed copy).
+    Immutable: a named tuple, faster to make than an attrs class.
     """
 
     kind: Literal["operation", "network", "plugin"]
@@ -152,12 +129,7 @@ _W = TypeVar("_W", bound=_Watched)
 
 
 class Span:
-    """One run between its start and end events: ``with span as id:`` (sync and async code).
-
-    Entering tells the observers the start event and gives its ``id``;
-    leaving tells them the end event, with the duration (from after the start
-    event) and what ended the run.
-    """
+    """One run between its start and end events: ``with span as id:`` (sync and async code)."""
 
     __slots__ = ("began", "start", "started", "watch")
 
@@ -191,11 +163,7 @@ class Span:
 
 
 class Watch:
-    """The observers of one ``CNIConfig`` or manager, and the drivers' side of the events.
-
-    ``parent``: the id of the event its events belong to (``None``: they are
-    operations); :meth:`under` gives the watch of another.
-    """
+    """The observers of one ``CNIConfig`` or manager; its events filed under ``parent``."""
 
     __slots__ = ("contributors", "observers", "parent")
 
@@ -280,17 +248,15 @@ class Watch:
         *,
         network: bool = False,
     ) -> AbstractContextManager[int]:
-        """Around an operation of a ``CNIConfig``: its span, entered as the id of its plugin
-        runs' parent. Under a manager operation's network, no event of its own: the plugin
-        runs belong to that network; ``network`` (one network of ``gc_networks``): under a
-        manager operation, the span of a network."""
+        """Around an operation of a ``CNIConfig``: its span, entered as its plugin runs' parent.
+
+        Under a manager's network, no event of its own; ``network`` (one network of
+        ``gc_networks``): the span of a network."""
         if self.parent is None:
             return self.span("operation", operation, net, rt, plugin=plugin)
         if network:
             return self.span("network", operation, net, rt)
         return nullcontext(self.parent)
-
-    # -- the performers of effects ----------------------------------------
 
     def observed(self, perform: Callable[[Any], _R], parent: int) -> Callable[[Any], _R]:
         """``perform``, each ``RunPlugin`` between the events of a plugin run under ``parent``."""
@@ -298,12 +264,9 @@ class Watch:
         def perform_observed(effect: Any) -> _R:
             if type(effect) is not RunPlugin:
                 return perform(effect)
-            began = _clock()
-            start = self._started(effect, parent)
-            t0 = _clock()
+            start, began, t0 = self._started(effect, parent)
             try:
-                if self.contributors or effect.timeout is not None:
-                    effect = self._prepared(effect, start, began)
+                effect = self._prepared(effect, start, began)
                 out = perform(effect)
             except BaseException as e:
                 self._failed(effect, start, _clock() - t0, e)
@@ -321,12 +284,9 @@ class Watch:
         async def perform_observed(effect: Any) -> _R:
             if type(effect) is not RunPlugin:
                 return await perform(effect)
-            began = _clock()
-            start = self._started(effect, parent)
-            t0 = _clock()
+            start, began, t0 = self._started(effect, parent)
             try:
-                if self.contributors or effect.timeout is not None:
-                    effect = self._prepared(effect, start, began)
+                effect = self._prepared(effect, start, began)
                 out = await perform(effect)
             except BaseException as e:
                 self._failed(effect, start, _clock() - t0, e)
@@ -336,8 +296,9 @@ class Watch:
 
         return perform_observed
 
-    def _started(self, effect: RunPlugin, parent: int) -> Event:
-        """The start event of a plugin run under ``parent``, told."""
+    def _started(self, effect: RunPlugin, parent: int) -> tuple[Event, float, float]:
+        """The start event of a plugin run under ``parent``, told; the clock before and after."""
+        began = _clock()
         start = Event(
             kind="plugin",
             phase="start",
@@ -350,15 +311,11 @@ class Watch:
             parent=parent,
         )
         self.emit(start)
-        return start
+        return start, began, _clock()
 
     def _prepared(self, effect: RunPlugin, start: Event, began: float) -> RunPlugin:
-        """``effect`` with what the observers add to its environment, and the time they took
-        since ``began`` (its start event, its environment) off its time left.
-
-        None left: :class:`~libcni.errors.PluginTimeoutError`, the plugin is
-        not started (worded as ``_ops`` words it, by ``in_context``).
-        """
+        """``effect`` with the observers' environment, and the time they took since ``began``
+        off its time left (none left: :class:`~libcni.errors.PluginTimeoutError`)."""
         if self.contributors:
             effect = self.with_env(effect, start)
         if effect.timeout is None:
@@ -370,8 +327,7 @@ class Watch:
         return attrs.evolve(effect, timeout=left) if spent > _SLOW else effect
 
     def _failed(self, effect: RunPlugin, start: Event, duration: float, e: BaseException) -> None:
-        """Tell the end event of a run that ``e`` ended (a ``PluginError`` in context first,
-        as the operation will raise it)."""
+        """Tell the end event of a run that ``e`` ended (a ``PluginError`` put in context first)."""
         if isinstance(e, PluginError):
             in_context(effect, e)
         self.emit(start.ended(duration, e))
@@ -401,15 +357,8 @@ class Watch:
                     )
         if not extra:
             return effect
-        env = dict(effect.env)
-        for key, value in extra.items():
-            if value is None:
-                env.pop(key, None)
-            else:
-                env[key] = value
+        env = {k: v for k, v in {**effect.env, **extra}.items() if v is not None}
         return attrs.evolve(effect, env=Environment(env))
-
-    # -- the network manager ------------------------------------------------
 
     def network(
         self,
@@ -420,11 +369,9 @@ class Watch:
         timeout: float | None,
         call: Callable[[_W, float | None], _R],
     ) -> _R:
-        """``call(view, timeout)``, a network's ``operation`` in a manager operation, between
-        the events of the network: ``view`` is ``cni`` watched under the network (its
-        operation emits plugin events only), ``timeout`` less the observers' time (§13).
+        """``call(view, timeout)`` between the events of a network of a manager operation.
 
-        ``call`` may return an awaitable (``AsyncCNIConfig``): :meth:`anetwork`.
+        ``view`` is ``cni`` watched under the network, ``timeout`` less the observers' time (§13).
         """
         span = self.span("network", operation, net, rt)
         with span as parent:
@@ -445,8 +392,7 @@ class Watch:
             return await call(self.under(parent).view(cni), span.less(timeout))
 
     def view(self, cni: _W) -> _W:
-        """``cni`` watched by this watch, its events under this watch's parent (shared state
-        and all: a shallow copy)."""
+        """``cni`` watched by this watch (a shallow copy)."""
         view = copy.copy(cni)
         view._watch = self
         return view

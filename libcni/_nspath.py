@@ -32,9 +32,6 @@ _OWN = "/proc/thread-self/ns/net"
 _T = TypeVar("_T")
 
 
-# -- the system calls --------------------------------------------------------
-
-
 class _Libc:
     """``setns``, ``unshare``, ``mount`` and ``umount2`` of the C library, with ``errno``."""
 
@@ -98,10 +95,7 @@ _KINDS = {
 def _open(path: str) -> int:
     """A descriptor of the file at ``path`` for reading, if it can be a namespace file.
 
-    Never blocks and never acts on a device: the path is first opened with
-    ``O_PATH`` (no open of the file itself) and anything but a regular file
-    (a namespace file is one: nsfs) is refused (:class:`NamespaceError`)
-    before the file is opened, through that descriptor.
+    Never blocks: opened with ``O_PATH`` first, anything but a regular file is refused.
     """
     fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     try:
@@ -113,8 +107,6 @@ def _open(path: str) -> int:
     finally:
         os.close(fd)
 
-
-# -- errors ------------------------------------------------------------------
 
 _DENIED = (errno.EPERM, errno.EACCES)
 
@@ -133,15 +125,10 @@ def _failed(what: str, e: OSError) -> NamespaceError:
     return NamespaceError(f"{what}: {_why(e)}")
 
 
-# -- a short-lived helper thread ---------------------------------------------
-
-
 def _in_thread(fn: Callable[[], _T], undo: Callable[[_T], Any] | None = None) -> _T:
-    """``fn()`` in a new thread that ends right after: whatever namespace it is left in
-    dies with it, never the caller's.
+    """``fn()`` in a new thread that ends right after (its namespace dies with it).
 
-    The caller waits for the thread even when interrupted (Ctrl-C): then ``undo``
-    is applied to what ``fn`` returned, and the interruption is re-raised.
+    Interrupted, the caller still waits, applies ``undo`` to what ``fn`` returned, re-raises.
     """
     outcome: list[tuple[bool, Any]] = []
 
@@ -247,16 +234,8 @@ def _not_netns(path: str) -> str | None:
     return f"{path} is not a network namespace: it is a regular file"
 
 
-# -- for the network manager ----------------------------------------------------
-
-
 def _loopback_up(path: str) -> None:
-    """Bring ``lo`` up in the network namespace pinned at ``path`` (what the loopback
-    plugin does), without a plugin and without moving the calling thread.
-
-    A helper thread enters the namespace only to open a socket there; the
-    interface flags are then set through that socket.
-    """
+    """Bring ``lo`` up in the network namespace at ``path``, without moving the calling thread."""
     import fcntl
     import socket
     import struct

@@ -1,11 +1,6 @@
-"""The rules of every operation, written once for the sync and the async API.
-
-Each operation is a generator that *yields effects* (``libcni._effects``) and is sent
-their outcomes or thrown their exceptions by a driver: ``CNIConfig`` performs them with
-blocking calls, ``AsyncCNIConfig`` awaits them. Here: the shared state
-(:class:`Operations`), its helpers, ADD, CHECK and DEL; GC is in ``_ops_gc``, STATUS,
-VERSION, validation and the cache getters in ``_ops_info``.
-"""
+"""The rules of every operation as generators of effects (``_effects``), for both drivers:
+the shared state (:class:`Operations`), ADD, CHECK and DEL (GC: ``_ops_gc``; the rest:
+``_ops_info``)."""
 
 from __future__ import annotations
 
@@ -60,9 +55,8 @@ VALIDATE = "VALIDATE"
 
 
 def exec_options(effect: RunPlugin, exec_: Exec, method: str = "exec_plugin") -> dict[str, int]:
-    """The keywords of ``exec_``'s ``method`` beyond the protocol's four: the lock to hand
-    on, to :class:`RawExec`'s own method only (a custom ``Exec``, or a subclass that
-    overrides the method, is called as the protocol says)."""
+    """``pass_fd``, the lock to hand on, for :class:`RawExec`'s own ``method`` only (any
+    other ``Exec`` is called as the protocol says)."""
     if effect.lock_fd is None or getattr(type(exec_), method, None) is not getattr(RawExec, method):
         return {}
     return {"pass_fd": effect.lock_fd}
@@ -117,11 +111,9 @@ def as_plugin(net: Any, method: str) -> PluginConfig:
     """``net`` if it is a ``PluginConfig``; else a ``TypeError`` saying what ``method`` takes."""
     if isinstance(net, PluginConfig):
         return net
-    hint = (
-        f"; for a whole list use {method.replace('_network', '_network_list', 1)}()"
-        if isinstance(net, NetworkConfigList)
-        else ""
-    )
+    hint = ""
+    if isinstance(net, NetworkConfigList):
+        hint = f"; for a whole list use {method.replace('_network', '_network_list', 1)}()"
     raise TypeError(
         f"{method}() expects a PluginConfig (one plugin), not {type(net).__name__}{hint}"
     )
@@ -150,13 +142,9 @@ def _lock_within(
     return TakeLock(cache, network, attachment, exclusive, deadline.left(), command, deadline.limit)
 
 
-_T = TypeVar("_T")
-
-
 def _del_netns(rt: RuntimeConf) -> RuntimeConf:
     """``rt`` for a DEL: a netns path that is no longer a network namespace (a pin left empty)
-    becomes an empty ``CNI_NETNS``, as the spec allows, so the plugins clean up what they can;
-    a path that does not exist is passed as given."""
+    becomes an empty ``CNI_NETNS``, as the spec allows; a missing path is passed as given."""
     if not rt.netns:
         return rt
     from .netns import _not_netns
@@ -201,14 +189,10 @@ def _call(
     )
 
 
-def _stdout(out: bytes) -> bytes:
-    return out
-
-
 def _run(
     effect: RunPlugin,
-    decode: Callable[[bytes], _T] = _stdout,  # type: ignore[assignment]
-) -> Generator[Effect, Any, _T]:
+    decode: Callable[[bytes], _R] = bytes,  # type: ignore[assignment]
+) -> Op[_R]:
     """Run one plugin and ``decode`` its stdout: the one place a ``PluginError`` (no time
     left, a failed run, a timeout, an undecodable output) gets the context of ``effect``."""
     try:
@@ -240,9 +224,7 @@ def _result(version: str, plugin: str) -> Callable[[bytes], Result]:
 
 @contextmanager
 def logged(effect: RunPlugin) -> Iterator[None]:
-    """Around one plugin run, for both drivers: its DEBUG record on the ``libcni`` logger, with
-    the attributes ``plugin``, ``command``, ``network``, ``container_id``, ``duration``
-    (seconds), ``exit_code`` and ``signal`` (``None`` when not known)."""
+    """Around one plugin run: its DEBUG record on the ``libcni`` logger (docs/errors.rst)."""
     if not log.isEnabledFor(logging.DEBUG):
         yield
         return
@@ -320,8 +302,6 @@ class Operations:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(path={list(self.path)!r}, cache_dir={self.cache_dir!r})"
 
-    # -- helpers ---------------------------------------------------------
-
     def _cache(self, rt: RuntimeConf | None = None) -> ResultCache:
         """The cache: the ``CNIConfig``'s directory wins over the ``RuntimeConf``'s."""
         directory = self.cache_dir
@@ -335,17 +315,15 @@ class Operations:
 
     @property
     def cache(self) -> ResultCache:
-        """The cache of ``cache_dir`` (the default directory when none was given), the one
-        the operations use: a network manager takes its container locks there."""
+        """The cache of ``cache_dir`` (else the default directory), the operations' one."""
         return self._cache()
 
     def _find(self, plugin_type: str) -> str:
         return self.exec.find_in_path(plugin_type, self.path)
 
     def _deadline(self, timeout: float | None) -> Deadline:
-        """The deadline of one operation (its ``timeout``, else the default), checked first:
-        a negative or NaN timeout is a ``ValueError`` before anything runs."""
-        return Deadline(check_timeout(self.timeout if timeout is None else timeout))
+        """The deadline of one operation: its ``timeout``, else the default."""
+        return Deadline(self.timeout if timeout is None else timeout)
 
     def _cached_prev(self, entry: CacheEntry | None, version: str) -> dict[str, Any] | None:
         """The cached result of ``entry`` converted to ``version``, as a JSON object."""
@@ -364,13 +342,9 @@ class Operations:
     def _read_for_del(
         self, cache: ResultCache, chain: _Chain, rt: RuntimeConf, with_prev: bool
     ) -> tuple[dict[str, Any] | None, FileIdent | None]:
-        """DEL's prevResult (``with_prev``), read before any plugin runs, and the entry's identity
-        (to remove it after the plugins without reading it again: ``Entries.remove_read``).
-
-        A missing entry, or another attachment's, gives none. An unusable one (empty, corrupt,
-        unconvertible) too: a warning, and DEL goes on; the entry is removed only once every
-        plugin succeeded. An entry that cannot be *read* (I/O) raises ``CacheError``.
-        """
+        """DEL's prevResult (``with_prev``) and the entry's identity, to remove it after the
+        plugins. None for a missing or unusable entry (a warning; DEL goes on); ``CacheError``
+        for one that cannot be read."""
         what = f"DEL of {chain.name}-{rt.container_id}-{rt.ifname} goes on without prevResult"
         try:
             entry, ident = cache.results.read_ident(chain.name, rt.container_id, rt.ifname)
@@ -384,8 +358,7 @@ class Operations:
             return None, ident
 
     def _env(self, command: str, rt: RuntimeConf | None = None) -> dict[str, str]:
-        """The environment of every plugin of one operation (``rq.operation_env``), taken once:
-        unrepresentable ``CNI_ARGS`` or capability arguments are refused before any plugin runs."""
+        """The environment of every plugin of one operation, refused before any plugin runs."""
         if rt is None:
             return rq.operation_env(command, path=self.path)
         return rq.operation_env(
@@ -397,8 +370,6 @@ class Operations:
             capability_args=rt.capability_args,
             path=self.path,
         )
-
-    # -- ADD, CHECK, DEL -------------------------------------------------
 
     def _add(
         self, net: NetworkConfigList | PluginConfig, rt: RuntimeConf, timeout: float | None
@@ -423,9 +394,7 @@ class Operations:
                 # Another attachment's entry under the same file name: refuse before running.
                 cache.results.check_owner(chain.name, rt.container_id, rt.ifname)
                 record = CacheEntry.from_runtime(rt, network=chain.name, config=chain.config)
-                # The write-ahead record, before the first plugin runs: whatever
-                # instant the process dies at, a DEL, teardown or GC finds the attachment.
-                # Inline in both drivers: a small write, no fsync; over the size cap, refused.
+                # The write-ahead record: whenever we die, a DEL, teardown or GC finds it.
                 with cache.wal.begin(record) as written:
                     prev: dict[str, Any] | None = None
                     result: Result | None = None
@@ -440,8 +409,7 @@ class Operations:
                     entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
                     # The entry's JSON is the record's and the result (encoded once).
                     yield CacheIO(cache.results.write, (entry, completed_json(written.json, prev)))
-                    # The record stays (the container's index) until the attachment is
-                    # DELeted, marked complete: never in progress again (one fchmod).
+                    # The record stays (the container's index), marked complete.
                     written.complete()
                 assert result is not None  # _require_plugins: at least one ran
                 return result

@@ -52,9 +52,8 @@ def gc(
     keep: Iterable[str] | None = None,
     cached: bool = False,
 ) -> Op[None]:
-    """GC of ``nets`` (``keep``: ``valid_containers``; ``cached``: ``cached_networks``): one
-    listing of the cache, then each network as a :class:`GCNetwork` effect; every error is
-    raised at the end (``GCError``)."""
+    """GC of ``nets`` (``keep``: ``valid_containers``; ``cached``: ``cached_networks``), each
+    network a :class:`GCNetwork` effect; every error raised at the end (``GCError``)."""
     check_timeout(timeout)
     names = [c.name for c in _chains(nets)]
     from .cache import GCScan
@@ -87,8 +86,7 @@ def gc(
 def _cached_networks(
     scan: GCScan, names: list[str], errors: list[CNIError]
 ) -> Op[list[NetworkConfigList]]:
-    """The networks known only from the cache, to collect; listed before any lock (each
-    network lists results/ again if it changed)."""
+    """The networks known only from the cache, to collect; listed before any lock."""
     yield CacheIO(scan.survey, (True,))
     found = []
     for name in scan.networks():
@@ -101,8 +99,7 @@ def _cached_networks(
 def _cached_list(
     scan: GCScan, network: str, errors: list[CNIError]
 ) -> Op[NetworkConfigList | None]:
-    """The configuration a network known only from the cache cached (a single plugin's
-    as a list of one), or ``None`` (nothing usable; a ``ConfigError`` in ``errors``)."""
+    """The configuration cached for a network known only from the cache, or ``None``."""
     att = yield CacheIO(scan.attachment_of, (network,))
     if att is None:
         return None
@@ -203,10 +200,8 @@ def _del(
     deadline: Deadline,
     errors: list[CNIError],
 ) -> Op[None]:
-    """GC's DEL of one stale attachment (a complete entry, or a record: one in progress);
-    its error in ``errors``. A record's DEL that fails is tried once more: a plugin killed
-    half-way through its ADD can trip over what it left (the reference ``bridge`` plugin's
-    first DEL fails when its ADD died before making its masquerading chain)."""
+    """GC's DEL of one stale attachment, its error in ``errors``; a record's (an ADD killed
+    half-way) is tried once more: ``bridge``'s first DEL can trip over what its ADD left."""
     rt = att.runtime_conf(cache_dir=cache.dir)
     what = f"{'in-progress ' if att.is_record else ''}attachment {att.container_id}/{att.ifname}"
     for again in (att.is_record, False):

@@ -1,6 +1,4 @@
-"""STATUS, VERSION, validation and the cache getters, over the state of
-:class:`~libcni._ops.Operations`: what the API asks of plugins and of the cache
-without attaching anything."""
+"""STATUS, VERSION, validation and the cache getters, over :class:`~libcni._ops.Operations`."""
 
 from __future__ import annotations
 
@@ -50,6 +48,7 @@ def version_info(
     ops: Operations, plugin_type: str, timeout: float | None, path: str | None = None
 ) -> Op[PluginInfo]:
     """VERSION: what the plugin supports (a plugin that predates VERSION supports 0.1.0)."""
+    check_timeout(timeout)
     path = path or ops._find(plugin_type)
     deadline = ops._deadline(timeout)
     stdin = rq.plugin_stdin(rq.VERSION, {}, name="", cni_version="")

@@ -1,10 +1,6 @@
-"""``AsyncCNIConfig``: every operation of ``CNIConfig`` as a coroutine.
-
-The same rules (``libcni._ops``), the effects performed without blocking the event loop: a
-plugin by ``RawExec.aexec_plugin`` (or a worker thread for an ``Exec`` without it), a cache
-lock awaited, every ``CacheIO`` (ADD's durable write, DEL's removal, GC's scans) in a worker
-thread. Cancelling the task kills the running plugin's whole process group and re-raises
-:class:`asyncio.CancelledError`.
+"""``AsyncCNIConfig``: every operation of ``CNIConfig`` as a coroutine, never blocking the
+event loop (plugins by ``aexec_plugin``, the cache's disk work in worker threads). Cancelling
+the task kills the running plugin's process group and re-raises :class:`asyncio.CancelledError`.
 """
 
 from __future__ import annotations
@@ -21,6 +17,7 @@ from ._effects import CacheIO, Effect, GCNetwork, RunPlugin
 from ._ops import VALIDATE, Op, Operations, as_list, as_plugin, exec_options, logged
 from ._ops_gc import gc
 from .conf import NetworkConfigList, PluginConfig
+from .invoke import AsyncExec
 from .types import Result
 from .values import GCArgs, NetworkAttachment, RuntimeConf
 from .version import PluginInfo
@@ -34,9 +31,7 @@ __all__ = ["AsyncCNIConfig"]
 
 
 async def _in_thread(call: functools.partial[Any]) -> Any:
-    """``call()`` in a worker thread of the loop's default executor. It cannot be stopped
-    half-way and the operation holds its locks until it is over: a cancellation waits for
-    the call to finish, then propagates."""
+    """``call()`` in a worker thread; a cancellation waits for it to finish, then propagates."""
     loop = asyncio.get_running_loop()
     done = loop.run_in_executor(None, call)
     cancelled = await finish(done)
@@ -65,8 +60,7 @@ class AsyncCNIConfig(Operations):
         *,
         network: bool = False,
     ) -> _R:
-        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``;
-        ``network``: a network's in a manager operation)."""
+        """Run ``op``; with observers, between the events of ``operation`` on ``net``, ``rt``."""
         watch = self._watch
         if watch is None:
             return await adrive(op, self._perform)
@@ -76,13 +70,11 @@ class AsyncCNIConfig(Operations):
     async def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, RunPlugin):
             with logged(effect):
-                run = getattr(self.exec, "aexec_plugin", None)
-                if run is not None:
+                if isinstance(self.exec, AsyncExec):
+                    run: Any = self.exec.aexec_plugin  # RawExec's own also takes pass_fd
                     return await run(
                         *effect.args, **exec_options(effect, self.exec, "aexec_plugin")
                     )
-                # In a worker thread that cannot be stopped: a cancelled
-                # operation keeps its locks until the plugin call returned.
                 return await _in_thread(functools.partial(self.exec.exec_plugin, *effect.args))
         if isinstance(effect, CacheIO):
             return await _in_thread(functools.partial(effect.call, *effect.args))
@@ -94,8 +86,6 @@ class AsyncCNIConfig(Operations):
         if release is None:
             raise effect.timed_out()
         return release
-
-    # -- lists -----------------------------------------------------------
 
     async def add_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
@@ -121,8 +111,6 @@ class AsyncCNIConfig(Operations):
             self._delete(as_list(net, "del_network_list"), rt, timeout), rq.DEL, net, rt
         )
 
-    # -- single plugins --------------------------------------------------
-
     async def add_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
@@ -144,8 +132,6 @@ class AsyncCNIConfig(Operations):
     ) -> None:
         """DEL with a single plugin configuration."""
         await self._drive(self._delete(as_plugin(net, "del_network"), rt, timeout), rq.DEL, net, rt)
-
-    # -- the cache (local file reads; no plugin runs) --------------------
 
     async def get_network_list_cached_result(
         self, net: NetworkConfigList, rt: RuntimeConf
@@ -172,8 +158,6 @@ class AsyncCNIConfig(Operations):
     async def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
         return info.cached_attachments(self, container_id)
-
-    # -- validation, version, GC, STATUS ---------------------------------
 
     async def validate_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None

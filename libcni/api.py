@@ -1,9 +1,4 @@
-"""``CNIConfig``: the operations of a CNI runtime, blocking API.
-
-The rules live in ``libcni._ops`` as generators of effects; this module
-performs the effects with blocking calls. :class:`libcni.aio.AsyncCNIConfig`
-performs the same effects with ``await``.
-"""
+"""``CNIConfig``: the operations of a CNI runtime, blocking API (the rules: ``libcni._ops``)."""
 
 from __future__ import annotations
 
@@ -52,8 +47,7 @@ class CNIConfig(Operations):
         *,
         network: bool = False,
     ) -> _R:
-        """Run ``op``; with observers, between the events of ``operation`` (on ``net``, ``rt``;
-        ``network``: a network's in a manager operation)."""
+        """Run ``op``; with observers, between the events of ``operation`` on ``net``, ``rt``."""
         watch = self._watch
         if watch is None:
             return drive(op, self._perform)
@@ -76,8 +70,6 @@ class CNIConfig(Operations):
             return self._drive(effect.op, rq.GC, effect.net, network=True)
         return effect.take()
 
-    # -- lists -----------------------------------------------------------
-
     def add_network_list(
         self, net: NetworkConfigList, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
@@ -98,8 +90,6 @@ class CNIConfig(Operations):
         """DEL every plugin of the list in reverse order, then remove the cache entry."""
         self._drive(self._delete(as_list(net, "del_network_list"), rt, timeout), rq.DEL, net, rt)
 
-    # -- single plugins --------------------------------------------------
-
     def add_network(
         self, net: PluginConfig, rt: RuntimeConf, *, timeout: float | None = None
     ) -> Result:
@@ -117,8 +107,6 @@ class CNIConfig(Operations):
     ) -> None:
         """DEL with a single plugin configuration."""
         self._drive(self._delete(as_plugin(net, "del_network"), rt, timeout), rq.DEL, net, rt)
-
-    # -- the cache -------------------------------------------------------
 
     def get_network_list_cached_result(
         self, net: NetworkConfigList, rt: RuntimeConf
@@ -149,8 +137,6 @@ class CNIConfig(Operations):
     def get_cached_attachments(self, container_id: str = "") -> list[NetworkAttachment]:
         """Every cached attachment (of one container, or all when the ID is empty)."""
         return info.cached_attachments(self, container_id)
-
-    # -- validation, version, GC, STATUS ---------------------------------
 
     def validate_network_list(
         self, net: NetworkConfigList, *, timeout: float | None = None

@@ -1,11 +1,8 @@
 """Typed, validated capability arguments: what runtimes pass as ``runtimeConfig``.
 
-:class:`RuntimeConfig` holds the capability arguments CNI's conventions name
-(port mappings, a bandwidth limit, IP ranges, DNS settings, static IPs, a MAC,
-an InfiniBand GUID, a device ID, aliases, the cgroup path, the pod
-annotations) as immutable, checked values, and gives the JSON object the
-plugins expect. A bad value raises :class:`~libcni.errors.ValidationError`
-(code 7) naming the field and the value, when it is built:
+:class:`RuntimeConfig` holds the capability arguments CNI's conventions name as
+immutable, checked values. A bad value raises
+:class:`~libcni.errors.ValidationError` (code 7) naming the field and the value:
 
 >>> PortMapping(8080, 0)
 Traceback (most recent call last):
@@ -39,25 +36,21 @@ from ._checks import (
 )
 from .errors import ValidationError
 
-__all__ = [
-    "POD_ANNOTATIONS",
-    "Bandwidth",
-    "DNSConfig",
-    "IPRange",
-    "PortMapping",
-    "RuntimeConfig",
-    "check_plain",
-    "k8s_args",
-]
+__all__ = ["POD_ANNOTATIONS", "Bandwidth", "DNSConfig", "IPRange", "PortMapping", "RuntimeConfig"]
+__all__ += ["check_plain", "k8s_args"]
 
 #: The capability name of the pod annotations (CRI's convention).
 POD_ANNOTATIONS = "io.kubernetes.cri.pod-annotations"
 
 _PROTOCOLS = ("tcp", "udp", "sctp")
 _UINT64_MAX = 2**64 - 1
-
-
-# -- the values --------------------------------------------------------------------------
+#: Bandwidth's members by name, with their JSON keys (DNSConfig's are the same).
+_BANDWIDTH = {
+    "ingress_rate": "ingressRate",
+    "ingress_burst": "ingressBurst",
+    "egress_rate": "egressRate",
+    "egress_burst": "egressBurst",
+}
 
 
 @attrs.frozen(init=False)
@@ -91,14 +84,9 @@ class PortMapping:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the convention (``hostIP`` only when set)."""
-        out: dict[str, Any] = {
-            "hostPort": self.host_port,
-            "containerPort": self.container_port,
-            "protocol": self.protocol,
-        }
-        if self.host_ip:
-            out["hostIP"] = self.host_ip
-        return out
+        out: dict[str, Any] = {"hostPort": self.host_port, "containerPort": self.container_port}
+        out |= {"protocol": self.protocol, "hostIP": self.host_ip}
+        return {key: value for key, value in out.items() if key != "hostIP" or value}
 
 
 @attrs.frozen(init=False)
@@ -125,16 +113,11 @@ class Bandwidth:
         egress_rate: int = 0,
         egress_burst: int = 0,
     ) -> None:
-        values = {
-            "ingress_rate": ingress_rate,
-            "ingress_burst": ingress_burst,
-            "egress_rate": egress_rate,
-            "egress_burst": egress_burst,
-        }
-        checked = {
-            k: _int(f"Bandwidth.{k}", v, 0, _UINT64_MAX, "a non-negative number")
-            for k, v in values.items()
-        }
+        values = zip(
+            _BANDWIDTH, (ingress_rate, ingress_burst, egress_rate, egress_burst), strict=True
+        )
+        why = "a non-negative number"
+        checked = {k: _int(f"Bandwidth.{k}", v, 0, _UINT64_MAX, why) for k, v in values}
         for rate, burst in (("ingress_rate", "ingress_burst"), ("egress_rate", "egress_burst")):
             if bool(checked[rate]) != bool(checked[burst]):
                 given, missing = (rate, burst) if checked[rate] else (burst, rate)
@@ -144,12 +127,7 @@ class Bandwidth:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the convention (all four keys, as go-cni writes them)."""
-        return {
-            "ingressRate": self.ingress_rate,
-            "ingressBurst": self.ingress_burst,
-            "egressRate": self.egress_rate,
-            "egressBurst": self.egress_burst,
-        }
+        return {key: getattr(self, name) for name, key in _BANDWIDTH.items()}
 
 
 @attrs.frozen(init=False)
@@ -179,11 +157,8 @@ class IPRange:
         address, length = _cidr("IPRange.subnet", subnet, network=True)
         net = ipaddress.ip_network(f"{address}/{length}")
         inside: dict[str, IPAddress | None] = {}
-        for name, value in (
-            ("range_start", range_start),
-            ("range_end", range_end),
-            ("gateway", gateway),
-        ):
+        given = {"range_start": range_start, "range_end": range_end, "gateway": gateway}
+        for name, value in given.items():
             if value is None:
                 inside[name] = None
                 continue
@@ -291,9 +266,8 @@ class RuntimeConfig:
     """The capability arguments of one attachment, typed and checked.
 
     Give it wherever capability arguments are taken (``RuntimeConf``,
-    ``NetworkManager.setup``, ``NetworkRequest``); each plugin then receives,
-    in its ``runtimeConfig``, the members it declares in its
-    ``capabilities``. :meth:`capability_args` is the JSON object.
+    ``NetworkManager.setup``, ``NetworkRequest``); :meth:`capability_args` is
+    the JSON object.
 
     ``ip_ranges`` is a sequence of range sets, each a sequence of
     :class:`IPRange` (``[[IPRange("10.1.0.0/16")]]``), as ``host-local``
@@ -333,6 +307,9 @@ class RuntimeConfig:
         cgroup_path: str | None = None,
         pod_annotations: Mapping[str, str] | None = None,
     ) -> None:
+        if infiniband_guid is not None:
+            why = "an InfiniBand GUID (8 bytes, e.g. c2:11:22:33:44:55:66:77)"
+            infiniband_guid = _hardware("RuntimeConfig.infiniband_guid", infiniband_guid, (8,), why)
         self.__attrs_init__(
             port_mappings=_instances("RuntimeConfig.port_mappings", port_mappings, PortMapping),
             bandwidth=_optional("RuntimeConfig.bandwidth", bandwidth, Bandwidth),
@@ -340,14 +317,7 @@ class RuntimeConfig:
             dns=_optional("RuntimeConfig.dns", dns, DNSConfig),
             ips=_strings("RuntimeConfig.ips", ips, _ip_or_cidr),
             mac=None if mac is None else _mac("RuntimeConfig.mac", mac),
-            infiniband_guid=None
-            if infiniband_guid is None
-            else _hardware(
-                "RuntimeConfig.infiniband_guid",
-                infiniband_guid,
-                (8,),
-                "an InfiniBand GUID (8 bytes, e.g. c2:11:22:33:44:55:66:77)",
-            ),
+            infiniband_guid=infiniband_guid,
             device_id=_optional_text("RuntimeConfig.device_id", device_id),
             aliases=_strings("RuntimeConfig.aliases", aliases, _text),
             cgroup_path=_optional_text("RuntimeConfig.cgroup_path", cgroup_path),
@@ -365,9 +335,6 @@ class RuntimeConfig:
             for f in attrs.fields(RuntimeConfig)
             if (value := getattr(self, f.name)) is not None and value != ()
         }
-
-
-# -- the same rules for the plain mappings ---------------------------------------------
 
 
 def _objects(build: Callable[[Mapping[str, Any]], Any]) -> Callable[[str, object], Any]:
@@ -393,22 +360,12 @@ def _get(obj: Mapping[str, Any], key: str, default: Any) -> Any:
 @_objects
 def _plain_port_mapping(o: Mapping[str, Any]) -> PortMapping:
     protocol, host_ip = _get(o, "protocol", "tcp"), _get(o, "hostIP", "")
-    return PortMapping(
-        host_port=o.get("hostPort"),  # type: ignore[arg-type]
-        container_port=o.get("containerPort"),  # type: ignore[arg-type]
-        protocol=protocol,
-        host_ip=host_ip,
-    )
+    return PortMapping(o.get("hostPort"), o.get("containerPort"), protocol, host_ip)  # type: ignore[arg-type]
 
 
 @_objects
 def _plain_ip_range(o: Mapping[str, Any]) -> IPRange:
-    return IPRange(
-        subnet=o.get("subnet"),  # type: ignore[arg-type]
-        range_start=o.get("rangeStart"),
-        range_end=o.get("rangeEnd"),
-        gateway=o.get("gateway"),
-    )
+    return IPRange(o.get("subnet"), o.get("rangeStart"), o.get("rangeEnd"), o.get("gateway"))  # type: ignore[arg-type]
 
 
 def _plain_range_set(where: str, value: object) -> tuple[IPRange, ...]:
@@ -418,13 +375,6 @@ def _plain_range_set(where: str, value: object) -> tuple[IPRange, ...]:
     return ranges
 
 
-#: Bandwidth's members by name, with their JSON keys (DNSConfig's are the same).
-_BANDWIDTH = {
-    "ingress_rate": "ingressRate",
-    "ingress_burst": "ingressBurst",
-    "egress_rate": "egressRate",
-    "egress_burst": "egressBurst",
-}
 _DNS = ("servers", "searches", "options")
 #: Each well-known capability with the check of its plain JSON form.
 _PLAIN: dict[str, Callable[[str, Any], object]] = {
@@ -441,12 +391,10 @@ def check_plain(capability_args: Mapping[str, Any]) -> None:
     """Check the well-known capabilities of a plain mapping by the rules of their typed forms.
 
     ``portMappings``, ``bandwidth``, ``ipRanges``, ``dns``, ``ips`` and
-    ``mac``, when present (and not ``null``), must be what :class:`PortMapping`,
-    :class:`Bandwidth`, :class:`IPRange`, :class:`DNSConfig` and
-    :class:`RuntimeConfig` accept, in their JSON form: a value a plugin cannot
-    parse raises :class:`~libcni.errors.ValidationError` (code 7) naming the
-    capability, the member and the value, before anything runs. Members the
-    conventions do not name, and other capabilities, are left to the plugins.
+    ``mac``, when present (and not ``null``), must be what the typed forms
+    accept, in their JSON form, else :class:`~libcni.errors.ValidationError`
+    (code 7) names the capability, the member and the value. Other members and
+    capabilities are left to the plugins.
 
     >>> check_plain({"portMappings": [{"hostPort": "80", "containerPort": 80}]})
     Traceback (most recent call last):
@@ -476,11 +424,9 @@ def k8s_args(
 ) -> tuple[tuple[str, str], ...]:
     """The ``CNI_ARGS`` pairs Kubernetes runtimes pass for a pod, in their usual order.
 
-    ``IgnoreUnknown=1`` first (plugins that do not know a key then ignore
-    it instead of failing), then ``K8S_POD_NAMESPACE``, ``K8S_POD_NAME``,
+    ``IgnoreUnknown=1`` first, then ``K8S_POD_NAMESPACE``, ``K8S_POD_NAME``,
     ``K8S_POD_INFRA_CONTAINER_ID`` and, when given, ``K8S_POD_UID``. A value
-    that is empty or holds ``;`` or ``=`` raises
-    :class:`~libcni.errors.ValidationError` naming it.
+    that is empty or holds ``;`` or ``=`` raises :class:`~libcni.errors.ValidationError`.
 
     >>> k8s_args("default", "web-0", "abc123")
     (('IgnoreUnknown', '1'), ('K8S_POD_NAMESPACE', 'default'), ('K8S_POD_NAME', 'web-0'), ('K8S_POD_INFRA_CONTAINER_ID', 'abc123'))

@@ -1,11 +1,5 @@
 """Network configurations: parse them from bytes, load them from files and directories.
 
-A *plugin configuration* (:class:`PluginConfig`, alias :class:`NetworkConfig`)
-is one JSON object with at least a ``type``; a *network configuration list*
-(:class:`NetworkConfigList`) names a network and chains plugin
-configurations. Both keep the original bytes and the whole parsed JSON object,
-unknown keys included. Files and directories are read by :mod:`libcni._load`.
-
 Every error is a :class:`~libcni.errors.ConfigError` (or a subclass) whose
 message names the field, plugin index, file or value at fault.
 """
@@ -26,25 +20,11 @@ from .errors import ConfigError, NoConfigsFoundError, NotFoundError, VersionErro
 from .types.dns import DNS
 from .version import CURRENT, parse_version
 
-__all__ = [
-    "NetworkConfig",
-    "NetworkConfigList",
-    "PluginConfig",
-    "conf_files",
-    "conf_from_bytes",
-    "conf_from_file",
-    "conf_list_from_bytes",
-    "conf_list_from_conf",
-    "conf_list_from_file",
-    "inject_conf",
-    "load_conf",
-    "load_conf_list",
-    "load_network_conf",
-    "network_conf_from_bytes",
-    "network_conf_from_file",
-    "network_plugin_conf_from_bytes",
-    "network_plugin_confs_from_files",
-]
+__all__ = ["NetworkConfig", "NetworkConfigList", "PluginConfig", "conf_files", "conf_from_bytes"]
+__all__ += ["conf_from_file", "conf_list_from_bytes", "conf_list_from_conf", "conf_list_from_file"]
+__all__ += ["inject_conf", "load_conf", "load_conf_list", "load_network_conf"]
+__all__ += ["network_conf_from_bytes", "network_conf_from_file", "network_plugin_conf_from_bytes"]
+__all__ += ["network_plugin_confs_from_files"]
 
 #: What the parsers accept as JSON input.
 JSONInput: TypeAlias = "builtins.bytes | bytearray | memoryview | str"
@@ -80,8 +60,7 @@ NetworkConfig = PluginConfig
 
 
 def _binaries(plugin: PluginConfig) -> tuple[str, ...]:
-    """The plugin types whose binaries ``plugin`` needs: its own, then its ``ipam.type`` (an
-    IPAM plugin that is missing fails every ADD and DEL alike)."""
+    """The plugin types whose binaries ``plugin`` needs: its own, then its ``ipam.type``."""
     ipam = (plugin.ipam or {}).get("type")
     return (plugin.type, ipam) if ipam and isinstance(ipam, str) else (plugin.type,)
 
@@ -119,11 +98,8 @@ class NetworkConfigList:
     def effective_bytes(self) -> builtins.bytes:
         """The whole list as it runs, as JSON: the bytes ADD caches.
 
-        ``bytes`` itself when every plugin is inline in it; otherwise (plugins
-        from the drop-in directory, or a list built or evolved in code)
-        the JSON object of ``raw`` with ``plugins`` set to every plugin of
-        the list, so that :func:`conf_list_from_bytes` of it gives all of them
-        back, as does the Go library's ``ConfListFromBytes``.
+        ``bytes`` itself when every plugin is inline in it; otherwise ``raw``
+        with ``plugins`` set to every plugin of the list.
 
         >>> lst = conf_list_from_bytes(b'{"name": "n", "cniVersion": "1.0.0"}')
         >>> lst = attrs.evolve(lst, plugins=[conf_from_bytes(b'{"type": "a"}')])
@@ -241,16 +217,7 @@ def _plugin_from_obj(obj: Any, data: builtins.bytes, what: str) -> PluginConfig:
             dns = DNS.from_dict(obj["dns"], error=ConfigError)
         except ConfigError as e:
             raise ConfigError(f"error parsing {what}: {e.msg}", e.details) from e
-    return PluginConfig(
-        type=ptype,
-        name=name,
-        cni_version=cni_version,
-        capabilities=capabilities,
-        ipam=ipam,
-        dns=dns,
-        raw=obj,
-        bytes=data,
-    )
+    return PluginConfig(ptype, name, cni_version, capabilities, ipam, dns, obj, data)
 
 
 def _capabilities(caps: Any, what: str) -> dict[str, bool]:
@@ -305,21 +272,18 @@ def _version(text: str, what: str) -> tuple[int, int, int]:
 
 
 def _negotiate_version(raw_versions: Any, cni_version: str) -> str:
-    """The newest of ``cniVersions`` and ``cniVersion`` that this library supports (none:
-    ``cni_version``)."""
+    """The newest of ``cniVersions`` and ``cniVersion`` this library supports, else ``cni_version``."""
     if not isinstance(raw_versions, list):
         raise _wrong_type("configuration list: 'cniVersions'", "a list of strings", raw_versions)
     candidates = []
     for i, entry in enumerate(raw_versions):
         if not isinstance(entry, str):
             raise _wrong_type(f"configuration list: 'cniVersions' entry {i}", "a string", entry)
-        candidates.append(
-            (_version(entry, f"invalid 'cniVersions' entry {entry!r} at index {i}"), entry)
-        )
+        why = f"invalid 'cniVersions' entry {entry!r} at index {i}"
+        candidates.append((_version(entry, why), entry))
     if cni_version:
-        candidates.append(
-            (_version(cni_version, f"invalid 'cniVersion' {cni_version!r}"), cni_version)
-        )
+        why = f"invalid 'cniVersion' {cni_version!r}"
+        candidates.append((_version(cni_version, why), cni_version))
     newest = parse_version(CURRENT)
     supported = [c for c in candidates if c[0] <= newest]
     return max(supported, key=lambda c: c[0])[1] if supported else cni_version
@@ -334,7 +298,6 @@ def _list_plugins(raw_plugins: Any, what: str) -> list[PluginConfig]:
     plugins: list[PluginConfig] = []
     for i, obj in enumerate(raw_plugins):
         where = f"plugin config {i}"
-        # Not a JSON object: refused by _plugin_from_obj (anything parsed from JSON dumps).
         plugins.append(_plugin_from_obj(obj, _dumps(obj, f"error parsing {where}"), where))
     return plugins
 
@@ -351,21 +314,15 @@ def _list_from_obj(obj: Any, data: builtins.bytes) -> NetworkConfigList:
     cni_version = obj.get("cniVersion", "")
     if "cniVersions" in obj:
         cni_version = _negotiate_version(obj["cniVersions"], cni_version)
-    flags = [_read_bool(obj, k) for k in ("disableCheck", "disableGC", "loadOnlyInlinedPlugins")]
-    if "plugins" not in obj and flags[2]:
+    check, gc, inlined = (
+        _read_bool(obj, k) for k in ("disableCheck", "disableGC", "loadOnlyInlinedPlugins")
+    )
+    if "plugins" not in obj and inlined:
         raise ConfigError(
             f"error parsing {what}: 'loadOnlyInlinedPlugins' is true and there is no 'plugins' key"
         )
-    return NetworkConfigList(
-        name=obj["name"],
-        cni_version=cni_version,
-        plugins=_list_plugins(obj["plugins"], what) if "plugins" in obj else (),
-        bytes=data,
-        raw=obj,
-        disable_check=flags[0],
-        disable_gc=flags[1],
-        load_only_inlined_plugins=flags[2],
-    )
+    plugins = _list_plugins(obj["plugins"], what) if "plugins" in obj else ()
+    return NetworkConfigList(obj["name"], cni_version, check, gc, inlined, plugins, data, obj)
 
 
 def conf_list_from_bytes(data: JSONInput) -> NetworkConfigList:
@@ -396,10 +353,7 @@ def _in_file(err: ConfigError, path: str) -> ConfigError:
 
 
 def conf_from_file(path: PathInput) -> PluginConfig:
-    """Read and parse one plugin configuration file.
-
-    Read and parse errors are :class:`~libcni.errors.ConfigError`\\s naming the file.
-    """
+    """Read and parse one plugin configuration file; errors name the file."""
     p = path_str(path)
     data = read_file(p)
     try:
@@ -437,9 +391,8 @@ def conf_list_from_file(path: PathInput) -> NetworkConfigList:
 
     Unless ``loadOnlyInlinedPlugins`` is true, the plugin configurations in
     ``<dir of the file>/<network name>/*.conf`` (sorted by file name) are
-    appended after the inline plugins. A list that ends with no plugin at all
-    is a :class:`~libcni.errors.ConfigError` ("no plugin configs found"). Every error names
-    the file.
+    appended after the inline plugins. No plugin at all is a
+    :class:`~libcni.errors.ConfigError`. Every error names the file.
     """
     p = path_str(path)
     data = read_file(p)
@@ -453,10 +406,9 @@ def conf_list_from_file(path: PathInput) -> NetworkConfigList:
 def load_conf(dir: PathInput, name: str) -> PluginConfig:
     """The first ``*.conf``/``*.json`` plugin configuration in ``dir`` named ``name``.
 
-    Files are tried in sorted order. No such files (or no directory):
-    :class:`~libcni.errors.NoConfigsFoundError`. No match: :class:`~libcni.errors.NotFoundError`, whose
-    details name every file that failed to parse. A broken file does not hide
-    a valid configuration in a later file (the failure is logged).
+    Files are tried in sorted order; a broken one is skipped (and logged). No
+    such files: :class:`~libcni.errors.NoConfigsFoundError`. No match:
+    :class:`~libcni.errors.NotFoundError`, naming the files that failed to parse.
     """
     d = path_str(dir)
     files = conf_files(d, _CONF_EXTENSIONS)
@@ -477,11 +429,10 @@ def load_conf_list(dir: PathInput, name: str) -> NetworkConfigList:
     then the ``*.conf``/``*.json`` plugin configurations, the match wrapped
     with :func:`conf_list_from_conf`.
 
-    A file that fails to parse does not hide the network in another file: it is
-    skipped, with a warning on the ``libcni`` logger. When the name is found nowhere,
-    :class:`~libcni.errors.NotFoundError` says in its details which files failed to parse
-    and why (and nothing is logged: one error, said once). A missing or empty directory
-    gives :class:`~libcni.errors.NoConfigsFoundError`.
+    A file that fails to parse is skipped, with a warning on the ``libcni``
+    logger. Not found: :class:`~libcni.errors.NotFoundError`, whose details name
+    the files that failed to parse. A missing or empty directory:
+    :class:`~libcni.errors.NoConfigsFoundError`.
     """
     d = path_str(dir)
     list_files = conf_files(d, ("conflist",))
@@ -503,8 +454,7 @@ def load_conf_list(dir: PathInput, name: str) -> NetworkConfigList:
 def conf_list_from_conf(conf: PluginConfig) -> NetworkConfigList:
     """Wrap one plugin configuration into a list with its ``name`` and ``cniVersion``.
 
-    The flags are false; ``bytes`` is the JSON of ``{"cniVersion", "name",
-    "plugins": [conf.raw]}``.
+    The flags are false; ``bytes`` is the JSON of ``{"cniVersion", "name", "plugins"}``.
 
     >>> conf = conf_from_bytes('{"name": "n", "cniVersion": "0.4.0", "type": "a"}')
     >>> lst = conf_list_from_conf(conf)
@@ -512,13 +462,8 @@ def conf_list_from_conf(conf: PluginConfig) -> NetworkConfigList:
     ('n', '0.4.0', 'a', False)
     """
     raw = {"cniVersion": conf.cni_version, "name": conf.name, "plugins": [conf.raw]}
-    return NetworkConfigList(
-        name=conf.name,
-        cni_version=conf.cni_version,
-        plugins=(conf,),
-        bytes=_dumps(raw, "converting configuration to a list"),
-        raw=raw,
-    )
+    data = _dumps(raw, "converting configuration to a list")
+    return NetworkConfigList(conf.name, conf.cni_version, plugins=(conf,), bytes=data, raw=raw)
 
 
 def inject_conf(conf: PluginConfig, values: Mapping[str, Any]) -> PluginConfig:
@@ -540,8 +485,7 @@ def inject_conf(conf: PluginConfig, values: Mapping[str, Any]) -> PluginConfig:
         if value is None:
             raise ConfigError(f"inject_conf: value of key '{key}' must not be None")
         new[key] = value
-    # Re-parse (rather than trust ``new``) so that the result owns plain JSON
-    # values and its fields are validated like any other configuration.
+    # Re-parsed: the result owns plain JSON values, validated like any configuration.
     return conf_from_bytes(_dumps(new, "inject_conf"))
 
 
@@ -561,10 +505,9 @@ def network_plugin_confs_from_files(dir: PathInput, network: str) -> list[Plugin
     """The plugin configurations of ``<dir>/<network>/*.conf``, in file-name order.
 
     Go v1.3's ``NetworkPluginConfsFromFiles``: the drop-in plugins that
-    :func:`conf_list_from_file` appends to the inline ones of a list named ``network``
-    in ``dir`` (unless ``loadOnlyInlinedPlugins``). A missing directory gives ``[]``. A
-    file that cannot be read or parsed (named), or a ``network`` that is not one path
-    component (empty, ``.``, ``..``, with ``/`` or NUL), is a :class:`~libcni.errors.ConfigError`.
+    :func:`conf_list_from_file` appends. A missing directory gives ``[]``; a bad
+    file (named) or a ``network`` that is not one path component is a
+    :class:`~libcni.errors.ConfigError`.
 
     >>> network_plugin_confs_from_files("/nonexistent", "mynet")
     []

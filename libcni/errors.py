@@ -12,42 +12,15 @@ import enum
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = [
-    "CODE_DECODE",
-    "CODE_INCOMPATIBLE_VERSION",
-    "CODE_INTERNAL",
-    "CODE_INVALID_CONFIG",
-    "CODE_INVALID_ENV",
-    "CODE_INVALID_NETNS",
-    "CODE_IO",
-    "CODE_LIMITED_CONNECTIVITY",
-    "CODE_NOT_AVAILABLE",
-    "CODE_TRY_AGAIN",
-    "CODE_UNKNOWN_CONTAINER",
-    "CODE_UNSUPPORTED_FIELD",
-    "AlreadyAttachedError",
-    "CNIError",
-    "CacheError",
-    "CheckNotSupportedError",
-    "Code",
-    "ConfigError",
-    "DecodeError",
-    "GCError",
-    "InvalidNetworkError",
-    "LockTimeoutError",
-    "NamespaceError",
-    "NoConfigsFoundError",
-    "NotAttachedError",
-    "NotFoundError",
-    "NotReadyError",
-    "PluginError",
-    "PluginNotFoundError",
-    "PluginTimeoutError",
-    "SetupError",
-    "TeardownError",
-    "ValidationError",
-    "VersionError",
-]
+__all__ = ["CODE_DECODE", "CODE_INCOMPATIBLE_VERSION", "CODE_INTERNAL", "CODE_INVALID_CONFIG"]
+__all__ += ["CODE_INVALID_ENV", "CODE_INVALID_NETNS", "CODE_IO", "CODE_LIMITED_CONNECTIVITY"]
+__all__ += ["CODE_NOT_AVAILABLE", "CODE_TRY_AGAIN", "CODE_UNKNOWN_CONTAINER"]
+__all__ += ["CODE_UNSUPPORTED_FIELD", "AlreadyAttachedError", "CNIError", "CacheError"]
+__all__ += ["CheckNotSupportedError", "Code", "ConfigError", "DecodeError", "GCError"]
+__all__ += ["InvalidNetworkError", "LockTimeoutError", "NamespaceError", "NoConfigsFoundError"]
+__all__ += ["NotAttachedError", "NotFoundError", "NotReadyError", "PluginError"]
+__all__ += ["PluginNotFoundError", "PluginTimeoutError", "SetupError", "TeardownError"]
+__all__ += ["ValidationError", "VersionError"]
 
 CODE_INCOMPATIBLE_VERSION = 1
 CODE_UNSUPPORTED_FIELD = 2
@@ -111,8 +84,7 @@ class CNIError(Exception):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only context attributes would be lost by the default
-        # Exception pickling; restore the whole instance dictionary instead.
+        # The default pickling would lose the keyword-only context attributes.
         return (_restore, (type(self), self.__dict__.copy()))
 
     def to_dict(self) -> dict[str, Any]:
@@ -235,8 +207,6 @@ class PluginError(CNIError):
         self.stderr = stderr
 
     def __str__(self) -> str:
-        # Named first, as Go's libcni wraps a plugin's error:
-        # 'plugin type="bridge" failed (add): <msg>[; <details>]'.
         text = super().__str__()
         if not self.plugin and not self.command:
             return text  # not attributed yet (e.g. raised by a test double's handler)
@@ -276,9 +246,8 @@ class CacheError(CNIError):
 class LockTimeoutError(CacheError, TimeoutError):
     """A cache lock was not obtained within the operation's timeout. Code 11.
 
-    The message names the attachment (or the network) waited for; another
-    operation on it, in this process or another one, still holds its lock.
-    Nothing ran: the operation can be retried.
+    The message names the attachment (or the network) waited for. Nothing ran:
+    the operation can be retried.
     """
 
     default_code = CODE_TRY_AGAIN
@@ -383,9 +352,7 @@ class NotReadyError(CNIError):
 class NamespaceError(CNIError):
     """A network namespace could not be created, pinned, entered or removed (code 8).
 
-    Raised by :mod:`libcni.netns` and by the manager's internal loopback; the
-    message says which step failed and why (not root, no such process, a
-    name taken...).
+    The message says which step failed and why (not root, no such process, a name taken...).
     """
 
     default_code = CODE_INVALID_NETNS

@@ -15,6 +15,7 @@ This module imports ``prometheus_client``; ``import libcni`` does not import it.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,23 +42,8 @@ OPERATION_TYPES: Mapping[str, str] = {
 
 #: Histogram buckets, in seconds: a plugin run takes milliseconds, a setup with
 #: real plugins tens to hundreds, a stuck one up to its timeout.
-DEFAULT_BUCKETS: tuple[float, ...] = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-)
+DEFAULT_BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
+DEFAULT_BUCKETS += (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
 class PrometheusObserver:
@@ -93,42 +79,33 @@ class PrometheusObserver:
     ) -> None:
         reg = REGISTRY if registry is None else registry
         self.namespace = namespace
-        self.operations = Counter(
+        counter = functools.partial(Counter, namespace=namespace, registry=reg)
+        histogram = functools.partial(Histogram, namespace=namespace, registry=reg, buckets=buckets)
+        ops, runs = ["operation_type"], ["plugin", "command"]
+        self.operations = counter(
             "network_plugin_operations_total",
             "Cumulative number of network plugin operations by operation type",
-            ["operation_type"],
-            namespace=namespace,
-            registry=reg,
+            ops,
         )
-        self.errors = Counter(
+        self.errors = counter(
             "network_plugin_operations_errors_total",
             "Cumulative number of network plugin operations that failed, by operation type",
-            ["operation_type"],
-            namespace=namespace,
-            registry=reg,
+            ops,
         )
-        self.duration = Histogram(
+        self.duration = histogram(
             "network_plugin_operations_duration_seconds",
             "Latency in seconds of network plugin operations, by operation type",
-            ["operation_type"],
-            namespace=namespace,
-            registry=reg,
-            buckets=buckets,
+            ops,
         )
-        self.plugin_duration = Histogram(
+        self.plugin_duration = histogram(
             "plugin_exec_duration_seconds",
             "Latency in seconds of each CNI plugin run, by plugin type and command",
-            ["plugin", "command"],
-            namespace=namespace,
-            registry=reg,
-            buckets=buckets,
+            runs,
         )
-        self.plugin_errors = Counter(
+        self.plugin_errors = counter(
             "plugin_exec_errors_total",
             "Cumulative number of CNI plugin runs that failed, by plugin type and command",
-            ["plugin", "command"],
-            namespace=namespace,
-            registry=reg,
+            runs,
         )
         # The labelled children, looked up once per label set.
         self._children: dict[tuple[str, ...], Any] = {}
@@ -153,11 +130,10 @@ class PrometheusObserver:
             if not event.ok:
                 self._child(self.errors, "e", op).inc()
         elif event.kind == "plugin":
-            self._child(self.plugin_duration, "pd", event.plugin, event.operation).observe(
-                event.duration
-            )
+            labels = (event.plugin, event.operation)
+            self._child(self.plugin_duration, "pd", *labels).observe(event.duration)
             if not event.ok:
-                self._child(self.plugin_errors, "pe", event.plugin, event.operation).inc()
+                self._child(self.plugin_errors, "pe", *labels).inc()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(namespace={self.namespace!r})"

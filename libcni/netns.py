@@ -22,12 +22,8 @@ When a step fails half-way, what was done is undone (no file and no mount
 stay) and :class:`~libcni.errors.NamespaceError` says what failed and why.
 
 Creating, pinning and removing need ``CAP_SYS_ADMIN``: root, or a process
-that owns its user and mount namespaces (a rootless runtime inside
-``unshare --user --map-root-user --mount``, as rootless Podman does), with a
-``dir`` it may write to. No user namespace is created here: a process cannot
-join one once it has threads, and doing so would change the whole process.
-
-The system calls are made through :mod:`ctypes` (``libcni/_nspath.py``).
+that owns its user and mount namespaces (as rootless Podman does), with a
+``dir`` it may write to.
 """
 
 from __future__ import annotations
@@ -75,9 +71,6 @@ def _new_namespace() -> int:
     return _in_thread(lambda: _away(_unshare_net, lambda: _open(_OWN)), undo=os.close)
 
 
-# -- names, directories, identities ------------------------------------------
-
-
 def _check_name(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"a network namespace name must be a str, not {type(name).__name__}")
@@ -111,12 +104,8 @@ def _abspath(path: str | os.PathLike[str]) -> str:
 def _prepare(dir: str) -> Callable[[], None]:
     """Make ``dir`` when needed, and make it a shared mount point, as ``ip netns add`` does.
 
-    Shared, so that removing a namespace there unmounts it in every mount
-    namespace that has a copy of the mount (a container started meanwhile):
-    otherwise such a copy keeps the namespace alive. A ``dir`` that is not a
-    mount point yet is bound onto itself first (and stays so, as ``/run/netns``).
-    Returns what undoes this when what follows fails: the directories made now
-    are removed again, and the mount point made now, unless something uses them.
+    Shared, so that a removal unmounts the namespace in every mount namespace
+    with a copy of the mount. Returns what undoes this when what follows fails.
     """
     made: list[str] = []
     d = os.path.abspath(dir)
@@ -134,9 +123,7 @@ def _prepare(dir: str) -> Callable[[], None]:
                 os.rmdir(d)
 
     try:
-        # One thread at a time: two that both find dir not yet a mount point
-        # would each bind it onto itself (stacked mounts).
-        with _prepare_lock:
+        with _prepare_lock:  # else two threads could both bind dir onto itself
             _make_shared(dir, bound)
     except BaseException:
         undo()
@@ -211,12 +198,8 @@ def _pin_file(path: str, what: str) -> tuple[_FileIdent, bool]:
 
 
 def _pin(ns_fd: int, path: str, what: str) -> tuple[tuple[int, int], _FileIdent]:
-    """Pin the namespace ``ns_fd`` at ``path``, a file made now or a stale pin (never another
-    existing file); the identities of the namespace and of the file under the mount.
-
-    On any failure (or interruption) the mount is undone and a file made now
-    removed again; the descriptor stays the caller's to close.
-    """
+    """Pin the namespace ``ns_fd`` at ``path`` (a file made now or a stale pin); the identities
+    of the namespace and of the file under the mount. On failure, nothing stays."""
     st = os.fstat(ns_fd)
     ident = st.st_dev, st.st_ino
     file, reused = _pin_file(path, what)
@@ -229,8 +212,7 @@ def _pin(ns_fd: int, path: str, what: str) -> tuple[tuple[int, int], _FileIdent]
         if (pinned.st_dev, pinned.st_ino) != ident:
             raise NamespaceError(f"cannot {what} {path}: another file is mounted there")
     except BaseException:
-        # Also when interrupted right after the mount: whether it is there is
-        # told by what the path shows, not by how far the code above got.
+        # Whether the mount is there is told by what the path shows (interrupted or not).
         with contextlib.suppress(OSError):
             shown = os.lstat(path)
             if (shown.st_dev, shown.st_ino) == ident:
@@ -240,9 +222,6 @@ def _pin(ns_fd: int, path: str, what: str) -> tuple[tuple[int, int], _FileIdent]
                 os.unlink(path)
         raise
     return ident, file
-
-
-# -- the public API ------------------------------------------------------------
 
 
 class NetNS:
@@ -292,13 +271,9 @@ class NetNS:
     def remove(self) -> None:
         """Unmount (detached, as ``umount -l``) and delete :attr:`path`; idempotent.
 
-        Only this pin is removed: the namespace while it is still mounted
-        there, and the file under it (the one :func:`create` or
-        :func:`from_pid` made, by device and inode; for ``NetNS(path)``, the
-        empty file the unmount shows). A file someone else put at the path
-        after the pin went, or another namespace pinned there, is left alone.
-        The namespace itself ends when nothing else holds it (a process in
-        it, another mount, an open descriptor).
+        Only this pin is removed: a file or namespace someone else put at the
+        path since is left alone. The namespace itself ends when nothing else
+        holds it (a process in it, another mount, an open descriptor).
         """
         if self._removed:
             return
@@ -339,10 +314,8 @@ class NetNS:
     def enter(self) -> Iterator[None]:
         """Move the calling thread into the namespace for the ``with`` block, then back.
 
-        Back also when the block raises. Only the calling thread moves: other
-        threads stay where they are, and processes started in the block start
-        in the namespace. The block must not switch to another thread's work
-        in between (no ``await`` of another task in an async program).
+        Only the calling thread moves (processes started in the block start in
+        the namespace); the block must not ``await`` another task's work.
         """
         try:
             own = _open(_OWN)
@@ -402,11 +375,9 @@ def _is_empty_file(st: os.stat_result) -> bool:
 def create(name: str | None = None, dir: str | os.PathLike[str] = DEFAULT_DIR) -> NetNS:
     """A new network namespace, pinned at ``dir/name`` (``cni-<uuid>`` when no name).
 
-    ``dir`` is made when needed and made a shared mount point, as
-    ``ip netns add`` does. The calling thread stays in its namespace. A name
-    that is taken is refused (an existing file is never replaced); on any
-    failure nothing is left behind and :class:`~libcni.errors.NamespaceError`
-    says what failed.
+    ``dir`` is made when needed and made a shared mount point, as ``ip netns
+    add`` does. A name that is taken is refused; on any failure nothing is left
+    behind and :class:`~libcni.errors.NamespaceError` says what failed.
     """
     where, path = _where(name, dir)
     undo = _prepare(where)

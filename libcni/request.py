@@ -1,9 +1,4 @@
-"""What a plugin receives: its stdin JSON and its environment (pure functions).
-
-Nothing here starts a process or touches a file; everything is a function of
-its arguments, so the rules of the request, of the environment and of the
-checks before ADD are tested without running anything.
-"""
+"""What a plugin receives: its stdin JSON and its environment (pure functions)."""
 
 from __future__ import annotations
 
@@ -22,29 +17,11 @@ from .errors import (
 )
 from .version import VERSION_REQUEST as VERSION_REQUEST  # the probe's stdin, stated there
 
-__all__ = [
-    "ADD",
-    "CHECK",
-    "DEL",
-    "GC",
-    "STATUS",
-    "VERSION",
-    "check_capability_args",
-    "encode_cni_args",
-    "environ_snapshot",
-    "gc_request",
-    "operation_env",
-    "plugin_env",
-    "plugin_request",
-    "plugin_stdin",
-    "runtime_config",
-    "status_request",
-    "validate_attachment",
-    "validate_container_id",
-    "validate_interface_name",
-    "validate_network_name",
-    "version_env",
-]
+__all__ = ["ADD", "CHECK", "DEL", "GC", "STATUS", "VERSION", "check_capability_args"]
+__all__ += ["encode_cni_args", "environ_snapshot", "gc_request", "operation_env", "plugin_env"]
+__all__ += ["plugin_request", "plugin_stdin", "runtime_config", "status_request"]
+__all__ += ["validate_attachment", "validate_container_id", "validate_interface_name"]
+__all__ += ["validate_network_name", "version_env"]
 
 ADD = "ADD"
 CHECK = "CHECK"
@@ -55,8 +32,7 @@ VERSION = "VERSION"
 
 
 def _dumps(obj: Any, /) -> str:
-    """Compact JSON text; replaced by the encoder itself at the first call
-    (``import libcni`` spares :mod:`json`)."""
+    """Compact JSON text; replaced by the encoder at the first call (lazy :mod:`json`)."""
     global _dumps
     import json
 
@@ -91,12 +67,8 @@ def plugin_stdin(
 ) -> bytes:
     """What one plugin call of ``command`` is sent on stdin: the one decision, per plugin call.
 
-    ``conf`` is the plugin's own configuration object, ``name`` and
-    ``cni_version`` the network's. ADD, CHECK and DEL: :func:`plugin_request`
-    (``capability_args``, ``prev_result``); GC: :func:`gc_request`
-    (``valid_attachments``); STATUS: :func:`status_request`; VERSION:
-    :data:`VERSION_REQUEST`. The environment is the operation's
-    (:func:`operation_env`), the same for each of its plugins.
+    ADD, CHECK and DEL: :func:`plugin_request`; GC: :func:`gc_request`; STATUS:
+    :func:`status_request`; VERSION: :data:`VERSION_REQUEST`.
     """
     if command == GC:
         return gc_request(
@@ -106,13 +78,8 @@ def plugin_stdin(
         return status_request(conf, name=name, cni_version=cni_version)
     if command == VERSION:
         return VERSION_REQUEST
-    return plugin_request(
-        conf,
-        name=name,
-        cni_version=cni_version,
-        capability_args=capability_args,
-        prev_result=prev_result,
-    )
+    args = {"capability_args": capability_args, "prev_result": prev_result}
+    return plugin_request(conf, name=name, cni_version=cni_version, **args)
 
 
 def operation_env(
@@ -127,26 +94,18 @@ def operation_env(
 ) -> dict[str, str]:
     """The environment of every plugin call of one operation, from a snapshot of ``os.environ``.
 
-    Everything that can be refused is refused here, before any plugin runs:
-    ``args`` that ``CNI_ARGS`` cannot represent, ``capability_args`` without a
-    JSON form. VERSION gets :func:`version_env`. The result is read-only, the
-    same for all the plugins (:class:`~libcni._env.Environment`).
+    ``args`` that ``CNI_ARGS`` cannot represent and ``capability_args`` without a
+    JSON form are refused here, before any plugin runs. The result is read-only.
     """
     base = environ_snapshot()
     if command == VERSION:
         return Environment(version_env(base))
     if capability_args:
         check_capability_args(capability_args)
+    cni_args = encode_cni_args(args)
+    attachment = {"container_id": container_id, "netns": netns, "ifname": ifname}
     return Environment(
-        plugin_env(
-            base,
-            command=command,
-            container_id=container_id,
-            netns=netns,
-            ifname=ifname,
-            cni_args=encode_cni_args(args),
-            path=path,
-        )
+        plugin_env(base, command=command, cni_args=cni_args, path=path, **attachment)
     )
 
 
@@ -160,11 +119,10 @@ def plugin_request(
 ) -> bytes:
     """The stdin of an ADD, CHECK or DEL call, as bytes.
 
-    ``conf`` is the plugin's own configuration object. ``name`` and
-    ``cniVersion`` replace whatever it holds; ``prevResult`` is set when given
-    (a ``prevResult`` in the file passes through otherwise); ``runtimeConfig``
-    is set to the declared-and-provided capability arguments, replacing one in
-    the file, unless there are none. Every other key passes through.
+    ``conf`` is the plugin's own configuration object. ``name`` and ``cniVersion``
+    replace whatever it holds; ``prevResult`` is set when given; ``runtimeConfig``
+    is set to the declared-and-provided capability arguments, unless there are
+    none. Every other key passes through.
     """
     request = _named(conf, name, cni_version)
     if capability_args:
@@ -179,12 +137,7 @@ def plugin_request(
 
 
 class EncodedAttachments:
-    """The valid attachments of one GC, whose JSON is made once for all its plugins.
-
-    With thousands of attachments, encoding them is most of a GC request's
-    cost; :func:`gc_request` puts this text in each plugin's request as it
-    would have encoded it.
-    """
+    """The valid attachments of one GC, whose JSON is made once for all its plugins."""
 
     __slots__ = ("_text", "pairs")
 
@@ -265,9 +218,7 @@ def _encode(request: Mapping[str, Any]) -> bytes:
 def check_capability_args(capability_args: Mapping[str, Any]) -> None:
     """Refuse capability arguments that have no JSON form (``ConfigError``), before anything runs.
 
-    Object keys must be strings at every level (``{1: "a", "1": "b"}`` would
-    otherwise reach the plugin and the cache as an object with two ``"1"``
-    keys) and numbers finite.
+    Object keys must be strings at every level, and numbers finite.
     """
     import json
 
@@ -299,12 +250,8 @@ _last_environ: tuple[dict[bytes, bytes], dict[str, str]] = ({}, {})
 def environ_snapshot() -> dict[str, str]:
     """A copy of ``os.environ``, taken safely while other threads add or remove keys.
 
-    ``dict(os.environ)`` iterates the keys and then looks each one up: a key
-    removed in between raises ``KeyError`` (and a resize ``RuntimeError``).
-    The underlying dict of encoded keys and values is copied in one C-level
-    call instead (atomic under the GIL), then decoded as ``os.environ`` would;
-    when it equals the previous copy (the environment rarely changes), the
-    previous decoding is reused (a copy of it: the caller may change it).
+    The encoded dict under ``os.environ`` is copied in one call (atomic under the
+    GIL), then decoded, or the previous decoding reused when it is unchanged.
     """
     global _last_environ
     env = os.environ
@@ -338,12 +285,8 @@ def encode_cni_args(args: Sequence[tuple[str, str]]) -> str:
     """
     parts = []
     for pair in args:
-        if not (
-            isinstance(pair, (tuple, list))
-            and len(pair) == 2
-            and isinstance(pair[0], str)
-            and isinstance(pair[1], str)
-        ):
+        two = isinstance(pair, (tuple, list)) and len(pair) == 2
+        if not two or not all(isinstance(item, str) for item in pair):
             raise ConfigError("invalid CNI_ARGS pair: must be two strings", repr(pair)[:200])
         key, value = pair
         if not key:
@@ -371,14 +314,9 @@ def plugin_env(
 
     All six are always set (possibly empty), overriding inherited values.
     """
-    env = dict(base)
-    env["CNI_COMMAND"] = command
-    env["CNI_CONTAINERID"] = container_id
-    env["CNI_NETNS"] = netns
-    env["CNI_IFNAME"] = ifname
-    env["CNI_ARGS"] = cni_args
-    env["CNI_PATH"] = ":".join(path)
-    return env
+    cni = {"CNI_COMMAND": command, "CNI_CONTAINERID": container_id, "CNI_NETNS": netns}
+    cni |= {"CNI_IFNAME": ifname, "CNI_ARGS": cni_args, "CNI_PATH": ":".join(path)}
+    return {**base, **cni}
 
 
 #: ``CNI_NETNS``, ``CNI_IFNAME`` and ``CNI_PATH`` of a VERSION probe (as Go sets them).
@@ -389,25 +327,16 @@ def version_env(base: Mapping[str, str], path: Sequence[str] = ()) -> dict[str, 
     """The environment of a VERSION probe.
 
     ``CNI_NETNS``, ``CNI_IFNAME`` and ``CNI_PATH`` are ``dummy``, as the Go
-    library sets them: plugins built with an old skel refuse to run any
-    command without them. ``path`` is accepted for
-    compatibility and not used.
+    library sets them (old plugins refuse to run without them). ``path`` is
+    accepted for compatibility and not used.
     """
     del path
-    return plugin_env(
-        base,
-        command=VERSION,
-        netns=VERSION_DUMMY,
-        ifname=VERSION_DUMMY,
-        path=(VERSION_DUMMY,),
-    )
+    dummy = VERSION_DUMMY
+    return plugin_env(base, command=VERSION, netns=dummy, ifname=dummy, path=(dummy,))
 
 
 def _details(value: object) -> str:
-    """A ``ValidationError``'s details: the offending value itself (Go's ``Details: "1234%%%"``).
-
-    Not a string (a caller's bug): its ``repr``, the only text it has.
-    """
+    """A ``ValidationError``'s details: the offending value itself, or its ``repr``."""
     return value if isinstance(value, str) else repr(value)[:300]
 
 
@@ -450,11 +379,8 @@ def validate_interface_name(ifname: str) -> None:
         raise ValidationError("interface name is . or ..", ifname, code=CODE_INVALID_ENV)
     for ch in ifname:
         if ch in "/:" or ch.isspace() or ch == "\0":
-            raise ValidationError(
-                f"interface name contains an invalid character {ch!r}",
-                ifname,
-                code=CODE_INVALID_ENV,
-            )
+            why = f"interface name contains an invalid character {ch!r}"
+            raise ValidationError(why, ifname, code=CODE_INVALID_ENV)
 
 
 def validate_attachment(container_id: str, network: str, ifname: str) -> None:

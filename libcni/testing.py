@@ -37,13 +37,9 @@ _ALL_VERSIONS = list(ALL)
 class PluginCall:
     """One plugin run, as the plugin would have seen it.
 
-    ``plugin`` is the plugin type (the binary's file name), ``command`` the
-    ``CNI_COMMAND`` (``ADD``, ``CHECK``, ``DEL``, ``GC``, ``STATUS``,
-    ``VERSION``), ``stdin`` the request decoded from JSON (the plugin's
-    configuration with ``name``, ``cniVersion``, ``prevResult``,
-    ``runtimeConfig``...), ``env`` the ``CNI_*`` variables of the call (the
-    rest of the inherited environment is left out) and ``path`` the binary
-    that would have run.
+    ``plugin`` is the plugin type, ``command`` the ``CNI_COMMAND``, ``stdin``
+    the request decoded from JSON, ``env`` the ``CNI_*`` variables of the call
+    and ``path`` the binary that would have run.
     """
 
     plugin: str
@@ -118,12 +114,9 @@ class MockExec:
             request = json.loads(stdin)
         except ValueError as e:  # libcni always sends JSON: a bug if not
             raise DecodeError("MockExec: the request is not JSON", str(e)) from None
+        cni_env = {k: v for k, v in env.items() if k.startswith("CNI_")}
         call = PluginCall(
-            plugin=os.path.basename(path),
-            command=env.get("CNI_COMMAND", ""),
-            stdin=request,
-            env={k: v for k, v in env.items() if k.startswith("CNI_")},
-            path=path,
+            os.path.basename(path), env.get("CNI_COMMAND", ""), request, cni_env, path
         )
         self.calls.append(call)
         return call

@@ -13,10 +13,7 @@ the caller's current span::
         CNI ADD plugin portmap         ...
 
 Each plugin gets the W3C trace context of its own span in ``TRACEPARENT``
-(and ``TRACESTATE`` when the span has one), as Go libcni passes it: a plugin
-that traces joins the runtime's trace.
-
-This module imports ``opentelemetry-api``; ``import libcni`` does not import it.
+(and ``TRACESTATE``), as Go libcni passes it. This module imports ``opentelemetry-api``; ``import libcni`` does not import it.
 """
 
 from __future__ import annotations
@@ -62,15 +59,9 @@ def _attributes(event: Event) -> dict[str, str]:
     attributes = {"cni.operation": event.operation}
     if event.kind == "plugin":
         attributes["cni.command"] = event.operation
-    for key, value in (
-        ("cni.container_id", event.container_id),
-        ("cni.network", event.network),
-        ("cni.ifname", event.ifname),
-        ("cni.plugin", event.plugin),
-    ):
-        if value:
-            attributes[key] = value
-    return attributes
+    about = {"cni.container_id": event.container_id, "cni.network": event.network}
+    about |= {"cni.ifname": event.ifname, "cni.plugin": event.plugin}
+    return attributes | {key: value for key, value in about.items() if value}
 
 
 def _cancelled(exc: BaseException) -> bool:
@@ -95,15 +86,10 @@ class OpenTelemetryObserver:
     CNI error) and ``error.type`` (the exception's class), and the exception
     recorded.
 
-    Every plugin run receives the W3C trace context of its span:
-    ``TRACEPARENT`` (and ``TRACESTATE``, or none: an inherited ``TRACESTATE``
-    is removed with the ``TRACEPARENT`` it belonged to), sampled or not (the
-    flags say which), whenever the span's context is valid. Only values valid
-    by W3C Trace Context are passed: a ``TRACESTATE`` that is not (more than
-    32 members, a control character) is left out, the ``TRACEPARENT`` still
-    passed. With no valid span context (a no-op tracer provider and no caller
-    span, or flags such as ``1ff``) nothing is added and the runtime's own
-    environment passes through unchanged.
+    Every plugin run whose span context is valid receives it as ``TRACEPARENT``
+    and ``TRACESTATE`` (an inherited ``TRACESTATE`` is removed; one that is not
+    valid W3C Trace Context is left out). With no valid span context nothing is
+    added.
     """
 
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
@@ -115,8 +101,7 @@ class OpenTelemetryObserver:
         """Start the span of a start event; end the span of an end event."""
         if event.phase == "start":
             parent = None if event.parent is None else self._spans.get(event.parent)
-            # No parent (an operation): the caller's current span, read here,
-            # in the caller's thread or task.
+            # No parent (an operation): the caller's current span, read in its thread or task.
             context = None if parent is None else trace.set_span_in_context(parent)
             self._spans[event.id] = self._tracer.start_span(
                 _name(event), context=context, kind=SpanKind.INTERNAL, attributes=_attributes(event)

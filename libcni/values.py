@@ -11,15 +11,8 @@ import attrs
 if TYPE_CHECKING:
     from .capabilities import RuntimeConfig
 
-__all__ = [
-    "Args",
-    "CapabilityArgs",
-    "GCArgs",
-    "GCAttachment",
-    "NetworkAttachment",
-    "RuntimeConf",
-    "capability_mapping",
-]
+__all__ = ["Args", "CapabilityArgs", "GCArgs", "GCAttachment", "NetworkAttachment", "RuntimeConf"]
+__all__ += ["capability_mapping"]
 
 #: ``CNI_ARGS``: ``(key, value)`` pairs, or a mapping (its order kept).
 Args = Sequence[tuple[str, str]] | Mapping[str, str]
@@ -37,8 +30,7 @@ def _pairs(args: Args) -> tuple[tuple[str, str], ...]:
             "args must be (key, value) pairs of strings or a mapping of strings, "
             f'e.g. [("IgnoreUnknown", "1")], not {type(args).__name__}: {args!r:.80}'
         )
-    # Keep odd shapes as they are (a 3-tuple, a non-string) so that the request
-    # layer refuses them with a ConfigError naming the pair, before any plugin runs.
+    # Odd shapes kept as they are: the request layer refuses them, naming the pair.
     return tuple(tuple(pair) if isinstance(pair, (list, tuple)) else pair for pair in args)  # type: ignore[misc]
 
 

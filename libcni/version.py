@@ -16,16 +16,8 @@ from ._codec import Invalid, field, structure
 from ._json import strict_loads
 from .errors import VersionError
 
-__all__ = [
-    "ALL",
-    "CURRENT",
-    "LEGACY",
-    "PluginInfo",
-    "greater_than",
-    "greater_than_or_equal_to",
-    "parse_version",
-    "plugin_info_from_bytes",
-]
+__all__ = ["ALL", "CURRENT", "LEGACY", "PluginInfo", "greater_than", "greater_than_or_equal_to"]
+__all__ += ["parse_version", "plugin_info_from_bytes"]
 
 #: The versions whose results use ``ip4``/``ip6`` (one layout each family).
 FAMILY_02: tuple[str, ...] = ("0.1.0", "0.2.0")
@@ -76,7 +68,6 @@ def parse_version(version: str) -> tuple[int, int, int]:
         raise VersionError(f'invalid version "{version}": too many parts', version)
     numbers: list[int] = []
     for part in parts:
-        # isdigit() also accepts non-ASCII digits such as "²"; insist on ASCII.
         if not (part.isascii() and part.isdigit()):
             raise VersionError(f'invalid version "{version}": "{part}" is not a number', version)
         numbers.append(int(part))

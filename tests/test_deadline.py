@@ -12,6 +12,7 @@ import fcntl
 import itertools
 import math
 import os
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import pytest
 
 import libcni
 from libcni import _deadline
-from libcni._deadline import Deadline, backoff, poll
+from libcni._deadline import BUSY_BINARY, LOCK_WAIT, TRY_AGAIN, Backoff, Deadline, poll
 from libcni.cache import ResultCache
 from libcni.errors import LockTimeoutError
 from libcni.manager import AsyncNetworkManager, NetworkManager
@@ -70,17 +71,44 @@ def test_deadline_left_and_expired(fake: FakeTime) -> None:
 
 
 def test_backoff_doubles_up_to_its_most_and_ends_with_the_time(fake: FakeTime) -> None:
-    pauses = list(itertools.islice(backoff(Deadline(0.1)), 3))  # no time passes
+    pauses = list(itertools.islice(LOCK_WAIT.pauses(Deadline(0.1)), 3))  # no time passes
     assert pauses == [0.001, 0.002, 0.004]
-    gen = backoff(Deadline(0.1))
+    gen = LOCK_WAIT.pauses(Deadline(0.1))
     got = []
     for pause in gen:
         got.append(pause)
         fake.sleep(pause)
     assert got[:6] == [0.001, 0.002, 0.004, 0.008, 0.016, 0.02]
-    assert max(got) == _deadline.POLL_MAX and sum(got) == pytest.approx(0.1)
-    unlimited = backoff(Deadline(None))
+    assert max(got) == LOCK_WAIT.cap and sum(got) == pytest.approx(0.1)
+    unlimited = LOCK_WAIT.pauses(Deadline(None))
     assert [next(unlimited) for _ in range(8)][-3:] == [0.02, 0.02, 0.02]
+
+
+def _slept(pauses: Iterator[float], fake: FakeTime) -> list[float]:
+    got = []
+    for pause in pauses:
+        got.append(pause)
+        fake.sleep(pause)
+    return got
+
+
+def test_every_retry_pace_is_a_named_backoff(
+    fake: FakeTime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert Backoff(0.001, 0.02) == LOCK_WAIT
+    # Code 11: 0.1 s doubling to 5 s, up to 20% shorter at random.
+    monkeypatch.setattr(random, "random", lambda: 0.0)
+    assert list(itertools.islice(TRY_AGAIN.pauses(Deadline(None)), 8)) == [
+        0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0
+    ]  # fmt: skip
+    monkeypatch.setattr(random, "random", lambda: 1.0)
+    assert next(TRY_AGAIN.pauses(Deadline(None))) == pytest.approx(0.08)
+    # A retried plugin run needs time of its own: a pause that does not fit ends them.
+    assert _slept(TRY_AGAIN.pauses(Deadline(0.5), whole=True), fake) == pytest.approx([0.08, 0.16])
+    # A busy binary: 5 ms doubling to 0.5 s, for 5 s at most whatever the deadline.
+    busy = _slept(BUSY_BINARY.pauses(Deadline(None), whole=True), fake)
+    assert busy[:3] == [0.005, 0.01, 0.02] and max(busy) == 0.5
+    assert 4.5 < sum(busy) <= 5.0
 
 
 def test_poll_and_apoll_try_alike(fake: FakeTime) -> None:
@@ -196,3 +224,30 @@ def test_add_sync_and_async_wait_for_a_busy_attachment_alike(
     # The details name the file waited for, whichever driver waited.
     assert sync_error.value.details == async_error.value.details == held.path
     assert held.path == os.path.join(cache.locks_dir, "n-c1-eth0")
+
+
+def test_a_timeout_is_validated_once_per_add(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At the public entry only: not again for the operation's deadline, nor per plugin run.
+    import sys
+
+    checked: list[object] = []
+
+    check = _deadline.check_timeout
+
+    def counted(timeout: float | None) -> float | None:
+        checked.append(timeout)
+        return check(timeout)
+
+    cni = libcni.CNIConfig([PLUGINS], cache_dir=tmp_path)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("libcni") and getattr(module, "check_timeout", None) is not None:
+            monkeypatch.setattr(module, "check_timeout", counted)
+    net = libcni.conf_list_from_bytes(
+        b'{"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "testplugin"},'
+        b' {"type": "testplugin"}]}'
+    )
+    rt = libcni.RuntimeConf("c1", "/ns", "eth0")
+    cni.add_network_list(net, rt, timeout=30)
+    assert checked == [30]

@@ -20,7 +20,7 @@ import pytest
 
 import libcni
 from libcni.errors import ConfigError, PluginError, PluginNotFoundError, PluginTimeoutError
-from libcni.invoke import Exec, RawExec, find_in_path
+from libcni.invoke import AsyncExec, Exec, RawExec, find_in_path
 
 # The plugins start with "#!/usr/bin/env python3": keep PATH short so that no
 # slow wrapper (pyenv shims...) is found first.
@@ -464,19 +464,45 @@ def test_text_file_busy_is_retried_with_a_fresh_process(testplugin: str, tmp_pat
     assert time.monotonic() - start >= 0.3
 
 
+@pytest.mark.parametrize("driver", ["sync", "async"])
 def test_text_file_busy_gives_up(
-    testplugin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    testplugin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver: str
 ) -> None:
+    # Both drivers start through one retry (_raw._Start) at BUSY_BINARY's pace.
     import libcni.invoke._raw as raw
+    from libcni import _deadline
 
-    monkeypatch.setattr(raw, "_BUSY_BUDGET", 0.2)
+    monkeypatch.setattr(raw, "BUSY_BINARY", _deadline.BUSY_BINARY._replace(budget=0.2))
     copy = tmp_path / "busy"
     shutil.copy(testplugin, copy)
+
+    def call(timeout: float | None) -> bytes:
+        if driver == "sync":
+            return RawExec().exec_plugin(str(copy), b"", BASE_ENV, timeout)
+        return asyncio.run(RawExec().aexec_plugin(str(copy), b"", BASE_ENV, timeout))
+
     with open(copy, "ab"):
-        err = failure(str(copy))
+        start = time.monotonic()
+        with pytest.raises(PluginError) as info:
+            call(10)
+        err = info.value
         assert err.code == 5 and "ETXTBSY" in err.details and str(copy) in err.msg
-        with pytest.raises(PluginTimeoutError):
-            RawExec().exec_plugin(str(copy), b"", BASE_ENV, 0.05)
+        assert "for 0.2s" in err.details and 0.15 < time.monotonic() - start < 5
+        with pytest.raises(PluginTimeoutError) as timed_out:
+            call(0.05)
+        assert timed_out.value.msg == 'plugin "busy" timed out after 0.05s'
+        assert "stayed busy" in timed_out.value.details
+
+
+def test_rawexec_and_mockexec_are_async_execs() -> None:
+    # AsyncCNIConfig awaits the aexec_plugin of an AsyncExec, runs any other Exec in a thread.
+    from harness import ThreadOnlyExec
+
+    from libcni.testing import MockExec
+
+    assert isinstance(RawExec(), AsyncExec)
+    assert isinstance(MockExec(lambda call: {}), AsyncExec)
+    assert not isinstance(ThreadOnlyExec(), AsyncExec)
 
 
 def test_concurrent_calls_from_threads(testplugin: str) -> None:

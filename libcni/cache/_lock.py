@@ -239,7 +239,7 @@ def acquire(
     """Lock ``<dir_path>/[<subdir>/]<name>``; ``None`` if still busy after ``timeout``.
 
     ``timeout`` 0 (or less) tries once; a number waits at most that long, trying
-    again after the pauses of ``libcni._deadline.backoff``; ``None`` or more
+    again after the pauses of ``libcni._deadline.LOCK_WAIT``; ``None`` or more
     than ``NO_LIMIT`` waits in ``flock``. ``dirs(action)`` gives the checked,
     kept descriptor of the lock file's directory (created as needed, 0700;
     asked again at each try); the file is created 0600, never through a

@@ -1,10 +1,7 @@
-"""The ``libcni`` command line, compatible with ``cnitool``: its commands, environment and
-output are docs/cli.rst's (and ``libcni --help``'s).
+"""The ``libcni`` command line, compatible with ``cnitool`` (docs/cli.rst, ``libcni --help``).
 
-:mod:`._cni` holds ``cnitool``'s commands, :mod:`._manager` the network manager's,
-:mod:`._common` what they share. This package is the only part of libcni that prints.
-Errors are one line on standard error, ``libcni: <message>``, exit status 1;
-usage errors exit with status 2.
+The only part of libcni that prints. Errors are one line on standard error,
+``libcni: <message>``, exit status 1; usage errors exit with status 2.
 """
 
 from __future__ import annotations
@@ -34,18 +31,8 @@ from ._common import (
     parse_cni_args,
 )
 
-__all__ = [
-    "DEFAULT_CNI_PATH",
-    "DEFAULT_IFNAME",
-    "DEFAULT_NETCONFPATH",
-    "CLIError",
-    "build_parser",
-    "container_id_for_netns",
-    "main",
-    "netns_path",
-    "parse_cap_args",
-    "parse_cni_args",
-]
+__all__ = ["DEFAULT_CNI_PATH", "DEFAULT_IFNAME", "DEFAULT_NETCONFPATH", "CLIError", "build_parser"]
+__all__ += ["container_id_for_netns", "main", "netns_path", "parse_cap_args", "parse_cni_args"]
 
 log = logging.getLogger("libcni")
 
@@ -63,8 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"{PROG} {__version__}", help="print the version"
     )
-    # Options given after the sub-command must not be reset by the sub-parser's
-    # defaults, hence SUPPRESS there.
+    # SUPPRESS: the sub-parser's defaults must not reset options given before it.
     common = argparse.ArgumentParser(add_help=False)
     add_common(common, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -125,8 +111,7 @@ def _setup_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"{PROG}: %(levelname)s: %(message)s"))
     if not verbose:
-        # A failing plugin's stderr is logged as warnings by libcni.invoke; the error
-        # line already carries what the plugin reported, so show its stderr with -v only.
+        # A failing plugin's stderr (libcni.invoke's warnings): with -v only.
         handler.addFilter(lambda record: not record.name.startswith("libcni.invoke"))
     log.addHandler(handler)
     log.setLevel(logging.DEBUG if verbose else logging.WARNING)

@@ -55,11 +55,8 @@ def _ifname(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
 
 
 def _cni(args: argparse.Namespace, environ: Mapping[str, str]) -> CNIConfig:
-    return CNIConfig(
-        plugin_path(environ),
-        cache_dir=cache_dir(args, environ),
-        timeout=getattr(args, "timeout", None),
-    )
+    timeout = getattr(args, "timeout", None)
+    return CNIConfig(plugin_path(environ), cache_dir=cache_dir(args, environ), timeout=timeout)
 
 
 def _network(args: argparse.Namespace, environ: Mapping[str, str]) -> NetworkConfigList:
@@ -71,13 +68,8 @@ def _runtime_conf(args: argparse.Namespace, environ: Mapping[str, str]) -> Runti
     cap_args = parse_cap_args(environ.get("CAP_ARGS", ""))
     cni_args = parse_cni_args(environ.get("CNI_ARGS", ""))
     netns = netns_path(args.netns)
-    return RuntimeConf(
-        container_id=container_id_for_netns(netns),
-        netns=netns,
-        ifname=_ifname(args, environ),
-        args=cni_args,
-        capability_args=cap_args,
-    )
+    container_id, ifname = container_id_for_netns(netns), _ifname(args, environ)
+    return RuntimeConf(container_id, netns, ifname, args=cni_args, capability_args=cap_args)
 
 
 def _cmd_attach(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
@@ -155,15 +147,8 @@ def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     ):
         description = text[0].upper() + text[1:] + "." + ("" if name == "add" else _CACHED_ARGS)
         parents = [common, ifname, network]
-        p = command(
-            sub,
-            name,
-            text,
-            _cmd_attach,
-            description=description,
-            epilog=ENVIRONMENT,
-            parents=parents,
-        )
+        kwargs = {"description": description, "epilog": ENVIRONMENT, "parents": parents}
+        p = command(sub, name, text, _cmd_attach, **kwargs)
         p.add_argument("netns", metavar="NETNS", help="network namespace path")
     for name, text, func in (
         ("gc", "delete every cached attachment of NETWORK, then send GC to its plugins", _cmd_gc),
@@ -171,37 +156,26 @@ def add_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     ):
         # No --ifname: these work on the whole network, not on one attachment.
         p = command(sub, name, text, func, epilog=ENVIRONMENT, parents=[common, network])
-        p.add_argument(
-            "netns",
-            metavar="NETNS",
-            nargs="?",
-            help="accepted for cnitool compatibility, and ignored",
-        )
-    command(
-        sub,
-        "validate",
-        "check that the plugins of NETWORK exist and support its version; print its capabilities",
-        _cmd_validate,
-        description="Check that every plugin of NETWORK exists and supports the network's "
-        "CNI version; print the capabilities the network declares, one per line.",
-        epilog=ENVIRONMENT,
-        parents=[common, network],
+        ignored = "accepted for cnitool compatibility, and ignored"
+        p.add_argument("netns", metavar="NETNS", nargs="?", help=ignored)
+    text = "check that the plugins of NETWORK exist and support its version; print its capabilities"
+    description = (
+        "Check that every plugin of NETWORK exists and supports the network's "
+        "CNI version; print the capabilities the network declares, one per line."
     )
+    where = {"epilog": ENVIRONMENT, "parents": [common, network]}
+    command(sub, "validate", text, _cmd_validate, description=description, **where)
     _add_plugin_commands(sub, common)
 
 
 def _add_plugin_commands(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     """``version PLUGIN``, ``cache list``."""
-    p = command(
-        sub,
-        "version",
-        "print the CNI versions PLUGIN supports",
-        _cmd_version,
-        description="Ask PLUGIN (found in $CNI_PATH) which CNI versions it supports; "
-        "print them one per line.",
-        epilog=ENVIRONMENT,
-        parents=[common],
+    text = "print the CNI versions PLUGIN supports"
+    description = (
+        "Ask PLUGIN (found in $CNI_PATH) which CNI versions it supports; print them one per line."
     )
+    where = {"epilog": ENVIRONMENT, "parents": [common]}
+    p = command(sub, "version", text, _cmd_version, description=description, **where)
     p.add_argument("plugin", metavar="PLUGIN", help="plugin type, e.g. bridge")
     p = sub.add_parser(
         "cache",

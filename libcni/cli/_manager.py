@@ -40,12 +40,8 @@ _CONTAINER_ID_HELP = (
 def _manager(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
     from ..manager import NetworkManager
 
-    return NetworkManager(
-        netconfpath(environ),
-        plugin_path(environ),
-        cache_dir=cache_dir(args, environ),
-        timeout=getattr(args, "timeout", None),
-    )
+    paths, timeout = (netconfpath(environ), plugin_path(environ)), getattr(args, "timeout", None)
+    return NetworkManager(*paths, cache_dir=cache_dir(args, environ), timeout=timeout)
 
 
 def _network_requests(values: Sequence[str]) -> list[Any] | None:

@@ -1,25 +1,9 @@
-"""The asynchronous plugin runs of :class:`~libcni.invoke.RawExec` (``aexec_plugin``).
+"""``RawExec.aexec_plugin``: ``_raw``'s runs, the plugin's pipes and pidfd watched by the loop.
 
-Imported by the first ``aexec_plugin`` (``import libcni`` imports no asyncio).
-The rules of a run are ``_raw``'s; here the event loop waits for them: the
-plugin's pipes and its pidfd are the loop's readers (and its stdin a writer
-while the plugin has not read it all), so the loop learns of the plugin's
-output and of its exit without ever blocking.
-
-The start itself (``_raw._spawn``, which waits until the child has called
-``exec``) runs in one of :data:`SPAWN_THREADS` ``libcni-spawn`` threads:
-``subprocess``'s ``vfork`` path releases the GIL meanwhile, so the loop
-goes on while a child is slow to ``exec`` (the machine busy, the binary on
-a slow file system).
-
-One limit, which nothing above this module knows: at most :data:`SLOTS`
-plugins of a loop are *young* at once (started less than :data:`AGE` seconds
-ago and still running); a further start waits for one, the oldest tasks' first (a
-task's place is that of its first plugin): with many containers set up at
-once the first ones are ready first, as with threads. With 128 containers set up at once, 128 plugins (and their
-``iptables``) on two CPUs would leave the loop's thread unscheduled for
-hundreds of milliseconds; a plugin that lasts (one waiting on the network)
-stops counting at :data:`AGE`, so it never holds the others back for long.
+Starts run in :data:`SPAWN_THREADS` ``libcni-spawn`` threads (the loop never waits for an
+``exec``). At most :data:`SLOTS` plugins of a loop are *young* at once (started less than
+:data:`AGE` seconds ago, still running); a further start waits, the oldest task's first:
+128 plugins started at once on two CPUs would starve the loop's thread.
 """
 
 from __future__ import annotations
@@ -32,23 +16,22 @@ import heapq
 import itertools
 import os
 import signal
-import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._deadline import Deadline, plugin_timed_out
 from ..errors import PluginTimeoutError
-from ._raw import TICK, _deadline, _remaining, _Retry, _Run, _timed_out
+from ._raw import TICK, _Run, _Start
 
 if TYPE_CHECKING:
-    from ._raw import RawExec
+    from ._exec import RawExec
 
 __all__ = ["AGE", "SLOTS", "aexec"]
 
 #: Plugins of a loop that may be young at once (twice the CPUs: enough to keep them busy).
 SLOTS = max(2, 2 * (os.cpu_count() or 1))
-#: Seconds after which a plugin no longer counts against :data:`SLOTS` (the reference
-#: plugins take 20 to 60 ms; a plugin that waits for a DHCP lease lasts seconds).
+#: Seconds after which a plugin no longer counts against :data:`SLOTS` (most take 20-60 ms).
 AGE = 0.1
 
 
@@ -60,11 +43,7 @@ class _Slots:
         self.waiting: list[tuple[int, int, asyncio.Future[bool]]] = []  # a heap
 
     async def take(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        deadline: float | None,
-        name: str,
-        timeout: float | None,
+        self, loop: asyncio.AbstractEventLoop, deadline: Deadline, name: str
     ) -> Callable[[], None]:
         """Wait for a slot (until ``deadline``); the function that gives it back (at most once)."""
         order = _ORDER.get()
@@ -76,7 +55,7 @@ class _Slots:
         else:
             waiter: asyncio.Future[bool] = loop.create_future()
             heapq.heappush(self.waiting, (order, next(_orders), waiter))
-            left = _remaining(deadline)
+            left = deadline.left()
             timer = None if left is None else loop.call_later(max(left, 0), _settle, waiter, False)
             try:
                 given = await waiter
@@ -89,7 +68,7 @@ class _Slots:
                     timer.cancel()
             if not given:
                 raise PluginTimeoutError(
-                    _timed_out(name, timeout),
+                    plugin_timed_out(name, deadline.limit),
                     f"it was still waiting for its turn to start ({len(self.waiting)} waiting)",
                     plugin=name,
                 )
@@ -136,8 +115,7 @@ def _slots_of(loop: asyncio.AbstractEventLoop) -> _Slots:
     return slots
 
 
-#: Threads that start plugins for the loops of this process (made at the first start,
-#: again in a forked child): the loop never waits for a child's ``exec``.
+#: Threads that start plugins for the loops of this process (made again in a forked child).
 SPAWN_THREADS = 2
 _starter: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 
@@ -153,40 +131,31 @@ def _starting_threads() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _unblock_signals() -> None:
-    """A starting thread blocks nothing (the ``subprocess`` path's condition), whatever
-    the thread that made it blocks."""
+    """A starting thread blocks nothing (the ``subprocess`` path's condition)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
-def _close_started(future: asyncio.Future[_Run]) -> None:
+def _close_started(future: asyncio.Future[_Run | float]) -> None:
     """A start whose task was cancelled meanwhile: kill and reap what it started."""
     if not future.cancelled() and future.exception() is None:
-        future.result().close()
+        run = future.result()
+        if isinstance(run, _Run):
+            run.close()
 
 
-async def _start(
-    loop: asyncio.AbstractEventLoop,
-    path: str,
-    env: Mapping[str, str],
-    stdin: bytes,
-    pass_fd: int | None,
-    deadline: float | None,
-    timeout: float | None,
-) -> _Run:
-    """Start the plugin in a ``libcni-spawn`` thread, retrying a busy binary
-    (:class:`~._raw._Retry`) without blocking the loop. A task cancelled meanwhile
-    leaves the start to end in its thread; what it started is then killed and reaped."""
-    retry = None
+async def _start(loop: asyncio.AbstractEventLoop, start: _Start) -> _Run:
+    """Start the plugin in a ``libcni-spawn`` thread (again after a busy binary's pauses);
+    if the task is cancelled meanwhile, what the thread started is killed and reaped."""
     while True:
-        start = loop.run_in_executor(_starting_threads(), _Run, path, env, stdin, pass_fd)
+        once = loop.run_in_executor(_starting_threads(), start.once)
         try:
-            return await asyncio.shield(start)
+            run = await asyncio.shield(once)
         except asyncio.CancelledError:
-            start.add_done_callback(_close_started)
+            once.add_done_callback(_close_started)
             raise
-        except (OSError, ValueError) as e:
-            retry = retry or _Retry(path, deadline, timeout)
-            await asyncio.sleep(retry.after(e))
+        if isinstance(run, _Run):
+            return run
+        await asyncio.sleep(run)
 
 
 def _watch(loop: asyncio.AbstractEventLoop, run: _Run) -> None:
@@ -200,13 +169,13 @@ def _watch(loop: asyncio.AbstractEventLoop, run: _Run) -> None:
     run.unwatch = unwatch
 
 
-async def _exited(loop: asyncio.AbstractEventLoop, run: _Run, deadline: float | None) -> bool:
+async def _exited(loop: asyncio.AbstractEventLoop, run: _Run, deadline: Deadline) -> bool:
     """Wait until ``run``'s leader exited (True) or ``deadline`` passed (False)."""
     if run.status is not None:
         return True
     done: asyncio.Future[bool] = loop.create_future()
     run.on_exit = lambda: _settle(done, True)
-    left = _remaining(deadline)
+    left = deadline.left()
     timers = [] if left is None else [loop.call_later(max(left, 0), _settle, done, False)]
 
     def tick() -> None:  # no pidfd: look now and then
@@ -226,9 +195,9 @@ async def _exited(loop: asyncio.AbstractEventLoop, run: _Run, deadline: float | 
 async def _terminate(loop: asyncio.AbstractEventLoop, run: _Run, grace: float) -> None:
     """SIGTERM to the group, ``grace`` seconds, then SIGKILL (timeout, cancellation)."""
     run.kill(signal.SIGTERM)
-    if not await _exited(loop, run, time.monotonic() + grace):
+    if not await _exited(loop, run, Deadline(grace)):
         run.kill(signal.SIGKILL)
-        await _exited(loop, run, None)
+        await _exited(loop, run, Deadline(None))
 
 
 async def aexec(
@@ -241,10 +210,10 @@ async def aexec(
 ) -> bytes:
     """:meth:`RawExec.aexec_plugin`."""
     loop = asyncio.get_running_loop()
-    deadline = _deadline(timeout)
-    give = await _slots_of(loop).take(loop, deadline, os.path.basename(path), timeout)
+    deadline = Deadline(timeout)
+    give = await _slots_of(loop).take(loop, deadline, os.path.basename(path))
     try:
-        run = await _start(loop, path, env, stdin, pass_fd, deadline, timeout)
+        run = await _start(loop, _Start(path, env, stdin, pass_fd, deadline))
         try:
             _watch(loop, run)
             try:
@@ -254,7 +223,7 @@ async def aexec(
                 raise
             if not exited:
                 await _terminate(loop, run, exec_.grace)
-                raise run.timeout_error(timeout)
+                raise run.timeout_error(deadline)
             return run.result()
         finally:
             run.close()

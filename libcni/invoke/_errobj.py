@@ -13,24 +13,10 @@ converter (:mod:`libcni._codec`): ``code`` is an integer (not ``true``, not
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .._codec import Invalid, structure
 from .._json import strict_loads
 
-if TYPE_CHECKING:
-    from ._errvalue import ErrorObject
-
-__all__ = ["ErrorObject", "decode_error_object"]
-
-
-def __getattr__(name: str) -> Any:
-    # ErrorObject is built when first needed (a failing plugin), not at import.
-    if name == "ErrorObject":
-        from ._errvalue import ErrorObject
-
-        return ErrorObject
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["decode_error_object"]
 
 
 def decode_error_object(stdout: bytes) -> tuple[int, str, str] | str:
@@ -45,7 +31,7 @@ def decode_error_object(stdout: bytes) -> tuple[int, str, str] | str:
         return "not a JSON object"
     if obj.get("msg") is None:  # a message is what an error object is for
         return "msg: missing"
-    from ._errvalue import ErrorObject
+    from ._errvalue import ErrorObject  # its class built for a failing plugin only
 
     try:
         err = structure(obj, ErrorObject)

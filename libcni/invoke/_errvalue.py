@@ -1,8 +1,4 @@
-"""The attrs class of a CNI error object, read by :mod:`libcni.invoke._errobj`.
-
-A module of its own so that ``import libcni`` does not build the class: only
-a failing plugin's output needs it.
-"""
+"""The attrs class of a CNI error object, built at the first failing plugin (``_errobj``)."""
 
 from __future__ import annotations
 

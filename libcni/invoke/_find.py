@@ -10,9 +10,7 @@ from libcni.errors import ConfigError, PluginNotFoundError
 
 __all__ = ["DEFAULT_PLUGIN_DIRS", "find_in_path"]
 
-#: Where plugins are, unless told otherwise (``NetworkManager``, the command line):
-#: the upstream location, then the one of Debian's and Ubuntu's
-#: ``containernetworking-plugins`` package.
+#: Where plugins are, unless told otherwise: the upstream location, then Debian's and Ubuntu's.
 DEFAULT_PLUGIN_DIRS: tuple[str, ...] = ("/opt/cni/bin", "/usr/lib/cni")
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["Exec"]
+__all__ = ["AsyncExec", "Exec"]
 
 
 class Exec(Protocol):
@@ -32,4 +32,16 @@ class Exec(Protocol):
 
         See :func:`libcni.invoke.find_in_path` for the rules.
         """
+        ...
+
+
+@runtime_checkable
+class AsyncExec(Protocol):
+    """An :class:`Exec` that also runs plugins on the event loop (``RawExec``, ``MockExec``):
+    ``AsyncCNIConfig`` awaits its :meth:`aexec_plugin`, and runs any other ``Exec`` in a thread."""
+
+    async def aexec_plugin(
+        self, path: str, stdin: bytes, env: Mapping[str, str], timeout: float | None
+    ) -> bytes:
+        """:meth:`Exec.exec_plugin` as a coroutine; cancelling it stops the plugin."""
         ...

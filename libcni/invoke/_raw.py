@@ -1,12 +1,6 @@
-"""Running a plugin binary as a child process.
-
-One call is one :class:`_Run`: the child started by ``os.posix_spawn``, its
-three pipes and its pidfd. It does no waiting of its own: the synchronous
-driver (:class:`RawExec`, ``select.poll``) and the asynchronous one
-(:mod:`._async`, the event loop's readers) tell it which descriptor is ready,
-so both share every rule: how the child starts, how output is collected, how
-the process group is killed and reaped, and how the outcome is decoded.
-"""
+"""Running a plugin binary as a child process: one call is one :class:`_Run`, which never
+waits; the drivers (:mod:`._exec`'s ``select.poll``, :mod:`._async`'s event loop) tell it
+which descriptor is ready, so both share every rule."""
 
 from __future__ import annotations
 
@@ -17,17 +11,13 @@ import os
 import select
 import signal
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from libcni import _log as logging  # logging, imported at first use
-from libcni._deadline import NO_LIMIT, check_timeout
+from libcni._deadline import BUSY_BINARY, Deadline, plugin_timed_out
 from libcni.errors import CODE_INTERNAL, CODE_INVALID_ENV, CODE_IO, PluginError, PluginTimeoutError
 from libcni.invoke._errobj import decode_error_object as _decode_error_object
-from libcni.invoke._find import find_in_path
-
-__all__ = ["RawExec"]
 
 log = logging.getLogger("libcni.invoke")
 
@@ -39,9 +29,6 @@ _STDOUT_MAX = 16 << 20  # more stdout than this: "output too large", the group i
 _STDERR_TAIL = 4096  # stderr attached to errors
 _EXCERPT = 1024  # invalid error output quoted in errors
 _DRAIN_READS = 16  # reads per stream once the leader exited (more than a pipe holds)
-_BUSY_BUDGET = 5.0  # seconds of retrying ETXTBSY
-_BUSY_FIRST_DELAY = 0.005
-_BUSY_MAX_DELAY = 0.5
 #: How often the leader's exit is checked without a pidfd (Linux before 5.3).
 TICK = 0.02
 _MAX_WAIT = 86400.0  # the longest single poll (it takes a C int of milliseconds)
@@ -63,19 +50,13 @@ def _status_text(status: int | None) -> str:
     return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
-def _timed_out(name: str, timeout: float | None) -> str:
-    """The message of a call that outlasted its timeout (an operation rewords it: ``_ops._run``)."""
-    return f'plugin "{name}" timed out after {timeout or 0.0:.3g}s'
-
-
 def _excerpt(data: bytes) -> str:
     text = data[:_EXCERPT].decode("utf-8", errors="replace")
     return text + f"... ({len(data)} bytes)" if len(data) > _EXCERPT else text
 
 
 def _inherited() -> list[int]:
-    """The runtime's inheritable descriptors above 2 (Python makes its own non-inheritable;
-    these came from the runtime's parent or were made so on purpose): closed in the child."""
+    """The runtime's inheritable descriptors above 2, closed in the child."""
     try:
         names = os.listdir("/proc/self/fd")
     except OSError:
@@ -100,12 +81,8 @@ _NEW_GROUP: dict[str, Any] = (
 
 
 def _signals_clean() -> bool:
-    """Whether a child ``subprocess`` starts from this thread gets Go's signal state.
-
-    It inherits the thread's signal mask and every ignored disposition but
-    the two ``restore_signals`` resets: so nothing may be blocked or ignored
-    (the kernel's view, ``/proc/thread-self/status``: about 8 µs).
-    """
+    """Whether this thread blocks and ignores nothing ``restore_signals`` does not reset:
+    then a ``subprocess`` child gets Go's signal state (``/proc/thread-self/status``)."""
     try:
         with open("/proc/thread-self/status", "rb") as f:
             text = f.read()
@@ -116,17 +93,10 @@ def _signals_clean() -> bool:
 
 
 def _spawn(path: str, env: Mapping[str, str], stdio: list[int], pass_fd: int | None) -> int:
-    """Start ``path`` as the leader of a new process group, as Go starts it.
-
-    ``stdio`` become its descriptors 0 to 2; ``pass_fd`` (if any) stays open
-    in it, close-on-exec cleared in the child only (the runtime's descriptor
-    stays close-on-exec for the other threads' starts). Nothing else of the
-    runtime is inherited; the signal mask is empty and every disposition the
-    default. ``subprocess`` when this thread's signal state allows it (its
-    ``vfork`` path releases the GIL until the child's ``exec``, and closes
-    the other descriptors at a constant cost), else ``os.posix_spawn``
-    (which resets the signal state, but holds the GIL throughout).
-    """
+    """Start ``path`` as the leader of a new process group, as Go starts it: ``stdio`` as its
+    descriptors 0 to 2, ``pass_fd`` as 3, nothing else inherited, signals at their defaults.
+    ``subprocess`` (its ``vfork`` releases the GIL) when the signal state allows, else
+    ``os.posix_spawn``."""
     if _signals_clean():
         import subprocess  # here: about 2 ms to import, and only plugin runs need it
 
@@ -170,15 +140,10 @@ def _pidfd(pid: int) -> int | None:
 
 class _Run:
     """One running plugin: its pipes and pidfd, the output collected, the decoded outcome.
+    Starting it raises ``OSError`` or ``ValueError`` (a NUL), leaving nothing open."""
 
-    Made by starting the plugin: ``OSError`` (ETXTBSY, EACCES...) or
-    ``ValueError`` (a NUL in the path or the environment) when it cannot be,
-    with nothing left open.
-    """
-
-    # Set by the driver: stop watching a descriptor (called before it is closed).
+    # Set by the driver: stop watching a descriptor; called once the leader was reaped.
     unwatch: Callable[[int], None] = staticmethod(lambda fd: None)
-    # Set by the driver: called once the leader has exited and was reaped.
     on_exit: Callable[[], None] = staticmethod(lambda: None)
 
     def __init__(
@@ -231,8 +196,6 @@ class _Run:
             self.write_stdin()
         elif fd == self.stdout_fd or fd == self.stderr_fd:  # (not one closed meanwhile)
             self._read(fd)
-
-    # -- I/O -----------------------------------------------------------------------
 
     def _close(self, fd: int) -> None:
         if fd == self.stdin_fd:
@@ -296,8 +259,6 @@ class _Run:
                 if fd is None or not self._read(fd):
                     break
 
-    # -- process group ---------------------------------------------------------------
-
     def kill(self, sig: int) -> None:
         """Send ``sig`` to the plugin's whole process group.
 
@@ -343,8 +304,6 @@ class _Run:
             if fd is not None:
                 self._close(fd)
 
-    # -- outcome -----------------------------------------------------------------------
-
     def _stderr_tail(self) -> str:
         return bytes(self._err[-_STDERR_TAIL:]).decode("utf-8", errors="replace")
 
@@ -365,12 +324,7 @@ class _Run:
                 exit_code = os.WEXITSTATUS(status)
             elif os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
-        return {
-            "plugin": self.name,
-            "exit_code": exit_code,
-            "signal": sig,
-            "stderr": self._stderr_tail(),
-        }
+        return dict(plugin=self.name, exit_code=exit_code, signal=sig, stderr=self._stderr_tail())
 
     def result(self) -> bytes:
         """Standard output if the plugin exited 0, else the :class:`PluginError` it reported."""
@@ -413,35 +367,43 @@ class _Run:
         code, msg, details = decoded
         return PluginError(msg, details, code=code, **ctx)
 
-    def timeout_error(self, timeout: float | None) -> PluginTimeoutError:
+    def timeout_error(self, deadline: Deadline) -> PluginTimeoutError:
         self._log_stderr(logging.WARNING)
         return PluginTimeoutError(
-            _timed_out(self.name, timeout),
+            plugin_timed_out(self.name, deadline.limit),
             f"its process group was killed ({_status_text(self.status)})",
             **self._context(),
         )
 
 
-class _Retry:
-    """Whether and when to start again after starting the plugin failed (created at the first failure).
+class _Start:
+    """The start of one plugin run: :meth:`once` gives the :class:`_Run`, or the pause before
+    trying again (ETXTBSY only, at :data:`~libcni._deadline.BUSY_BINARY`'s pace). Else
+    ``PluginError`` code 5 (code 4 for a NUL), or ``PluginTimeoutError``."""
 
-    Only "text file busy" (the binary is being written) is retried, with a
-    fresh process each time and a growing back-off, for about 5 seconds and
-    never past the call's deadline. :meth:`after` returns how long to sleep,
-    or raises the error for a binary that cannot be started: ``PluginError``
-    code 5 naming the path and the OS error (code 4 for a NUL in the path or
-    the environment), or ``PluginTimeoutError``.
-    """
-
-    def __init__(self, path: str, deadline: float | None, timeout: float | None) -> None:
+    def __init__(
+        self,
+        path: str,
+        env: Mapping[str, str],
+        stdin: bytes,
+        pass_fd: int | None,
+        deadline: Deadline,
+    ) -> None:
         self.path = path
         self.name = os.path.basename(path)
+        self.args = (path, env, stdin, pass_fd)
         self.deadline = deadline
-        self.timeout = timeout
-        self.busy_until = _deadline(_BUSY_BUDGET)
-        self.delay = _BUSY_FIRST_DELAY
+        self.busy = Deadline(BUSY_BINARY.budget)
+        self.pauses = BUSY_BINARY.pauses(deadline, self.busy, whole=True)
 
-    def after(self, err: Exception) -> float:
+    def once(self) -> _Run | float:
+        """Try to start the plugin (in a ``libcni-spawn`` thread for the async driver)."""
+        try:
+            return _Run(*self.args)
+        except (OSError, ValueError) as e:
+            return self._after(e)
+
+    def _after(self, err: Exception) -> float:
         if not isinstance(err, OSError):  # ValueError: NUL in the environment or the path
             raise PluginError(
                 f'cannot run plugin "{self.path}": invalid environment or path',
@@ -452,149 +414,17 @@ class _Retry:
         code = err.errno or 0
         desc = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
         if code == errno.ETXTBSY:
-            left, busy = _remaining(self.deadline), _remaining(self.busy_until)
-            if left is not None and self.delay >= left:
+            pause = next(self.pauses, None)
+            if pause is not None:
+                return pause
+            left, busy = self.deadline.left(), self.busy.left()
+            if left is not None and (busy is None or left <= busy):  # the call's time ran out
                 raise PluginTimeoutError(
-                    _timed_out(self.name, self.timeout),
+                    plugin_timed_out(self.name, self.deadline.limit),
                     f"{self.path} stayed busy: {desc}",
                     plugin=self.name,
                 ) from err
-            if busy is not None and self.delay < busy:
-                delay = self.delay
-                self.delay = min(self.delay * 2, _BUSY_MAX_DELAY)
-                return delay
-            desc += f", for {_BUSY_BUDGET:g}s"
+            desc += f", for {BUSY_BINARY.budget:g}s"
         raise PluginError(
             f'failed to execute plugin "{self.path}"', desc, code=CODE_IO, plugin=self.name
         ) from err
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else deadline - time.monotonic()
-
-
-def _deadline(timeout: float | None) -> float | None:
-    """The monotonic end of ``timeout`` seconds from now (``None``: no limit, as in
-    :mod:`libcni._deadline`, whose checks these are)."""
-    timeout = check_timeout(timeout)
-    return None if timeout is None or timeout > NO_LIMIT else time.monotonic() + timeout
-
-
-class RawExec:
-    """The default :class:`~libcni.invoke.Exec`: runs plugin binaries as child processes.
-
-    Each call starts the binary (``os.posix_spawn``: no arguments, ``argv[0]``
-    is the path, ``env`` is the complete environment, an empty signal mask and
-    default dispositions) as the leader of a new process group, feeds it
-    ``stdin`` and collects standard output and standard error without ever
-    blocking on one of them. When the leader exits, what remains of its
-    process group is killed with SIGKILL, so neither a leftover child nor one
-    holding the output pipes open survives or delays the call.
-
-    On timeout (a deadline over the whole call) the group receives SIGTERM,
-    then SIGKILL after ``grace`` seconds, and
-    :class:`~libcni.errors.PluginTimeoutError` is raised. Standard error goes
-    to the ``libcni.invoke`` logger, one record per line (DEBUG when the plugin
-    succeeded, WARNING when it failed).
-    """
-
-    def __init__(self, grace: float = 1.0) -> None:
-        self.grace = grace
-
-    def __repr__(self) -> str:
-        return f"RawExec(grace={self.grace!r})"
-
-    def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
-        """See :func:`libcni.invoke.find_in_path`."""
-        return find_in_path(plugin, paths)
-
-    def exec_plugin(
-        self,
-        path: str,
-        stdin: bytes,
-        env: Mapping[str, str],
-        timeout: float | None,
-        *,
-        pass_fd: int | None = None,
-    ) -> bytes:
-        """Run the plugin at ``path``; return its standard output if it exits 0.
-
-        A plugin that exits non-zero (or is killed by a signal) raises
-        :class:`~libcni.errors.PluginError` with the code, message and details
-        of the CNI error object it printed; one that printed nothing, or not a
-        valid error object, raises ``PluginError`` code 999 saying so. Every
-        such error carries ``plugin`` (the file name), ``exit_code`` or
-        ``signal``, and the tail of ``stderr``. A binary that cannot be started
-        (not executable, vanished, still busy being written after ~5 s of
-        retries) raises ``PluginError`` code 5. ``timeout`` (seconds, ``None``:
-        no limit) bounds the whole call: :class:`~libcni.errors.PluginTimeoutError`.
-        ``pass_fd``: a descriptor the plugin (and its children) inherit; the
-        operations pass an ADD's attachment lock this way, so that it is held
-        while any process of the ADD lives.
-        """
-        deadline = _deadline(timeout)
-        retry = None
-        while True:
-            try:
-                run = _Run(path, env, stdin, pass_fd)
-                break
-            except (OSError, ValueError) as e:
-                retry = retry or _Retry(path, deadline, timeout)
-                time.sleep(retry.after(e))
-        try:
-            try:
-                exited = self._wait(run, deadline)
-            except (KeyboardInterrupt, SystemExit):  # a signal handler raised: as a timeout
-                self._terminate(run)
-                raise
-            if not exited:
-                self._terminate(run)
-                raise run.timeout_error(timeout)
-            return run.result()
-        finally:
-            run.close()
-
-    def _terminate(self, run: _Run) -> None:
-        """SIGTERM to the group, ``grace`` seconds, then SIGKILL (timeout, interrupt)."""
-        run.kill(signal.SIGTERM)
-        if not self._wait(run, time.monotonic() + self.grace):
-            run.kill(signal.SIGKILL)
-            self._wait(run, None)
-
-    @staticmethod
-    def _wait(run: _Run, deadline: float | None) -> bool:
-        """Serve ``run`` until its leader exited (True) or ``deadline`` passed (False)."""
-        poller = run.poller
-        if poller is None:
-            poller = run.poller = select.poll()
-            run.unwatch = poller.unregister
-            for fd, write in run.watched():
-                poller.register(fd, select.POLLOUT if write else select.POLLIN)
-        tick = _MAX_WAIT if run.pidfd is not None else TICK
-        while not run.exited():
-            left = _remaining(deadline)
-            if left is not None and left <= 0:
-                return False
-            wait = tick if left is None else min(left, tick)
-            for fd, _ in poller.poll(max(1, int(wait * 1000 + 0.999))):
-                run.ready(fd)
-        return True
-
-    async def aexec_plugin(
-        self,
-        path: str,
-        stdin: bytes,
-        env: Mapping[str, str],
-        timeout: float | None,
-        *,
-        pass_fd: int | None = None,
-    ) -> bytes:
-        """:meth:`exec_plugin` as a coroutine, on the running event loop.
-
-        Cancelling it terminates the plugin's process group (SIGTERM, then
-        SIGKILL after ``grace`` seconds), reaps it, and re-raises
-        :class:`asyncio.CancelledError`.
-        """
-        from libcni.invoke._async import aexec  # asyncio: not at ``import libcni``
-
-        return await aexec(self, path, stdin, env, timeout, pass_fd)

@@ -102,7 +102,7 @@ class NetworkManager(_ManagerBase):
         if isinstance(effect, Together):
             return self._together(effect.calls, effect.width)
         if isinstance(effect, LockContainer):
-            try:  # waits in flock, or tries after the pauses of _deadline.backoff
+            try:  # waits in flock, or tries after the pauses of _deadline.LOCK_WAIT
                 return effect.cache.container_lock(effect.container_id, effect.timeout).release
             except LockTimeoutError:
                 raise effect.timed_out() from None
@@ -286,7 +286,7 @@ class NetworkManager(_ManagerBase):
         :class:`~libcni.errors.GCError`."""
         self._operation(_gc.gc(self._state, valid_containers, timeout), "gc")
 
-    def sandbox(
+    def sandbox(  # noqa: PLR0913  (the public signature: setup's arguments and a name)
         self,
         container_id: str,
         *,

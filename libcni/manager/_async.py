@@ -249,7 +249,7 @@ class AsyncNetworkManager(_ManagerBase):
         """As :meth:`NetworkManager.gc`."""
         await self._operation(_gc.gc(self._state, valid_containers, timeout), "gc")
 
-    def sandbox(
+    def sandbox(  # noqa: PLR0913  (the public signature: setup's arguments and a name)
         self,
         container_id: str,
         *,

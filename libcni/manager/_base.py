@@ -34,7 +34,7 @@ class _ManagerBase:
     _ASYNC = False
     _CNI: type[CNIConfig] | type[AsyncCNIConfig] = CNIConfig
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  (the public constructor: one keyword per setting)
         self,
         conf_dir: str | os.PathLike[str] | None = DEFAULT_CONF_DIR,
         plugin_dirs: Sequence[str | os.PathLike[str]] = DEFAULT_PLUGIN_DIRS,

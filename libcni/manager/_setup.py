@@ -4,13 +4,12 @@ of code 11), and on failure DEL everything attempted (``attach`` runs the same p
 from __future__ import annotations
 
 import os
-import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import _log as logging
 from .. import request as rq
-from .._deadline import Deadline
+from .._deadline import TRY_AGAIN, Deadline
 from ..cache import CacheEntry
 from ..capabilities import check_plain
 from ..errors import (
@@ -55,12 +54,6 @@ from ._values import (
 )
 
 log = logging.getLogger("libcni")
-
-#: The back-off before the first retry of an ADD that failed with code 11 (seconds);
-#: it doubles at each retry, up to :data:`RETRY_MAX`, each pause shortened by up to 20%
-#: at random so that containers retrying together spread out.
-RETRY_FIRST = 0.1
-RETRY_MAX = 5.0
 
 #: How many (network, capability) warnings a manager remembers having logged.
 _WARNED_MAX = 4096
@@ -276,19 +269,18 @@ def _internal_loopback(state: State, netns: str, deadline: Deadline) -> Op:
     return None
 
 
-def _retry_pause(state: State, e: PluginError, retries: int, deadline: Deadline) -> float | None:
-    """The back-off before attempt ``retries + 2`` after ``e``; ``None``: not retried."""
+def _retry_pause(
+    state: State, e: PluginError, retries: int, pauses: Iterator[float]
+) -> float | None:
+    """The back-off before attempt ``retries + 2`` after ``e`` (the next of ``pauses``);
+    ``None``: not retried."""
     if (
         retries >= state.settings.retry_attempts
         or e.code != CODE_TRY_AGAIN
         or isinstance(e, PluginTimeoutError)
     ):
         return None
-    pause: float = min(RETRY_FIRST * 2**retries, RETRY_MAX) * (1 - 0.2 * random.random())
-    remaining = deadline.left()
-    if remaining is not None and remaining <= pause:
-        return None
-    return pause
+    return next(pauses, None)
 
 
 def _del_before_retry(item: Item, error: PluginError, deadline: Deadline) -> Op:
@@ -307,18 +299,19 @@ def _del_before_retry(item: Item, error: PluginError, deadline: Deadline) -> Op:
 
 
 def attempt(state: State, item: Item, deadline: Deadline) -> Op:
-    """ADD one network; after a code 11, DEL, back off and ADD again, up to
-    ``retry_attempts`` more times within the setup's timeout (the DEL failing or too
-    little time left: the code-11 error is the failure)."""
+    """ADD one network; after a code 11, DEL, back off (:data:`~libcni._deadline.TRY_AGAIN`)
+    and ADD again, up to ``retry_attempts`` more times within the setup's timeout (the DEL
+    failing or too little time left: the code-11 error is the failure)."""
     container_id = item.rt.container_id
     retries = 0
+    pauses = TRY_AGAIN.pauses(deadline, whole=True)
     while True:
         left = time_left(deadline, item.network, container_id)
         try:
             result = yield call_add(item.net, item.rt, left)
             return result
         except PluginError as e:
-            pause = _retry_pause(state, e, retries, deadline)
+            pause = _retry_pause(state, e, retries, pauses)
             if pause is None:
                 raise
             retries += 1

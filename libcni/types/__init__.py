@@ -41,45 +41,19 @@ if TYPE_CHECKING:
     from .v02 import IPConfig020, Result020, Route020
     from .v04 import Interface040, IPConfig040, Result040
 
-__all__ = [
-    "DNS",
-    "IPAddress",
-    "IPConfig",
-    "IPConfig020",
-    "IPConfig040",
-    "IPConfig100",
-    "IPInterface",
-    "Interface",
-    "Interface040",
-    "Interface100",
-    "Result",
-    "Result020",
-    "Result040",
-    "Result100",
-    "Route",
-    "Route020",
-    "create_result",
-    "family_of",
-    "result_from_bytes",
-    "result_from_dict",
-]
+__all__ = ["DNS", "IPAddress", "IPConfig", "IPConfig020", "IPConfig040", "IPConfig100"]
+__all__ += ["IPInterface", "Interface", "Interface040", "Interface100", "Result", "Result020"]
+__all__ += ["Result040", "Result100", "Route", "Route020", "create_result", "family_of"]
+__all__ += ["result_from_bytes", "result_from_dict"]
 
 #: The interface class of the current (1.x) results.
 Interface = Interface100
 #: The IP class of the current (1.x) results.
 IPConfig = IPConfig100
 
-# The 0.x families (their modules, and the conversions between versions) are
-# imported when first met: a version of theirs decoded, or a name asked for
-# (``from libcni.types import Result040``). ``import libcni`` spares them.
-_OLD_NAMES = {
-    "IPConfig020": "v02",
-    "Result020": "v02",
-    "Route020": "v02",
-    "IPConfig040": "v04",
-    "Interface040": "v04",
-    "Result040": "v04",
-}
+# The 0.x families are imported when first met (a version decoded, or a name asked for).
+_OLD_NAMES = dict.fromkeys(("IPConfig020", "Result020", "Route020"), "v02")
+_OLD_NAMES |= dict.fromkeys(("IPConfig040", "Interface040", "Result040"), "v04")
 
 
 def __getattr__(name: str) -> Any:
@@ -133,13 +107,11 @@ def _as_object(obj: Any) -> Mapping[str, Any]:
 def result_from_dict(obj: Any, default_version: str = "") -> Result:
     """Decode a result from an already decoded JSON value.
 
-    ``obj`` must be a JSON object (``None``, JSON ``null``, counts as an empty
-    one). The result's version is the object's ``cniVersion`` when it is a
-    non-empty string, else ``default_version``, else 0.1.0. An unknown version
-    raises :class:`~libcni.errors.VersionError`; a malformed field raises
-    :class:`~libcni.errors.DecodeError` naming it. Unknown fields are kept.
-    The result shares the values of unknown fields with ``obj``: do not
-    mutate ``obj`` afterwards.
+    ``obj`` must be a JSON object (or ``None``). The version is its ``cniVersion``,
+    else ``default_version``, else 0.1.0. An unknown version raises
+    :class:`~libcni.errors.VersionError`; a malformed field a
+    :class:`~libcni.errors.DecodeError` naming it. Unknown fields are kept, shared
+    with ``obj``: do not mutate ``obj`` afterwards.
 
     >>> result_from_dict({"ip4": {"ip": "10.0.0.2/8"}}).cni_version
     '0.1.0'
@@ -175,10 +147,8 @@ def create_result(version: str, data: bytes | bytearray | str | Mapping[str, Any
 
     A non-empty ``cniVersion`` in the data must have the same layout as
     ``version`` (e.g. "0.3.1" for "0.4.0"), else
-    :class:`~libcni.errors.VersionError`; so must ``version`` be known. The
-    result keeps the data's own ``cniVersion`` (as Go's ``create_result``:
-    ``create_result("0.3.0", {"cniVersion": "0.4.0"})`` is a 0.4.0 result);
-    data without one is labelled ``version``.
+    :class:`~libcni.errors.VersionError`. The result keeps the data's own
+    ``cniVersion``, as Go's does; data without one is labelled ``version``.
 
     >>> create_result("1.1.0", '{"ips":[{"address":"fd00::2/64"}]}').ips[0].address.version
     6

@@ -59,10 +59,8 @@ class Result(abc.ABC):
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any] | None, cni_version: str = "") -> Result:
-        """Parse a decoded JSON result with this class's layout, labelled
-        ``cni_version`` (default: the object's ``cniVersion``, empty meaning
-        0.1.0). Malformed fields raise :class:`~libcni.errors.DecodeError`
-        naming them."""
+        """Parse a decoded JSON result with this layout, labelled ``cni_version`` (default:
+        its ``cniVersion``). Malformed fields raise :class:`~libcni.errors.DecodeError`."""
         if obj is None:
             obj = {}
         elif not isinstance(obj, Mapping):
@@ -78,15 +76,12 @@ class Result(abc.ABC):
 
     @abc.abstractmethod
     def _decoded(self) -> Result:
-        """The family's rules across fields, checked on a parsed result (raise
-        :class:`~libcni._codec.Invalid`); returns the result to use."""
+        """The family's rules across fields (raise ``Invalid``); returns the result to use."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object the specification defines for this version.
 
-        Unknown fields that were parsed are included. The returned containers
-        are new, but the values of unknown fields are shared with the result:
-        do not mutate them.
+        Unknown fields are included, their values shared with the result: do not mutate them.
         """
         return unstructure(self)
 
@@ -97,10 +92,6 @@ class Result(abc.ABC):
         if indent is None:
             return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
-
-
-# --------------------------------------------------------------------------
-# Reading and writing: the declarations of each class, read by the one converter
 
 
 class _Value:
@@ -115,19 +106,16 @@ class _Value:
 
     @classmethod
     def from_dict(cls: type[_T], obj: Any, where: str = "") -> _T:
-        """Parse a decoded JSON object; a malformed field raises
-        :class:`~libcni.errors.DecodeError` naming its path (under ``where``)."""
+        """Parse a decoded JSON object; a malformed field raises a ``DecodeError`` naming it."""
         return decode(obj, cls, where or cls._WHERE)  # type: ignore[attr-defined]
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object: empty fields omitted (unless the layout always
-        writes them), unknown fields kept in ``extra`` written back."""
+        """The JSON object: empty fields omitted, unknown fields (``extra``) written back."""
         return unstructure(self)
 
 
 def decode(obj: Any, cls: type[_T], where: str = "") -> _T:
-    """``obj`` read as ``cls``: the one place a result's :class:`Invalid` becomes
-    a :class:`~libcni.errors.DecodeError`."""
+    """``obj`` read as ``cls``; :class:`Invalid` becomes :class:`~libcni.errors.DecodeError`."""
     try:
         return structure(obj, cls, where)
     except Invalid as e:
@@ -135,8 +123,7 @@ def decode(obj: Any, cls: type[_T], where: str = "") -> _T:
 
 
 def _declared(where: str) -> Callable[[type[_T]], type[_T]]:
-    """Class decorator: ``KNOWN`` from the declared fields; ``where`` names the
-    object in messages when it is parsed on its own."""
+    """Class decorator: ``KNOWN`` from the declared fields; ``where`` names the object."""
 
     def declare(cls: type[_T]) -> type[_T]:
         cls.KNOWN = known_keys(cls)  # type: ignore[attr-defined,arg-type]
@@ -147,8 +134,7 @@ def _declared(where: str) -> Callable[[type[_T]], type[_T]]:
 
 
 def loads(data: bytes | bytearray | str) -> Any:
-    """``json.loads`` that refuses NaN/Infinity (and numbers that overflow to
-    them) and turns every failure into :class:`~libcni.errors.DecodeError`."""
+    """Strict ``json.loads`` (no NaN/Infinity); every failure a :class:`~libcni.errors.DecodeError`."""
     try:
         return strict_loads(data)
     except (ValueError, RecursionError, TypeError) as e:
@@ -167,16 +153,15 @@ def _excerpt(data: Any, limit: int = 200) -> str:
 def _split_extra(
     extra: Mapping[str, Any], known: frozenset[str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split the unknown fields of a source object for a target type whose known
-    fields are ``known``: (still unknown, now known)."""
+    """The unknown fields of a source split for a target that knows ``known``: (still
+    unknown, now known)."""
     keep = {k: v for k, v in extra.items() if k not in known}
     return keep, {k: v for k, v in extra.items() if k in known}
 
 
 def _absorb(obj: _T, taken: Mapping[str, Any], parse: Any) -> _T:
-    """``obj`` with the fields ``taken`` (unknown in the source version, known
-    in the target) interpreted, when ``obj`` does not set them itself and they
-    are valid; otherwise ``obj`` unchanged."""
+    """``obj`` with the fields ``taken`` interpreted, when it does not set them and they are
+    valid; otherwise ``obj`` unchanged."""
     if not taken:
         return obj
     data = obj.to_dict()  # type: ignore[attr-defined]
@@ -205,10 +190,6 @@ def _check_version(instance: Any, attribute: Any, value: str) -> None:
         raise VersionError(
             f"{type(instance).__name__} holds versions {', '.join(versions)}, not {value!r}"
         )
-
-
-# --------------------------------------------------------------------------
-# Route (0.3.0 and later)
 
 
 @_declared("route")

@@ -34,7 +34,6 @@ __all__ = ["convert", "family_of"]
 #: What the other families convert through.
 _040 = Result040.VERSIONS[-1]
 
-
 _FAMILY: dict[str, type[Result]] = {
     version: cls for cls in (Result020, Result040, Result100) for version in cls.VERSIONS
 }
@@ -79,9 +78,7 @@ def _legacy_to_040(result: Result020, version: str) -> Result040:
             route = Route(dst=old.dst, gw=old.gw, extra=keep)
             routes.append(_absorb(route, taken, Route.from_dict))
     keep, taken = _split_extra(result.extra, Result040.KNOWN)
-    out = Result040(
-        cni_version=version, ips=tuple(ips), routes=tuple(routes), dns=result.dns, extra=keep
-    )
+    out = Result040(version, (), tuple(ips), tuple(routes), result.dns, extra=keep)
     return _absorb(out, taken, Result040.from_dict)
 
 
@@ -91,44 +88,22 @@ def _040_to_100(result: Result040, version: str) -> Result100:
         keep, taken = _split_extra(old.extra, Interface100.KNOWN)
         intf = Interface100(name=old.name, mac=old.mac, sandbox=old.sandbox, extra=keep)
         interfaces.append(_absorb(intf, taken, Interface100.from_dict))
-    return Result100(
-        cni_version=version,
-        interfaces=tuple(interfaces),
-        # The unknown fields of a 0.4.0 IP cannot be known in 1.x: shared as they are.
-        ips=tuple(
-            IPConfig100(
-                address=ip.address, gateway=ip.gateway, interface=ip.interface, extra=ip.extra
-            )
-            for ip in result.ips
-        ),
-        routes=result.routes,
-        dns=result.dns,
-        extra=result.extra,
-    )
+    # The unknown fields of a 0.4.0 IP cannot be known in 1.x: shared as they are.
+    ips = (IPConfig100(ip.address, ip.gateway, ip.interface, extra=ip.extra) for ip in result.ips)
+    parts = (tuple(interfaces), tuple(ips), result.routes, result.dns)
+    return Result100(version, *parts, extra=result.extra)
 
 
 def _100_to_040(result: Result100, version: str) -> Result040:
-    return Result040(
-        cni_version=version,
-        # 0.4.0 knows fewer interface fields than 1.x: no unknown field becomes known.
-        interfaces=tuple(
-            Interface040(name=i.name, mac=i.mac, sandbox=i.sandbox, extra=i.extra)
-            for i in result.interfaces
-        ),
-        ips=tuple(
-            IPConfig040(
-                address=ip.address,
-                gateway=ip.gateway,
-                interface=ip.interface,
-                # A stray "version" of a 1.x IP gives way to the address family.
-                extra=_split_extra(ip.extra, IPConfig040.KNOWN)[0] if ip.extra else ip.extra,
-            )
-            for ip in result.ips
-        ),
-        routes=result.routes,
-        dns=result.dns,
-        extra=result.extra,
-    )
+    # 0.4.0 knows fewer interface fields than 1.x: no unknown field becomes known.
+    interfaces = (Interface040(i.name, i.mac, i.sandbox, extra=i.extra) for i in result.interfaces)
+    ips = []
+    for ip in result.ips:
+        # A stray "version" of a 1.x IP gives way to the address family.
+        extra = _split_extra(ip.extra, IPConfig040.KNOWN)[0] if ip.extra else ip.extra
+        ips.append(IPConfig040(ip.address, gateway=ip.gateway, interface=ip.interface, extra=extra))
+    parts = (tuple(interfaces), tuple(ips), result.routes, result.dns)
+    return Result040(version, *parts, extra=result.extra)
 
 
 def _040_to_legacy(result: Result040, version: str) -> Result020:
@@ -140,17 +115,10 @@ def _040_to_legacy(result: Result040, version: str) -> Result020:
     for route in result.routes:
         if first[route.dst.version] is not None:
             # Route020 knows fewer fields than Route: unknown fields stay unknown.
-            routes[route.dst.version].append(
-                Route020(dst=route.dst, gw=route.gw, extra=route.extra)
-            )
+            routes[route.dst.version].append(Route020(route.dst, route.gw, extra=route.extra))
     keep, taken = _split_extra(result.extra, Result020.KNOWN)
-    out = Result020(
-        cni_version=version,
-        ip4=_block(first[4], routes[4]),
-        ip6=_block(first[6], routes[6]),
-        dns=result.dns,
-        extra=keep,
-    )
+    ip4, ip6 = _block(first[4], routes[4]), _block(first[6], routes[6])
+    out = Result020(cni_version=version, ip4=ip4, ip6=ip6, dns=result.dns, extra=keep)
     return _absorb(out, taken, Result020.from_dict)
 
 
