@@ -1,5 +1,5 @@
 """GC, as generators of effects over the state of :class:`~libcni._ops.Operations`
-(``CNIConfig.gc_networks``, ``gc_network_list``; behaviour §8)."""
+(``CNIConfig.gc_networks``, ``gc_network_list``; behaviour §4.6, §11.4)."""
 
 from __future__ import annotations
 
