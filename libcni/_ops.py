@@ -163,10 +163,11 @@ def _call(
     env: Mapping[str, str],
     deadline: Deadline,
     rt: RuntimeConf | None = None,
+    lock_fd: int | None = None,
     **stdin: Any,
 ) -> RunPlugin:
     """The effect of one plugin call: its stdin (``rq.plugin_stdin``, given ``prev_result`` or
-    ``valid_attachments``), the environment, the time left."""
+    ``valid_attachments``), the environment, the time left, the lock it inherits (ADD)."""
     command = env["CNI_COMMAND"]
     capability_args = None if rt is None else rt.capability_args
     return RunPlugin(
@@ -186,6 +187,7 @@ def _call(
         chain.name,
         "" if rt is None else rt.container_id,
         deadline.limit,
+        lock_fd,
     )
 
 
@@ -380,10 +382,8 @@ class Operations:
         _require_plugins(chain)
         deadline = self._deadline(timeout)
         env = self._env(rq.ADD, rt)
-        paths = []
-        for plugin in chain.plugins:
-            paths.append(self._find(plugin.type))
-            rq.validate_attachment(rt.container_id, chain.name, rt.ifname)
+        paths = [self._find(plugin.type) for plugin in chain.plugins]
+        rq.validate_attachment(rt.container_id, chain.name, rt.ifname)
         cache = self._cache(rt)
         release_net = yield _lock_within(deadline, cache, chain.name, rq.ADD, exclusive=False)
         try:
@@ -400,11 +400,8 @@ class Operations:
                     result: Result | None = None
                     held = _held_fd(release)  # the plugins hold the lock too (behaviour §4.3)
                     for plugin, path in zip(chain.plugins, paths, strict=True):
-                        call = _call(chain, plugin, path, env, deadline, rt, prev_result=prev)
-                        result = yield from _run(
-                            attrs.evolve(call, lock_fd=held),
-                            _result(chain.cni_version, plugin.type),
-                        )
+                        call = _call(chain, plugin, path, env, deadline, rt, held, prev_result=prev)
+                        result = yield from _run(call, _result(chain.cni_version, plugin.type))
                         prev = result.to_dict()
                     entry = attrs.evolve(record, result=prev, kind=CNI_CACHE_V1)
                     # The entry's JSON is the record's and the result (encoded once).

@@ -235,6 +235,76 @@ def test_argv_env_and_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert got["pgrp"] == got["pid"]
 
 
+#: Its signal state (grep's, inherited; the shell's own varies while it forks), then what it
+#: holds (the shell becomes Python: the same process).
+_STATE_REPORTER = """#!/bin/sh
+cat >/dev/null
+grep -E '^Sig(Blk|Ign):' /proc/self/status
+exec {python} -S -c '
+import os
+print(os.getpgrp(), os.getpid())
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        print(fd, os.readlink(f"/proc/self/fd/{{fd}}"))
+    except OSError:  # the descriptor of the listing, closed by now
+        pass
+'
+"""
+
+
+def _sigs(line: str) -> set[int]:
+    mask = int(line.split()[1], 16)
+    return {sig for sig in range(1, 65) if mask & (1 << (sig - 1))}
+
+
+@pytest.mark.parametrize("how", ["alone", "in flight", "async"])
+def test_both_ways_to_start_give_the_plugin_the_same_state(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A start alone takes os.posix_spawn; one while another plugin of the process runs, and
+    # every start of the async driver, take subprocess (its vfork releases the GIL). Either
+    # way the plugin leads its own process group, with an empty signal mask, no signal
+    # ignored and no descriptor of the runtime but 0 to 2 (behaviour §6.3).
+    spawns: list[str] = []
+    real_spawn = os.posix_spawn
+
+    def spy(path: str, *args: Any, **kwargs: Any) -> int:
+        spawns.append(os.path.basename(path))
+        return real_spawn(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "posix_spawn", spy)
+    reporter = write_plugin(tmp_path / "report", _STATE_REPORTER.format(python=sys.executable))
+    started = tmp_path / "started"
+    slow = write_plugin(tmp_path / "slow", f"#!/bin/sh\ntouch {started}\nsleep 2\n")
+    marker = tmp_path / "inheritable"
+    marker.touch()
+    leak = os.open(marker, os.O_RDONLY)
+    os.set_inheritable(leak, True)
+    other = threading.Thread(target=run, args=(slow,))
+    try:
+        if how == "in flight":
+            other.start()
+            while not started.exists():
+                time.sleep(0.01)
+        if how == "async":
+            out = asyncio.run(RawExec().aexec_plugin(reporter, b"{}", BASE_ENV, 10))
+        else:
+            out = run(reporter)
+    finally:
+        os.close(leak)
+        if other.is_alive():
+            other.join()
+    blocked, ignored, ids, *fds = out.decode().splitlines()
+    pgid, pid = ids.split()
+    assert pgid == pid
+    assert _sigs(blocked) == set()
+    # glibc's posix_spawn leaves its internal signals 32 and 33 ignored (handled by programs).
+    assert _sigs(ignored) - {32, 33} == set()
+    held = {int(n): target for n, _, target in (fd.partition(" ") for fd in fds)}
+    assert sorted(held) == [0, 1, 2] and str(marker) not in held.values(), held
+    assert spawns.count("report") == (1 if how == "alone" else 0), spawns
+
+
 def test_sigpipe_is_default_in_the_plugin(tmp_path: Path) -> None:
     plugin = write_plugin(tmp_path / "sig", "#!/bin/sh\ngrep SigIgn /proc/self/status\n")
     ignored = int(run(plugin).split()[1], 16)
@@ -522,20 +592,28 @@ def test_concurrent_calls_from_threads(testplugin: str) -> None:
 @pytest.mark.parametrize(
     "start",
     [
+        # Alone, or with a signal blocked: os.posix_spawn, whose dup2 onto 0-2 must not
+        # clobber a pipe that took the number of a closed stdio descriptor.
         "",
-        # A blocked signal sends the start through os.posix_spawn, whose dup2 onto 0-2
-        # must not clobber a pipe that took the number of a closed stdio descriptor.
         "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n",
+        # Another plugin in flight: subprocess.
+        "import threading, time\n"
+        "from libcni.invoke import _raw\n"
+        "slow = json.dumps({'test': {'*': {'sleep': 2}}}).encode()\n"
+        "threading.Thread(target=RawExec().exec_plugin, args=(PLUGIN, slow, ENV, 10)).start()\n"
+        "while not _raw._LIVE:\n"
+        "    time.sleep(0.01)\n",
     ],
-    ids=["vfork", "posix_spawn"],
+    ids=["posix_spawn", "posix_spawn-blocked-signal", "subprocess"],
 )
 def test_works_with_stdio_descriptors_closed(testplugin: str, start: str) -> None:
     code = (
-        "import os, sys\n"
+        "import json, os, sys\n"
         "os.close(0); os.close(1)\n"
-        f"{start}"
         "from libcni.invoke import RawExec\n"
-        f"out = RawExec().exec_plugin({testplugin!r}, b'{{}}', {BASE_ENV!r}, 10)\n"
+        f"PLUGIN, ENV = {testplugin!r}, {BASE_ENV!r}\n"
+        f"{start}"
+        "out = RawExec().exec_plugin(PLUGIN, b'{}', ENV, 10)\n"
         "os.write(2, out)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}

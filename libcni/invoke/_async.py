@@ -1,7 +1,7 @@
 """``RawExec.aexec_plugin``: ``_raw``'s runs, the plugin's pipes and pidfd watched by the loop.
 
-Starts run in :data:`SPAWN_THREADS` ``libcni-spawn`` threads (the loop never waits for an
-``exec``). At most :data:`SLOTS` plugins of a loop are *young* at once (started less than
+Starts run in :data:`SPAWN_THREADS` ``libcni-spawn`` threads, never holding the GIL (the loop
+never waits for an ``exec``). At most :data:`SLOTS` plugins of a loop are *young* at once (started less than
 :data:`AGE` seconds ago, still running); a further start waits, the oldest task's first:
 128 plugins started at once on two CPUs would starve the loop's thread.
 """
@@ -213,7 +213,7 @@ async def aexec(
     deadline = Deadline(timeout)
     give = await _slots_of(loop).take(loop, deadline, os.path.basename(path))
     try:
-        run = await _start(loop, _Start(path, env, stdin, pass_fd, deadline))
+        run = await _start(loop, _Start(path, env, stdin, pass_fd, deadline, hold_gil=False))
         try:
             _watch(loop, run)
             try:

@@ -11,7 +11,7 @@ import os
 import select
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from libcni import _log as logging  # logging, imported at first use
@@ -92,12 +92,28 @@ def _signals_clean() -> bool:
         return False
 
 
-def _spawn(path: str, env: Mapping[str, str], stdio: list[int], pass_fd: int | None) -> int:
+#: The leaders of this process's plugin runs in flight (a start alone takes ``posix_spawn``).
+_LIVE: set[int] = set()
+os.register_at_fork(after_in_child=_LIVE.clear)
+#: ``posix_spawn``'s own close-from action (Python 3.13+), else the descriptors are listed.
+_CLOSEFROM: int | None = getattr(os, "POSIX_SPAWN_CLOSEFROM", None)
+#: A start whose pipes got a descriptor number this high lists many to close: ``subprocess``.
+_MANY_FDS = 64
+
+
+def _spawn(
+    path: str, env: Mapping[str, str], stdio: list[int], pass_fd: int | None, hold_gil: bool
+) -> int:
     """Start ``path`` as the leader of a new process group, as Go starts it: ``stdio`` as its
     descriptors 0 to 2, ``pass_fd`` as 3, nothing else inherited, signals at their defaults.
-    ``subprocess`` (its ``vfork`` releases the GIL) when the signal state allows, else
-    ``os.posix_spawn``."""
-    if _signals_clean():
+
+    ``os.posix_spawn`` when the signal state asks for it (``subprocess`` resets only SIGPIPE
+    and SIGXFSZ), or when ``hold_gil`` and no other plugin of this process is in flight: it
+    is about 60 µs faster, but holds the GIL until the child's ``exec``. Else ``subprocess``,
+    whose ``vfork`` releases the GIL, so that the other threads (the other plugins' callers,
+    an event loop) run meanwhile (``docs/performance.md``, "A start alone")."""
+    lone = hold_gil and not _LIVE and (_CLOSEFROM is not None or max(stdio) < _MANY_FDS)
+    if not lone and _signals_clean():
         import subprocess  # here: about 2 ms to import, and only plugin runs need it
 
         child = subprocess.Popen(
@@ -123,7 +139,10 @@ def _spawn(path: str, env: Mapping[str, str], stdio: list[int], pass_fd: int | N
 def _spawn_clean(path: str, env: Mapping[str, str], sources: list[int]) -> int:
     """``os.posix_spawn`` with ``sources`` as descriptors 0, 1, 2 (and 3), the signal state reset."""
     actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(sources)]
-    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited() if fd >= len(sources)]
+    if _CLOSEFROM is not None:
+        actions.append((_CLOSEFROM, len(sources)))
+    else:
+        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited() if fd >= len(sources)]
     return os.posix_spawn(
         path, [path], env, file_actions=actions, setpgroup=0, setsigmask=(),
         setsigdef=_DEFAULT_SIGNALS,
@@ -147,10 +166,14 @@ class _Run:
     on_exit: Callable[[], None] = staticmethod(lambda: None)
 
     def __init__(
-        self, path: str, env: Mapping[str, str], stdin: bytes, pass_fd: int | None = None
+        self,
+        path: str,
+        env: Mapping[str, str],
+        stdin: bytes,
+        pass_fd: int | None = None,
+        hold_gil: bool = True,
     ) -> None:
         self.path = path
-        self.name = os.path.basename(path)
         self.status: int | None = None  # wait status once reaped
         self._out: list[bytes] = []
         self._out_size = 0
@@ -166,7 +189,8 @@ class _Run:
                 r, w = os.pipe2(os.O_CLOEXEC)
                 ours.append(w if not theirs else r)
                 theirs.append(r if not theirs else w)
-            self.pid = _spawn(path, env, theirs, pass_fd)
+            self.pid = _spawn(path, env, theirs, pass_fd, hold_gil)
+            _LIVE.add(self.pid)
         except BaseException:
             for fd in ours + theirs:
                 os.close(fd)
@@ -181,6 +205,11 @@ class _Run:
         self.pidfd = _pidfd(self.pid)
         self._stdin = memoryview(stdin)
         self.write_stdin()
+
+    @property
+    def name(self) -> str:
+        """The plugin's name (its binary's), for errors and the log."""
+        return os.path.basename(self.path)
 
     def watched(self) -> list[tuple[int, bool]]:
         """The open descriptors as ``(fd, wants_write)``."""
@@ -291,6 +320,7 @@ class _Run:
             self.status = os.waitpid(self.pid, 0)[1]
         except ChildProcessError:  # reaped by someone else (SIGCHLD ignored...)
             self.status = _UNKNOWN_STATUS
+        _LIVE.discard(self.pid)
         self.close()
         self.on_exit()
 
@@ -388,13 +418,14 @@ class _Start:
         stdin: bytes,
         pass_fd: int | None,
         deadline: Deadline,
+        *,
+        hold_gil: bool = True,
     ) -> None:
         self.path = path
-        self.name = os.path.basename(path)
-        self.args = (path, env, stdin, pass_fd)
+        self.args = (path, env, stdin, pass_fd, hold_gil)
         self.deadline = deadline
-        self.busy = Deadline(BUSY_BINARY.budget)
-        self.pauses = BUSY_BINARY.pauses(deadline, self.busy, whole=True)
+        self.busy: Deadline | None = None  # the busy binary's budget, from its first refusal
+        self.pauses: Iterator[float] = iter(())
 
     def once(self) -> _Run | float:
         """Try to start the plugin (in a ``libcni-spawn`` thread for the async driver)."""
@@ -404,27 +435,31 @@ class _Start:
             return self._after(e)
 
     def _after(self, err: Exception) -> float:
+        name = os.path.basename(self.path)
         if not isinstance(err, OSError):  # ValueError: NUL in the environment or the path
             raise PluginError(
                 f'cannot run plugin "{self.path}": invalid environment or path',
                 str(err),
                 code=CODE_INVALID_ENV,
-                plugin=self.name,
+                plugin=name,
             ) from err
         code = err.errno or 0
         desc = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
         if code == errno.ETXTBSY:
+            if self.busy is None:
+                self.busy = Deadline(BUSY_BINARY.budget)
+                self.pauses = BUSY_BINARY.pauses(self.deadline, self.busy, whole=True)
             pause = next(self.pauses, None)
             if pause is not None:
                 return pause
             left, busy = self.deadline.left(), self.busy.left()
             if left is not None and (busy is None or left <= busy):  # the call's time ran out
                 raise PluginTimeoutError(
-                    plugin_timed_out(self.name, self.deadline.limit),
+                    plugin_timed_out(name, self.deadline.limit),
                     f"{self.path} stayed busy: {desc}",
-                    plugin=self.name,
+                    plugin=name,
                 ) from err
             desc += f", for {BUSY_BINARY.budget:g}s"
         raise PluginError(
-            f'failed to execute plugin "{self.path}"', desc, code=CODE_IO, plugin=self.name
+            f'failed to execute plugin "{self.path}"', desc, code=CODE_IO, plugin=name
         ) from err
