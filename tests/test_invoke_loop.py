@@ -1,8 +1,8 @@
 """Plugin runs on an event loop (issue 29, item 2): what they cost the loop, and the one limit.
 
 The loop reads each plugin's pipes and learns of its exit from its pidfd; the
-start runs in a ``libcni-spawn`` thread; no scheduler above ``invoke`` is awaited. The plugins are real (``/bin/sh``
-scripts); the starts are counted by wrapping ``_raw._spawn``, never faked.
+start runs in a ``libcni-spawn`` thread; no scheduler above ``invoke`` is awaited. The plugins
+are real (``/bin/sh`` scripts); the starts are counted by wrapping ``_raw._spawn``, never faked.
 """
 
 from __future__ import annotations
@@ -291,6 +291,27 @@ def test_the_loop_keeps_turning_while_a_start_is_slow(
     ticks = asyncio.run(main())
     assert all(name.startswith("libcni-spawn") for name, _ in slow_start), slow_start
     assert ticks >= 20  # 0.6 s of starts (two threads): inline, the loop would not have turned
+
+
+def test_a_plugin_started_after_its_loop_closed_is_killed_and_reaped(
+    tmp_path: Path, slow_start: list[tuple[str, int]]
+) -> None:
+    # The loop ends (asyncio.run cancels the task and closes it) while the start runs in its
+    # thread: the thread cannot hand the run to the loop any more, and ends it itself.
+    slow = _script(tmp_path, "slow", SLOW.format(30))
+
+    tasks = []
+
+    async def main() -> None:
+        tasks.append(asyncio.ensure_future(RawExec().aexec_plugin(slow, b"{}", ENV, 60)))
+        await asyncio.sleep(0.1)  # the start is under way in its thread
+
+    asyncio.run(main())
+    assert tasks[0].cancelled()
+    deadline = time.monotonic() + 5
+    while not (slow_start and _gone(slow_start[0][1])):
+        assert time.monotonic() < deadline, "the plugin started for a closed loop lives on"
+        time.sleep(0.02)
 
 
 def test_a_task_cancelled_while_its_plugin_starts_gets_it_killed_and_reaped(

@@ -9,13 +9,14 @@ never waits for an ``exec``). At most :data:`SLOTS` plugins of a loop are *young
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import heapq
 import itertools
 import os
+import queue
 import signal
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -117,42 +118,57 @@ def _slots_of(loop: asyncio.AbstractEventLoop) -> _Slots:
 
 #: Threads that start plugins for the loops of this process (made again in a forked child).
 SPAWN_THREADS = 2
-_starter: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+#: Their queue of starts, ``(loop, future, start)``, and the process that made them.
+_starts: tuple[int, queue.SimpleQueue[Any]] | None = None
 
 
-def _starting_threads() -> concurrent.futures.ThreadPoolExecutor:
-    global _starter
-    if _starter is None or _starter[0] != os.getpid():
-        pool = concurrent.futures.ThreadPoolExecutor(
-            SPAWN_THREADS, "libcni-spawn", _unblock_signals
-        )
-        _starter = (os.getpid(), pool)
-    return _starter[1]
+def _start_queue() -> queue.SimpleQueue[Any]:
+    global _starts
+    if _starts is None or _starts[0] != os.getpid():
+        starts: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for _ in range(SPAWN_THREADS):
+            threading.Thread(
+                target=_serve, args=(starts,), name="libcni-spawn", daemon=True
+            ).start()
+        _starts = (os.getpid(), starts)
+    return _starts[1]
 
 
-def _unblock_signals() -> None:
-    """A starting thread blocks nothing (the ``subprocess`` path's condition)."""
+def _serve(starts: queue.SimpleQueue[Any]) -> None:
+    """A ``libcni-spawn`` thread: blocks no signal (the ``subprocess`` path's condition), runs
+    each start and hands its outcome to its loop (one wake-up, no executor futures)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    while True:
+        loop, done, start = starts.get()
+        try:
+            outcome: Any = start.once()
+        except BaseException as e:  # PluginError...: raised in the task
+            outcome = e
+        try:
+            loop.call_soon_threadsafe(_deliver, done, outcome)
+        except RuntimeError:  # the loop was closed meanwhile
+            _deliver(done, outcome, cancelled=True)
 
 
-def _close_started(future: asyncio.Future[_Run | float]) -> None:
-    """A start whose task was cancelled meanwhile: kill and reap what it started."""
-    if not future.cancelled() and future.exception() is None:
-        run = future.result()
-        if isinstance(run, _Run):
-            run.close()
+def _deliver(done: asyncio.Future[Any], outcome: Any, *, cancelled: bool = False) -> None:
+    """On the loop: the start's outcome to its task; a run whose task was cancelled meanwhile
+    is killed and reaped."""
+    if cancelled or done.done():
+        if isinstance(outcome, _Run):
+            outcome.close()
+    elif isinstance(outcome, BaseException):
+        done.set_exception(outcome)
+    else:
+        done.set_result(outcome)
 
 
 async def _start(loop: asyncio.AbstractEventLoop, start: _Start) -> _Run:
     """Start the plugin in a ``libcni-spawn`` thread (again after a busy binary's pauses);
     if the task is cancelled meanwhile, what the thread started is killed and reaped."""
     while True:
-        once = loop.run_in_executor(_starting_threads(), start.once)
-        try:
-            run = await asyncio.shield(once)
-        except asyncio.CancelledError:
-            once.add_done_callback(_close_started)
-            raise
+        done: asyncio.Future[_Run | float] = loop.create_future()
+        _start_queue().put((loop, done, start))
+        run = await done
         if isinstance(run, _Run):
             return run
         await asyncio.sleep(run)
