@@ -81,7 +81,7 @@ def test_the_loop_keeps_turning_while_slow_plugins_run(tmp_path: Path) -> None:
         return ticks, worst
 
     ticks, worst = asyncio.run(main())
-    # 8 plugins of 0.5 s (two rounds of SLOTS on two CPUs at most): the loop ran
+    # 8 plugins of 0.5 s (at most two rounds of SLOTS): the loop ran
     # throughout, never held for long by a start or a read.
     assert ticks >= 25, ticks
     assert worst < 0.4, worst  # less than one plugin's run: never waited for one

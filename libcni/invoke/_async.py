@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 
 __all__ = ["AGE", "SLOTS", "aexec"]
 
-#: Plugins of a loop that may be young at once (twice the CPUs: enough to keep them busy).
-SLOTS = max(2, 2 * (os.cpu_count() or 1))
+#: Plugins of a loop that may be young at once: three per CPU, enough to keep the CPUs busy
+#: while some wait (for the iptables lock, netlink), few enough that the loop's thread still
+#: gets a CPU soon (docs/performance.md: 2 per CPU held 8 tasks to 0.85x Go).
+SLOTS = max(2, 3 * (os.cpu_count() or 1))
 #: Seconds after which a plugin no longer counts against :data:`SLOTS` (most take 20-60 ms).
 AGE = 0.1
 
