@@ -127,12 +127,10 @@ _starts: tuple[int, queue.SimpleQueue[Any]] | None = None
 def _start_queue() -> queue.SimpleQueue[Any]:
     global _starts
     if _starts is None or _starts[0] != os.getpid():
-        starts: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for _ in range(SPAWN_THREADS):
-            threading.Thread(
-                target=_serve, args=(starts,), name="libcni-spawn", daemon=True
-            ).start()
-        _starts = (os.getpid(), starts)
+            threading.Thread(target=_serve, args=(q,), name="libcni-spawn", daemon=True).start()
+        _starts = (os.getpid(), q)
     return _starts[1]
 
 
@@ -153,8 +151,7 @@ def _serve(starts: queue.SimpleQueue[Any]) -> None:
 
 
 def _deliver(done: asyncio.Future[Any], outcome: Any, *, cancelled: bool = False) -> None:
-    """On the loop: the start's outcome to its task; a run whose task was cancelled meanwhile
-    is killed and reaped."""
+    """On the loop: the outcome to its task; a run whose task was cancelled is ended."""
     if cancelled or done.done():
         if isinstance(outcome, _Run):
             outcome.close()

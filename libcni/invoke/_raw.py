@@ -11,7 +11,7 @@ import os
 import select
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from libcni import _log as logging  # logging, imported at first use
@@ -55,8 +55,8 @@ def _excerpt(data: bytes) -> str:
     return text + f"... ({len(data)} bytes)" if len(data) > _EXCERPT else text
 
 
-def _inherited() -> list[int]:
-    """The runtime's inheritable descriptors above 2, closed in the child."""
+def _inherited(low: int) -> list[tuple[int, int]]:
+    """The close actions of the runtime's inheritable descriptors from ``low`` up."""
     try:
         names = os.listdir("/proc/self/fd")
     except OSError:
@@ -65,8 +65,8 @@ def _inherited() -> list[int]:
     for name in names:
         fd = int(name)
         try:
-            if fd > 2 and os.get_inheritable(fd):
-                out.append(fd)
+            if fd >= low and os.get_inheritable(fd):
+                out.append((os.POSIX_SPAWN_CLOSE, fd))
         except OSError:  # the listing's own descriptor, closed by now
             pass
     return out
@@ -106,12 +106,9 @@ def _spawn(
 ) -> int:
     """Start ``path`` as the leader of a new process group, as Go starts it: ``stdio`` as its
     descriptors 0 to 2, ``pass_fd`` as 3, nothing else inherited, signals at their defaults.
-
-    ``os.posix_spawn`` when the signal state asks for it (``subprocess`` resets only SIGPIPE
-    and SIGXFSZ), or when ``hold_gil`` and no other plugin of this process is in flight: it
-    is about 60 µs faster, but holds the GIL until the child's ``exec``. Else ``subprocess``,
-    whose ``vfork`` releases the GIL, so that the other threads (the other plugins' callers,
-    an event loop) run meanwhile (``docs/performance.md``, "A start alone")."""
+    ``os.posix_spawn`` (60 µs faster, but it holds the GIL until the child's ``exec``) when
+    ``hold_gil`` and no other plugin of the process is in flight, or when the signal state
+    asks for it; else ``subprocess`` (docs/performance.md, "A start alone")."""
     lone = hold_gil and not _LIVE and (_CLOSEFROM is not None or max(stdio) < _MANY_FDS)
     if not lone and _signals_clean():
         import subprocess  # here: about 2 ms to import, and only plugin runs need it
@@ -139,10 +136,7 @@ def _spawn(
 def _spawn_clean(path: str, env: Mapping[str, str], sources: list[int]) -> int:
     """``os.posix_spawn`` with ``sources`` as descriptors 0, 1, 2 (and 3), the signal state reset."""
     actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(sources)]
-    if _CLOSEFROM is not None:
-        actions.append((_CLOSEFROM, len(sources)))
-    else:
-        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited() if fd >= len(sources)]
+    actions += [(_CLOSEFROM, len(sources))] if _CLOSEFROM is not None else _inherited(len(sources))
     return os.posix_spawn(
         path, [path], env, file_actions=actions, setpgroup=0, setsigmask=(),
         setsigdef=_DEFAULT_SIGNALS,
@@ -166,14 +160,10 @@ class _Run:
     on_exit: Callable[[], None] = staticmethod(lambda: None)
 
     def __init__(
-        self,
-        path: str,
-        env: Mapping[str, str],
-        stdin: bytes,
-        pass_fd: int | None = None,
-        hold_gil: bool = True,
+        self, path: str, env: Mapping[str, str], stdin: bytes, pass_fd: int | None, hold_gil: bool
     ) -> None:
         self.path = path
+        self.name = os.path.basename(path)
         self.status: int | None = None  # wait status once reaped
         self._out: list[bytes] = []
         self._out_size = 0
@@ -205,11 +195,6 @@ class _Run:
         self.pidfd = _pidfd(self.pid)
         self._stdin = memoryview(stdin)
         self.write_stdin()
-
-    @property
-    def name(self) -> str:
-        """The plugin's name (its binary's), for errors and the log."""
-        return os.path.basename(self.path)
 
     def watched(self) -> list[tuple[int, bool]]:
         """The open descriptors as ``(fd, wants_write)``."""
@@ -424,8 +409,8 @@ class _Start:
         self.path = path
         self.args = (path, env, stdin, pass_fd, hold_gil)
         self.deadline = deadline
-        self.busy: Deadline | None = None  # the busy binary's budget, from its first refusal
-        self.pauses: Iterator[float] = iter(())
+        self.busy = Deadline(BUSY_BINARY.budget)
+        self.pauses = BUSY_BINARY.pauses(deadline, self.busy, whole=True)
 
     def once(self) -> _Run | float:
         """Try to start the plugin (in a ``libcni-spawn`` thread for the async driver)."""
@@ -446,9 +431,6 @@ class _Start:
         code = err.errno or 0
         desc = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
         if code == errno.ETXTBSY:
-            if self.busy is None:
-                self.busy = Deadline(BUSY_BINARY.budget)
-                self.pauses = BUSY_BINARY.pauses(self.deadline, self.busy, whole=True)
             pause = next(self.pauses, None)
             if pause is not None:
                 return pause
