@@ -305,6 +305,32 @@ def test_both_ways_to_start_give_the_plugin_the_same_state(
     assert spawns.count("report") == (1 if how == "alone" else 0), spawns
 
 
+def test_a_start_alone_in_a_process_with_many_descriptors_takes_subprocess(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before Python 3.13 posix_spawn is told each inheritable descriptor to close, which
+    # means listing them all: with many open, subprocess closes them in the child instead.
+    from libcni.invoke import _raw
+
+    spawns: list[str] = []
+    real_spawn = os.posix_spawn
+
+    def spy(path: str, *args: Any, **kwargs: Any) -> int:
+        spawns.append(path)
+        return real_spawn(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "posix_spawn", spy)
+    plugin = write_plugin(tmp_path / "p", "#!/bin/sh\necho '{}'\n")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(_raw._MANY_FDS)]
+    try:
+        assert run(plugin) == b"{}\n"
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert spawns == ([plugin] if _raw._CLOSEFROM is not None else [])
+    assert run(plugin) == b"{}\n" and spawns[-1:] == [plugin]  # few open again: posix_spawn
+
+
 def test_sigpipe_is_default_in_the_plugin(tmp_path: Path) -> None:
     plugin = write_plugin(tmp_path / "sig", "#!/bin/sh\ngrep SigIgn /proc/self/status\n")
     ignored = int(run(plugin).split()[1], 16)
