@@ -382,8 +382,8 @@ class Operations:
         _require_plugins(chain)
         deadline = self._deadline(timeout)
         env = self._env(rq.ADD, rt)
-        paths = [self._find(plugin.type) for plugin in chain.plugins]
         rq.validate_attachment(rt.container_id, chain.name, rt.ifname)
+        paths = [self._find(plugin.type) for plugin in chain.plugins]
         cache = self._cache(rt)
         release_net = yield _lock_within(deadline, cache, chain.name, rq.ADD, exclusive=False)
         try:

@@ -1,9 +1,9 @@
 """``RawExec.aexec_plugin``: ``_raw``'s runs, the plugin's pipes and pidfd watched by the loop.
 
 Starts run in :data:`SPAWN_THREADS` ``libcni-spawn`` threads, never holding the GIL (the loop
-never waits for an ``exec``). At most :data:`SLOTS` plugins of a loop are *young* at once (started less than
-:data:`AGE` seconds ago, still running); a further start waits, the oldest task's first:
-128 plugins started at once on two CPUs would starve the loop's thread.
+never waits for an ``exec``). At most :data:`SLOTS` plugins of a loop are *young* at once
+(started less than :data:`AGE` seconds ago, still running); a further start waits, the oldest
+task's first: 128 plugins started at once on two CPUs would starve the loop's thread.
 """
 
 from __future__ import annotations
