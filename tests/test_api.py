@@ -187,6 +187,16 @@ def test_add_validates_ids_before_anything_runs(env: Env, rt: RuntimeConf, code:
     assert env.calls() == []
 
 
+def test_add_validates_ids_before_it_looks_for_the_plugins(env: Env) -> None:
+    # The caller's bad input is named first, whichever plugin of the chain is missing.
+    net = env.conflist(env.plugin("p1"), {"type": "no-such-plugin"})
+    with pytest.raises(ValidationError):
+        env.cni.add_network_list(net, RuntimeConf("c/1", "", "eth0"))
+    with pytest.raises(libcni.PluginNotFoundError):
+        env.cni.add_network_list(net, env.rt)
+    assert env.calls() == []
+
+
 def test_add_validates_the_network_name(env: Env) -> None:
     net = libcni.conf_list_from_bytes(
         json.dumps({"cniVersion": "1.0.0", "name": "bad name", "plugins": [env.plugin("p1")]})

@@ -331,6 +331,27 @@ def test_a_start_alone_in_a_process_with_many_descriptors_takes_subprocess(
     assert run(plugin) == b"{}\n" and spawns[-1:] == [plugin]  # few open again: posix_spawn
 
 
+def test_a_forked_child_does_not_count_its_parents_plugins_as_in_flight(tmp_path: Path) -> None:
+    # The child's first start is alone (posix_spawn), whatever its parent was running.
+    from libcni.invoke import _raw
+
+    started = tmp_path / "started"
+    slow = write_plugin(tmp_path / "slow", f"#!/bin/sh\ntouch {started}\nsleep 1\n")
+    other = threading.Thread(target=run, args=(slow,))
+    other.start()
+    try:
+        while not started.exists():
+            time.sleep(0.01)
+        assert _raw._LIVE
+        pid = os.fork()
+        if pid == 0:  # the child: only os._exit, whatever happens
+            os._exit(0 if not _raw._LIVE else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+    finally:
+        other.join()
+    assert not _raw._LIVE
+
+
 def test_sigpipe_is_default_in_the_plugin(tmp_path: Path) -> None:
     plugin = write_plugin(tmp_path / "sig", "#!/bin/sh\ngrep SigIgn /proc/self/status\n")
     ignored = int(run(plugin).split()[1], 16)
